@@ -1,0 +1,113 @@
+"""A declarative description of a feed-forward policy network.
+
+The spec is the single source of truth shared by the learner (which builds a Haiku
+network from it, see `actorq.components.networks`) and by the actor-side policy
+runtimes (`actorq.quantization.runtimes`), which build an fp32, fp16/bf16 or int8
+executable of the *same* architecture once and then only load new parameters.
+
+Parameters of a network built from a spec form a flat Haiku tree::
+
+    {layer.name: {"w": float32[...], "b": float32[units]}}
+
+with `w` of shape `[in_features, units]` for `Dense` and
+`[kernel, kernel, in_channels, channels]` (HWIO) for `Conv2D`.
+
+Activations, inputs and outputs are float32. The network maps a batch of
+observations `float32[B, *input_shape]` to `float32[B, output_size]`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence, Tuple, Union
+
+ACTIVATIONS = ("relu", "tanh", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class Dense:
+  """Fully connected layer `y = act(x @ w + b)`."""
+  name: str
+  units: int
+  activation: str = "relu"
+
+
+@dataclasses.dataclass(frozen=True)
+class Conv2D:
+  """2-d convolution (NHWC input, HWIO kernel, VALID padding) then activation."""
+  name: str
+  channels: int
+  kernel: int
+  stride: int
+  activation: str = "relu"
+
+
+@dataclasses.dataclass(frozen=True)
+class Flatten:
+  """Reshape `[B, ...]` to `[B, -1]` (row-major, as `jnp.reshape`)."""
+  name: str = "flatten"
+
+
+Layer = Union[Dense, Conv2D, Flatten]
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkSpec:
+  """A sequential network: `input_scale * observation` through `layers`.
+
+  Attributes:
+    input_shape: observation shape without the batch dimension.
+    layers: the layers, applied in order.
+    input_scale: multiplies the observation first (e.g. 1/255 for Atari frames).
+  """
+  input_shape: Tuple[int, ...]
+  layers: Tuple[Layer, ...]
+  input_scale: float = 1.0
+
+  def __post_init__(self):
+    names = [l.name for l in self.layers]
+    if len(set(names)) != len(names):
+      raise ValueError(f"NetworkSpec layer names must be unique, got {names}")
+    for layer in self.layers:
+      act = getattr(layer, "activation", "none")
+      if act not in ACTIVATIONS:
+        raise ValueError(
+            f"layer {layer.name!r}: activation {act!r} is not one of {ACTIVATIONS}")
+    if not self.layers or not isinstance(self.layers[-1], Dense):
+      raise ValueError("NetworkSpec must end with a Dense layer")
+
+  @property
+  def output_size(self) -> int:
+    return self.layers[-1].units
+
+  @property
+  def parameter_layers(self) -> Tuple[Layer, ...]:
+    return tuple(l for l in self.layers if not isinstance(l, Flatten))
+
+
+def mlp(input_size: int, hidden: Sequence[int], output_size: int,
+        activation: str = "relu", output_activation: str = "none",
+        prefix: str = "dense") -> NetworkSpec:
+  """An MLP spec `input_size -> hidden... -> output_size`."""
+  layers = [Dense(f"{prefix}_{i}", int(h), activation) for i, h in enumerate(hidden)]
+  layers.append(Dense(f"{prefix}_{len(hidden)}", int(output_size), output_activation))
+  return NetworkSpec(input_shape=(int(input_size),), layers=tuple(layers))
+
+
+def nature_cnn(input_shape: Tuple[int, int, int], output_size: int,
+               input_scale: float = 1.0 / 255.0) -> NetworkSpec:
+  """The DQN Nature CNN (Mnih et al., 2015): 3 conv layers, 512-unit dense, linear head.
+
+  `input_shape` is (height, width, channels), e.g. (84, 84, 4).
+  """
+  return NetworkSpec(
+      input_shape=tuple(int(s) for s in input_shape),
+      layers=(
+          Conv2D("conv_0", 32, 8, 4),
+          Conv2D("conv_1", 64, 4, 2),
+          Conv2D("conv_2", 64, 3, 1),
+          Flatten(),
+          Dense("dense_0", 512),
+          Dense("dense_1", int(output_size), "none"),
+      ),
+      input_scale=input_scale,
+  )
