@@ -1,0 +1,55 @@
+"""The actor-side policy runtime interface."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from actorq.quantization import network_spec as ns
+
+
+class PolicyRuntime:
+  """Executes one `NetworkSpec` with parameters loaded from `Payload`s.
+
+  Attributes:
+    precision: what the runtime executes ("fp32", "fp16", "bf16", "simulated-int8", "int8").
+    payload_precision: the `make_payload` precision the source must ship.
+    version: version of the loaded parameters, -1 before the first `load`.
+    timings: counters `loads`, `calls`, `last_load_ms`, `total_load_ms`.
+  """
+  precision: str = ""
+  payload_precision: str = ""
+  accepted_payloads: tuple = ()
+
+  def __init__(self, spec: ns.NetworkSpec, num_threads: int = 1):
+    if int(num_threads) < 1:
+      raise ValueError(f"num_threads={num_threads}; allowed: >= 1")
+    self.spec = spec
+    self.num_threads = int(num_threads)
+    self.version = -1
+    self.timings = {"loads": 0, "calls": 0, "last_load_ms": 0.0, "total_load_ms": 0.0}
+
+  def load(self, payload) -> None:
+    t0 = time.perf_counter()
+    self._load(payload)
+    ms = (time.perf_counter() - t0) * 1e3
+    self.version = int(payload.version)
+    self.timings["loads"] += 1
+    self.timings["last_load_ms"] = ms
+    self.timings["total_load_ms"] += ms
+
+  def _load(self, payload) -> None:
+    raise NotImplementedError
+
+  def _check_observation(self, observation) -> np.ndarray:
+    if self.version < 0:
+      raise RuntimeError(f"{type(self).__name__}: call load(payload) before acting")
+    obs = np.asarray(observation, np.float32)
+    if obs.ndim != 1 + len(self.spec.input_shape) or obs.shape[1:] != tuple(
+        self.spec.input_shape):
+      raise ValueError(f"observation shape {obs.shape}; allowed: [B, "
+                       f"{', '.join(map(str, self.spec.input_shape))}]")
+    return obs
+
+  def __call__(self, observation) -> np.ndarray:
+    raise NotImplementedError

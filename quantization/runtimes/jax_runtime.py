@@ -1,0 +1,67 @@
+"""JAX runtimes: fp32 / fp16 / bf16 compute, and "simulated-int8".
+
+"simulated-int8" is for ACCURACY STUDIES ONLY: it dequantizes the int8 payload
+to float32 once per load and runs the fp32 JAX forward, so it reproduces the
+quantized policy's *values* but none of int8's speed. Use the "int8" runtime
+(LiteRT) to act fast.
+
+The forward is `jax.jit`-compiled once per batch size (the first call for a new
+batch size costs a compilation, ~50-300 ms). XLA's CPU thread pool is process
+wide: pin it with `XLA_FLAGS="--xla_cpu_multi_thread_eigen=false
+intra_op_parallelism_threads=1"` set before importing jax; `num_threads` is
+recorded but cannot change it after jax started.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from actorq.quantization import forward as fwd
+from actorq.quantization import payload as pl
+from actorq.quantization.runtimes import base
+
+_DTYPES = {"fp32": jnp.float32, "fp16": jnp.float16, "bf16": jnp.bfloat16}
+
+
+class JaxRuntime(base.PolicyRuntime):
+
+  def __init__(self, precision: str, spec, num_threads: int = 1):
+    if precision not in _DTYPES:
+      raise ValueError(f"JaxRuntime precision {precision!r}; allowed: {tuple(_DTYPES)}")
+    super().__init__(spec, num_threads)
+    self.precision = precision
+    self.payload_precision = precision
+    self.accepted_payloads = (precision,)
+    self._dtype = _DTYPES[precision]
+    self._fn = jax.jit(functools.partial(fwd.forward, spec=spec, dtype=self._dtype))
+    self._params = None
+
+  def _to_device(self, payload):
+    return {n: {"w": jnp.asarray(l["w"], self._dtype), "b": jnp.asarray(l["b"], self._dtype)}
+            for n, l in payload.layers.items()}
+
+  def _load(self, payload):
+    pl.check_payload(payload, self.spec, self.accepted_payloads)
+    self._params = jax.device_put(self._to_device(payload))
+
+  def __call__(self, observation) -> np.ndarray:
+    obs = self._check_observation(observation)
+    self.timings["calls"] += 1
+    return np.asarray(self._fn(self._params, observation=obs))
+
+
+class SimulatedInt8Runtime(JaxRuntime):
+  """Dequantize-then-fp32 JAX runtime (accuracy studies only; not fast)."""
+
+  def __init__(self, spec, num_threads: int = 1):
+    super().__init__("fp32", spec, num_threads)
+    self.precision = "simulated-int8"
+    self.payload_precision = "simulated-int8"
+    self.accepted_payloads = pl.INT8_PRECISIONS
+
+  def _to_device(self, payload):
+    return {n: {"w": jnp.asarray(l["w"]), "b": jnp.asarray(l["b"])}
+            for n, l in pl.dequantize_payload(payload).items()}

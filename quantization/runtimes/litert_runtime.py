@@ -1,0 +1,264 @@
+"""The real int8 actor runtime: LiteRT (ai-edge-litert) dynamic-range int8 kernels.
+
+Why LiteRT: on this project's CPUs, XLA-CPU int8 (jax 0.4.13) and TF 2.8's TFLite
+int8 kernels are slower than jax fp32, while LiteRT 2.3's XNNPACK
+dynamic-range kernels (int8 weights, activations quantized on the fly per
+batch row, float32 in/out) are 2-5x faster than jax fp32 at batch 1 (STACK.md,
+issue 3). ONNX Runtime is not installed in the pinned stack, so it was not
+measured here.
+
+How a new parameter version becomes runnable in milliseconds:
+
+1. ONCE per architecture (`template_for(spec)`, cached per process): a Keras
+   model of the spec with random weights and distinct non-zero dummy biases (so
+   the converter neither folds nor deduplicates them) goes through TF 2.8's
+   `TFLiteConverter` with `Optimize.DEFAULT` (0.3-7 s). The flatbuffer is then
+   rewritten so that EVERY weight tensor is int8 with per-channel quantization
+   (`quantized_dimension = 0`, one scale per output channel; the converter
+   itself emits per-tensor scales for FULLY_CONNECTED, per-channel for CONV_2D,
+   and leaves weights < 1024 elements in float32). The serialized bytes and
+   the byte offsets of each layer's weight data, scale vector and bias data are
+   kept.
+2. Per version (`load`): the payload's int8 weights (transposed to TFLite's
+   `[units, in]` / OHWI layout), float32 scales and biases are copied into those
+   offsets and a new `ai_edge_litert` Interpreter is created from the bytes and
+   invoked once (XNNPACK packs weights then). No reconversion.
+
+The spec's `input_scale` is folded into the first layer's scales (exact for
+symmetric quantization: `q` is unchanged, `scale * input_scale`).
+
+Numerics: outputs equal `forward(dequantize(payload))` up to the error of the
+dynamic int8 quantization of activations (~0.1-1% of the output magnitude).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Dict, List
+
+import numpy as np
+
+from actorq.quantization import network_spec as ns
+from actorq.quantization import payload as pl
+from actorq.quantization.runtimes import base
+
+_TEMPLATES: Dict[ns.NetworkSpec, "_Template"] = {}
+_LOCK = threading.Lock()
+
+
+class _Template:
+  """Serialized int8 model of a spec plus the patch locations of every layer."""
+
+  def __init__(self, spec: ns.NetworkSpec):
+    t0 = time.perf_counter()
+    self.spec = spec
+    self.model_bytes, self.locs = _build(spec)
+    self.build_s = time.perf_counter() - t0
+
+
+def template_for(spec: ns.NetworkSpec) -> _Template:
+  """The cached template of `spec` (built on first use: seconds)."""
+  with _LOCK:
+    if spec not in _TEMPLATES:
+      _TEMPLATES[spec] = _Template(spec)
+    return _TEMPLATES[spec]
+
+
+def _keras_model(spec, rng):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  act = {"relu": "relu", "tanh": "tanh", "none": None}
+  inp = tf.keras.Input(tuple(spec.input_shape), batch_size=None)
+  x = inp
+  dummies = {}
+  for layer in spec.layers:
+    if isinstance(layer, ns.Flatten):
+      x = tf.keras.layers.Flatten(name=layer.name)(x)
+      continue
+    if isinstance(layer, ns.Dense):
+      keras_layer = tf.keras.layers.Dense(layer.units, activation=act[layer.activation],
+                                          name=layer.name)
+    else:
+      keras_layer = tf.keras.layers.Conv2D(layer.channels, layer.kernel, layer.stride,
+                                           padding="valid",
+                                           activation=act[layer.activation],
+                                           name=layer.name)
+    x = keras_layer(x)
+    w, b = keras_layer.get_weights()
+    w = rng.normal(0.0, 0.1, w.shape).astype(np.float32)
+    # Distinct, non-zero biases: not folded away, not deduplicated into one buffer.
+    b = rng.uniform(0.5, 1.5, b.shape).astype(np.float32)
+    keras_layer.set_weights([w, b])
+    dummies[layer.name] = b
+  return tf.keras.Model(inp, x), dummies
+
+
+def _build(spec: ns.NetworkSpec):
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  import flatbuffers  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tensorflow.lite.python import schema_py_generated as sch  # pylint: disable=g-import-not-at-top
+
+  rng = np.random.default_rng(0)
+  model, dummies = _keras_model(spec, rng)
+  conv = tf.lite.TFLiteConverter.from_keras_model(model)
+  conv.optimizations = [tf.lite.Optimize.DEFAULT]
+  flat = conv.convert()
+
+  m = sch.ModelT.InitFromObj(sch.Model.GetRootAsModel(flat, 0))
+  if len(m.subgraphs) != 1:
+    raise NotImplementedError(f"expected 1 subgraph, converter emitted {len(m.subgraphs)}")
+  sg = m.subgraphs[0]
+  names = {v: k for k, v in vars(sch.BuiltinOperator).items() if not k.startswith("_")}
+  allowed = {"FULLY_CONNECTED", "CONV_2D", "RESHAPE", "TANH"}
+  param_layers = list(spec.parameter_layers)
+  param_ops = []
+  for op in sg.operators:
+    oc = m.operatorCodes[op.opcodeIndex]
+    name = names.get(max(oc.builtinCode, oc.deprecatedBuiltinCode), "?")
+    if name not in allowed:
+      raise NotImplementedError(f"converter emitted an unsupported op {name} for {spec}")
+    if name in ("FULLY_CONNECTED", "CONV_2D"):
+      param_ops.append((name, op))
+  if len(param_ops) != len(param_layers):
+    raise NotImplementedError(
+        f"converter emitted {len(param_ops)} FC/CONV ops for {len(param_layers)} layers")
+
+  layer_tensors = []
+  for layer, (opname, op) in zip(param_layers, param_ops):
+    want = "FULLY_CONNECTED" if isinstance(layer, ns.Dense) else "CONV_2D"
+    if opname != want or len(op.inputs) < 3 or op.inputs[2] < 0:
+      raise NotImplementedError(f"layer {layer.name!r}: expected {want} with a bias, got "
+                                f"{opname} inputs {list(op.inputs)}")
+    wt, bt = sg.tensors[op.inputs[1]], sg.tensors[op.inputs[2]]
+    bias = m.buffers[bt.buffer].data
+    if bias is None or not np.array_equal(np.asarray(bias, np.uint8).view(np.float32),
+                                          dummies[layer.name]):
+      raise NotImplementedError(f"layer {layer.name!r}: converter folded or shared its bias")
+    units = int(wt.shape[0])
+    wt.type = sch.TensorType.INT8
+    m.buffers[wt.buffer].data = np.zeros(int(np.prod(wt.shape)), np.uint8)
+    q = sch.QuantizationParametersT()
+    q.scale = np.ones(units, np.float32)
+    q.zeroPoint = np.zeros(units, np.int64)
+    q.quantizedDimension = 0
+    wt.quantization = q
+    if opname == "FULLY_CONNECTED" and hasattr(op.builtinOptions, "asymmetricQuantizeInputs"):
+      op.builtinOptions.asymmetricQuantizeInputs = True
+    layer_tensors.append((layer, op.inputs[1], op.inputs[2]))
+
+  builder = flatbuffers.Builder(1 << 20)
+  builder.Finish(m.Pack(builder), file_identifier=b"TFL3")
+  buf = bytearray(builder.Output())
+
+  # Locate the patchable bytes: numpy views into `buf` give their offsets.
+  root = sch.Model.GetRootAsModel(buf, 0)
+  sg2 = root.Subgraphs(0)
+  base_addr = np.frombuffer(buf, np.uint8).__array_interface__["data"][0]
+  locs = []
+  for layer, wi, bi in layer_tensors:
+    wt, bt = sg2.Tensors(wi), sg2.Tensors(bi)
+    wdata = root.Buffers(wt.Buffer()).DataAsNumpy()
+    bdata = root.Buffers(bt.Buffer()).DataAsNumpy()
+    sdata = wt.Quantization().ScaleAsNumpy()
+    off = lambda a: a.__array_interface__["data"][0] - base_addr
+    locs.append({"layer": layer, "w": (off(wdata), wdata.nbytes), "b": (off(bdata), bdata.nbytes),
+                 "scale": (off(sdata), sdata.nbytes),
+                 "tfl_shape": tuple(int(s) for s in wt.ShapeAsNumpy())})
+  return bytes(buf), locs
+
+
+def _transpose_into(dst: np.ndarray, src: np.ndarray, rows: int = 16):
+  """`dst[...] = src.T` for 2-d int8 arrays, 16 source rows at a time (~5x faster
+  than one strided numpy transpose of a 2048x2048 int8 matrix: cache friendly)."""
+  for i in range(0, src.shape[0], rows):
+    dst[:, i:i + rows] = src[i:i + rows].T
+
+
+class LiteRTInt8Runtime(base.PolicyRuntime):
+  """int8 policy on LiteRT/XNNPACK, refreshed by patching a prebuilt flatbuffer.
+
+  The first construction for a spec converts a model (0.3-7 s, cached per
+  process); `load` then takes milliseconds (see `timings`). `warmup=True`
+  invokes the new interpreter once inside `load` so XNNPACK's weight packing is
+  paid there, not on the first action. A change of batch size re-allocates
+  tensors (~1 ms); actors should keep a fixed batch size.
+  """
+  precision = "int8"
+  payload_precision = "int8"
+  accepted_payloads = pl.INT8_PRECISIONS
+
+  def __init__(self, spec: ns.NetworkSpec, num_threads: int = 1, warmup: bool = True):
+    super().__init__(spec, num_threads)
+    pl.expected_shapes(spec)  # validates the spec
+    self._template = template_for(spec)
+    self._buf = bytearray(self._template.model_bytes)
+    self._view = np.frombuffer(self._buf, np.uint8)
+    self._interp = None
+    self._batch = 1
+    self._warmup = warmup
+    self.timings.update({"template_build_s": self._template.build_s, "last_patch_ms": 0.0,
+                         "last_interpreter_ms": 0.0})
+
+  def _patch(self, payload):
+    first = True
+    for loc in self._template.locs:
+      layer = loc["layer"]
+      l = payload.layers[layer.name]
+      w = np.asarray(l["w"], np.int8)
+      units = w.shape[-1]
+      # params layout [in, units] / HWIO -> TFLite [units, in] / OHWI: both are the
+      # transpose of w viewed as [-1, units].
+      off, n = loc["w"]
+      if w.size != n:
+        raise ValueError(f"layer {layer.name!r}: payload 'w' has {w.size} bytes, the "
+                         f"int8 model expects {n}")
+      _transpose_into(self._view[off:off + n].view(np.int8).reshape(units, -1),
+                      w.reshape(-1, units))
+      scale = np.broadcast_to(np.asarray(l["scale"], np.float32), (units,))
+      if first:
+        scale = scale * np.float32(self.spec.input_scale)
+        first = False
+      for key, arr in (("scale", np.asarray(scale, np.float32)),
+                       ("b", np.asarray(l["b"], np.float32))):
+        off, n = loc[key]
+        raw = arr.reshape(-1).view(np.uint8)
+        if raw.size != n:
+          raise ValueError(f"layer {layer.name!r}: payload {key!r} has {raw.size} bytes, "
+                           f"the int8 model expects {n}")
+        self._view[off:off + n] = raw
+
+  def _new_interpreter(self):
+    from ai_edge_litert.interpreter import Interpreter  # pylint: disable=g-import-not-at-top
+    it = Interpreter(model_content=bytes(self._buf), num_threads=self.num_threads)
+    self._in = it.get_input_details()[0]["index"]
+    self._out = it.get_output_details()[0]["index"]
+    if self._batch != 1:
+      it.resize_tensor_input(self._in, [self._batch] + list(self.spec.input_shape))
+    it.allocate_tensors()
+    return it
+
+  def _load(self, payload):
+    pl.check_payload(payload, self.spec, self.accepted_payloads)
+    t0 = time.perf_counter()
+    self._patch(payload)
+    t1 = time.perf_counter()
+    it = self._new_interpreter()
+    if self._warmup:
+      it.set_tensor(self._in, np.zeros([self._batch] + list(self.spec.input_shape), np.float32))
+      it.invoke()
+    self._interp = it
+    self.timings["last_patch_ms"] = (t1 - t0) * 1e3
+    self.timings["last_interpreter_ms"] = (time.perf_counter() - t1) * 1e3
+
+  def __call__(self, observation) -> np.ndarray:
+    obs = self._check_observation(observation)
+    it = self._interp
+    if obs.shape[0] != self._batch:
+      self._batch = obs.shape[0]
+      it.resize_tensor_input(self._in, list(obs.shape))
+      it.allocate_tensors()
+    it.set_tensor(self._in, obs)
+    it.invoke()
+    self.timings["calls"] += 1
+    return it.get_tensor(self._out)
