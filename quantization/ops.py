@@ -244,12 +244,19 @@ def fake_quant(x: jnp.ndarray, scale: jnp.ndarray, zero_point: jnp.ndarray,
 
 def fake_quant_tensor(x: jnp.ndarray, bits: int = 8, symmetric: bool = True,
                       axis: Optional[int] = None) -> jnp.ndarray:
-  """`fake_quant` with min-max parameters computed from `x` itself (stop-gradient)."""
+  """`fake_quant` with min-max parameters computed from `x` itself (stop-gradient).
+
+  The range covers every element of `x` by construction, so the STE gradient is 1
+  everywhere (the range ends computed from a rounded scale / zero-point can miss
+  the extreme elements by an ulp; they are not treated as saturated).
+  """
   bits = check_bits(bits)
   check_tensor(x, None, axis)
+  x = jnp.asarray(x, jnp.float32)
   lo, hi = min_max(jax.lax.stop_gradient(x), axis)
   scale, zp = compute_qparams(lo, hi, bits, symmetric)
-  return fake_quant(x, scale, zp, bits, symmetric, axis)
+  out = fake_quant(jax.lax.stop_gradient(x), scale, zp, bits, symmetric, axis)
+  return x + jax.lax.stop_gradient(out - x)
 
 
 def cast(x: jnp.ndarray, dtype) -> jnp.ndarray:

@@ -219,8 +219,8 @@ class LiteRTInt8Runtime(base.PolicyRuntime):
       if first:
         scale = scale * np.float32(self.spec.input_scale)
         first = False
-      for key, arr in (("scale", np.asarray(scale, np.float32)),
-                       ("b", np.asarray(l["b"], np.float32))):
+      for key, arr in (("scale", np.ascontiguousarray(scale, np.float32)),
+                       ("b", np.ascontiguousarray(l["b"], np.float32))):
         off, n = loc[key]
         raw = arr.reshape(-1).view(np.uint8)
         if raw.size != n:
@@ -262,3 +262,44 @@ class LiteRTInt8Runtime(base.PolicyRuntime):
     it.invoke()
     self.timings["calls"] += 1
     return it.get_tensor(self._out)
+
+
+def dynamic_range_reference(params, spec: ns.NetworkSpec, observation) -> np.ndarray:
+  """What the int8 runtime computes, in numpy: `forward` of the dequantized params
+  where every layer's input row is first quantized asymmetrically to int8 (range
+  widened to contain 0, scale = (max - min) / 255, zero_point =
+  round(-128 - min / scale)) and dequantized, as LiteRT's dynamic-range
+  FULLY_CONNECTED / CONV_2D kernels do (per batch row). Matches the runtime to
+  ~1e-6; used by the parity tests.
+
+  Args:
+    params: float32 `{layer: {"w", "b"}}` (e.g. `payload.dequantize_payload(p)`).
+    observation: `[B, *input_shape]`.
+  Returns:
+    float32 `[B, output_size]`.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  x = np.asarray(observation, np.float32) * np.float32(spec.input_scale)
+  for layer in spec.layers:
+    if isinstance(layer, ns.Flatten):
+      x = x.reshape(x.shape[0], -1)
+      continue
+    w, b = params[layer.name]["w"], params[layer.name]["b"]
+    rows = x.reshape(x.shape[0], -1)
+    lo = np.minimum(rows.min(1, keepdims=True), 0)
+    hi = np.maximum(rows.max(1, keepdims=True), 0)
+    s = (hi - lo) / 255
+    s[s == 0] = 1
+    zp = np.round(-128 - lo / s)
+    x = ((np.clip(np.round(rows / s) + zp, -128, 127) - zp) * s).reshape(x.shape)
+    if isinstance(layer, ns.Dense):
+      x = x @ w + b
+    else:
+      x = np.asarray(jax.lax.conv_general_dilated(
+          x, w, (layer.stride, layer.stride), "VALID",
+          dimension_numbers=("NHWC", "HWIO", "NHWC"))) + b
+    if layer.activation == "relu":
+      x = np.maximum(x, 0)
+    elif layer.activation == "tanh":
+      x = np.tanh(x)
+  return x.astype(np.float32)
