@@ -1,0 +1,175 @@
+"""Reverb replay: tables built from the adder's signature, a server, datasets.
+
+Tables carry a signature built from the environment spec *and* the actor's extras
+spec (handed case E3), so a full episode of an actor with extras is accepted and a
+write of the wrong dtype or shape is rejected by `ValidatingAdder` with a Python
+error naming the column, before it reaches Reverb's native code.
+
+Every blocking call has a timeout (handed case R1): datasets pass
+`rate_limiter_timeout_ms` to Reverb, and `sample` raises `ReplayTimeoutError`.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional
+
+import numpy as np
+import reverb
+import tensorflow as tf
+import tree
+from acme import specs, types
+from acme.adders import base as adders_base
+from acme.adders import reverb as adders_reverb
+
+DEFAULT_TIMEOUT_MS = 60_000
+
+
+class ReplayTimeoutError(TimeoutError):
+  """A Reverb call did not complete within its timeout."""
+
+
+def rate_limiter(min_size: int, samples_per_insert: Optional[float] = None,
+                 error_buffer: Optional[float] = None) -> reverb.rate_limiters.RateLimiter:
+  """MinSize, or SampleToInsertRatio when `samples_per_insert` is given.
+
+  `samples_per_insert` counts sampled *items* per inserted item (Acme's unit):
+  with batch size B, one learner step per `B / samples_per_insert` inserts.
+  """
+  if min_size < 1:
+    raise ValueError(f"min_size must be >= 1, got {min_size}")
+  if samples_per_insert is None:
+    return reverb.rate_limiters.MinSize(min_size)
+  if samples_per_insert <= 0:
+    raise ValueError(f"samples_per_insert must be > 0, got {samples_per_insert}")
+  if error_buffer is None:
+    error_buffer = max(2.0 * samples_per_insert, min_size * samples_per_insert * 0.1, 1.0)
+  return reverb.rate_limiters.SampleToInsertRatio(
+      samples_per_insert=samples_per_insert, min_size_to_sample=min_size,
+      error_buffer=error_buffer)
+
+
+def transition_table(name: str, environment_spec: specs.EnvironmentSpec,
+                     extras_spec: types.NestedSpec = (), *, max_size: int,
+                     min_size: int, samples_per_insert: Optional[float] = None,
+                     prioritized: bool = False, priority_exponent: float = 0.6) -> reverb.Table:
+  """A table of n-step transitions with the `NStepTransitionAdder` signature."""
+  sampler = (reverb.selectors.Prioritized(priority_exponent) if prioritized
+             else reverb.selectors.Uniform())
+  return reverb.Table(
+      name=name, sampler=sampler, remover=reverb.selectors.Fifo(), max_size=int(max_size),
+      rate_limiter=rate_limiter(min_size, samples_per_insert),
+      signature=adders_reverb.NStepTransitionAdder.signature(environment_spec, extras_spec))
+
+
+def make_server(tables, port: Optional[int] = None, checkpoint_dir: Optional[str] = None) -> reverb.Server:
+  """An in-process Reverb server (Reverb's own checkpointer when `checkpoint_dir`)."""
+  checkpointer = None
+  if checkpoint_dir is not None:
+    checkpointer = reverb.checkpointers.DefaultCheckpointer(path=checkpoint_dir)
+  return reverb.Server(tables=list(tables), port=port, checkpointer=checkpointer)
+
+
+def make_dataset(server_address: str, table: str, batch_size: int, *,
+                 num_parallel_calls: int = 2, prefetch_size: int = 4,
+                 timeout_ms: int = DEFAULT_TIMEOUT_MS) -> tf.data.Dataset:
+  """A batched `reverb.TrajectoryDataset` over `table`.
+
+  Like `acme.datasets.make_reverb_dataset`, plus a rate-limiter timeout so that a
+  sampler never waits forever (acme's has none) and fewer parallel readers (2 cores).
+  Elements are `reverb.ReplaySample(info, data)` with leading dim `batch_size`.
+  """
+
+  def _one(_):
+    return reverb.TrajectoryDataset.from_table_signature(
+        server_address=server_address, table=table,
+        max_in_flight_samples_per_worker=2 * batch_size,
+        rate_limiter_timeout_ms=timeout_ms).batch(batch_size, drop_remainder=True)
+
+  ds = tf.data.Dataset.range(num_parallel_calls).interleave(
+      _one, cycle_length=num_parallel_calls, num_parallel_calls=num_parallel_calls,
+      deterministic=False)
+  return ds.prefetch(prefetch_size)
+
+
+def numpy_iterator(dataset: tf.data.Dataset) -> Iterator[reverb.ReplaySample]:
+  """Iterates numpy batches of an endless replay dataset.
+
+  Reverb ends a dataset's sequence when its rate-limiter timeout expires; for a
+  replay dataset (which is otherwise endless) that is a timeout, so it raises.
+
+  Raises:
+    ReplayTimeoutError: on that timeout, or when the server is unavailable.
+  """
+  it = dataset.as_numpy_iterator()
+  while True:
+    try:
+      yield next(it)
+    except StopIteration:
+      raise ReplayTimeoutError(
+          "no replay sample within the rate limiter's timeout (is the table below its "
+          "min size, or are samples ahead of inserts?)") from None
+    except tf.errors.DeadlineExceededError as e:
+      raise ReplayTimeoutError(f"replay sample timed out: {e.message}") from None
+    except (tf.errors.UnavailableError, tf.errors.CancelledError) as e:
+      raise ReplayTimeoutError(f"replay server unavailable: {e.message}") from None
+
+
+def sample(server_address: str, table: str, num_samples: int = 1,
+           timeout_s: float = DEFAULT_TIMEOUT_MS / 1000) -> list:
+  """`num_samples` items (numpy `ReplaySample`s) from `table`.
+
+  `reverb.Client.sample` (0.7.0) has no timeout and can block forever, so this goes
+  through a `TrajectoryDataset` with a rate-limiter timeout.
+
+  Raises:
+    ReplayTimeoutError: when the items are not available within `timeout_s` seconds.
+  """
+  ds = reverb.TrajectoryDataset.from_table_signature(
+      server_address=server_address, table=table, max_in_flight_samples_per_worker=num_samples,
+      rate_limiter_timeout_ms=max(int(timeout_s * 1000), 0))
+  it = numpy_iterator(ds)
+  return [next(it) for _ in range(num_samples)]
+
+
+class ValidatingAdder(adders_base.Adder):
+  """Checks every step against the specs before it reaches Reverb (case E3).
+
+  Raises:
+    TypeError: a value of another dtype than its column's spec (e.g. float64 into float32);
+    ValueError: a value of another shape; both name the column, e.g. ``extras/logp``.
+  """
+
+  def __init__(self, adder: adders_base.Adder, environment_spec: specs.EnvironmentSpec,
+               extras_spec: types.NestedSpec = ()):
+    self._adder = adder
+    self._env_spec = environment_spec
+    self._extras_spec = extras_spec
+
+  @staticmethod
+  def _check(column: str, spec: Any, value: Any) -> None:
+    flat_specs = tree.flatten_with_path(spec)
+    try:
+      flat_values = tree.flatten_up_to(spec, value)
+    except (ValueError, TypeError) as e:
+      raise ValueError(f"column {column!r}: structure does not match its spec: {e}") from None
+    for (path, s), v in zip(flat_specs, flat_values):
+      name = "/".join([column] + [str(p) for p in path])
+      arr = np.asarray(v)
+      if arr.dtype != np.dtype(s.dtype):
+        raise TypeError(f"column {name!r}: dtype {arr.dtype} does not match the table's {np.dtype(s.dtype)}")
+      if tuple(arr.shape) != tuple(s.shape):
+        raise ValueError(f"column {name!r}: shape {arr.shape} does not match the table's {tuple(s.shape)}")
+
+  def add_first(self, timestep):
+    self._check("observation", self._env_spec.observations, timestep.observation)
+    self._adder.add_first(timestep)
+
+  def add(self, action, next_timestep, extras: types.NestedArray = ()):
+    self._check("action", self._env_spec.actions, action)
+    self._check("observation", self._env_spec.observations, next_timestep.observation)
+    self._check("reward", self._env_spec.rewards, next_timestep.reward)
+    self._check("discount", self._env_spec.discounts, next_timestep.discount)
+    self._check("extras", self._extras_spec, extras)
+    self._adder.add(action, next_timestep, extras)
+
+  def reset(self):
+    self._adder.reset()

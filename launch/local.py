@@ -1,0 +1,179 @@
+"""Single-process training: an embedded Reverb server, one actor and the learner,
+interleaved in one readable loop.
+
+The loop keeps Acme's samples-per-insert contract itself (one learner step per
+`batch_size / samples_per_insert` actor steps once the table holds `min_replay_size`
+items), so the table only needs a MinSize limiter and nothing can deadlock: every
+sample also has a timeout (`actorq.components.replay`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from typing import Any, Callable, Dict, Optional
+
+import jax
+import numpy as np
+import reverb
+from acme.utils import counting
+
+from actorq.components import environments, replay
+from actorq.components import logging as logging_lib
+from actorq.components import variable_client as vc
+
+
+@dataclasses.dataclass
+class RunResult:
+  """What a run ends with. Returns are undiscounted episode returns."""
+  final_eval_return: float
+  best_eval_return: float
+  best_eval_step: int
+  actor_steps: int
+  learner_steps: int
+  episodes: int
+  wall_seconds: float
+  evaluations: list
+
+
+def evaluate(env, actor, episodes: int) -> Dict[str, float]:
+  """Runs `episodes` full episodes with `actor` (no adder); mean/std return and length."""
+  returns, lengths = [], []
+  for _ in range(episodes):
+    timestep = env.reset()
+    total, length = 0.0, 0
+    while not timestep.last():
+      timestep = env.step(actor.select_action(timestep.observation))
+      total += float(timestep.reward)
+      length += 1
+    returns.append(total)
+    lengths.append(length)
+  return {"episode_return": float(np.mean(returns)), "episode_return_std": float(np.std(returns)),
+          "episode_length": float(np.mean(lengths))}
+
+
+def _table_size(client: reverb.Client, table: str) -> int:
+  return int(client.server_info()[table].current_size)
+
+
+def run(builder, env_id: str, num_steps: int, seed: int = 0, logdir: Optional[str] = None,
+        eval_every: int = 5_000, eval_episodes: int = 10,
+        progress: Optional[Callable[[Dict[str, Any]], None]] = None,
+        on_learner_step: Optional[Callable[[Any], None]] = None) -> RunResult:
+  """Trains `builder`'s agent for `num_steps` actor (environment) steps.
+
+  Args:
+    builder: an agent builder (see `actorq.agents.dqn.builder.DQNBuilder`).
+    env_id: environment id (`actorq.components.environments`).
+    num_steps: actor steps to take.
+    seed: seeds the environment, networks and actor.
+    logdir: CSVs `train.csv`, `learner.csv`, `eval.csv` go here (None: no files).
+    eval_every: actor steps between greedy evaluations (and one at the end).
+    eval_episodes: episodes per evaluation.
+    progress: called after every actor step with a dict of counters.
+    on_learner_step: called with the learner after each of its steps (tests).
+  """
+  config = builder.config
+  start_time = time.time()
+  if logdir is not None:
+    os.makedirs(logdir, exist_ok=True)
+  logger_fn = logging_lib.make_logger_factory(logdir)
+  env = environments.make_environment(env_id, seed=seed)
+  eval_env = environments.make_environment(env_id, seed=seed + 10_000)
+  env_spec = environments.environment_spec(env)
+  networks = builder.make_networks(env_spec)
+  policy = builder.make_policy(networks, env_spec, evaluation=False)
+  eval_policy = builder.make_policy(networks, env_spec, evaluation=True)
+
+  server = replay.make_server(builder.make_replay_tables(env_spec, policy))
+  client = reverb.Client(f"localhost:{server.port}")
+  counter = counting.Counter()
+  key_learner, key_actor, key_eval = jax.random.split(jax.random.PRNGKey(seed), 3)
+  learner = builder.make_learner(key_learner, networks, builder.make_dataset_iterator(client),
+                                 lambda label: logger_fn(label, time_delta=1.0), env_spec,
+                                 client, counting.Counter(counter, "learner"))
+  publishers = {}
+
+  def publisher(precision):
+    if precision not in publishers:
+      publishers[precision] = vc.PolicyPublisher(learner, networks.spec, precision)
+    return publishers[precision]
+
+  adder = builder.make_adder(client, env_spec, policy)
+  actor = builder.make_actor(key_actor, policy, env_spec, publisher(policy.precision), adder)
+  eval_actor = builder.make_actor(key_eval, eval_policy, env_spec, publisher(eval_policy.precision))
+  train_logger = logger_fn("train")
+  eval_logger = logger_fn("eval")
+
+  steps_per_update = config.batch_size / config.samples_per_insert
+  learning_started = False
+  learning_start_step = 0
+  evaluations = []
+  episodes, actor_steps = 0, 0
+  last_eval = float("nan")
+
+  def run_evaluation():
+    nonlocal last_eval
+    eval_actor.update(wait=True)
+    stats = evaluate(eval_env, eval_actor, eval_episodes)
+    last_eval = stats["episode_return"]
+    row = {"actor_steps": actor_steps, "learner_steps": learner.step_count,
+           "episodes": episodes, "wall_seconds": time.time() - start_time,
+           "actor_precision": eval_policy.precision,
+           "payload_bytes": publisher(eval_policy.precision).stats["payload_bytes"],
+           "policy_version": eval_actor.policy_version, **stats}
+    evaluations.append(row)
+    eval_logger.write(row)
+
+  try:
+    timestep = env.reset()
+    actor.observe_first(timestep)
+    episode_return, episode_length, episode_start = 0.0, 0, time.time()
+    while actor_steps < num_steps:
+      action = actor.select_action(timestep.observation)
+      timestep = env.step(action)
+      actor.observe(action, timestep)
+      actor_steps += 1
+      episode_return += float(timestep.reward)
+      episode_length += 1
+
+      # Learner steps owed under the samples-per-insert ratio.
+      if not learning_started and actor_steps >= config.min_replay_size:
+        learning_started = _table_size(client, config.replay_table_name) >= config.min_replay_size
+        learning_start_step = actor_steps
+      if learning_started:
+        owed = math.floor((actor_steps - learning_start_step + 1) / steps_per_update)
+        while learner.step_count < owed:
+          learner.step()
+          if on_learner_step is not None:
+            on_learner_step(learner)
+      actor.update()
+
+      if timestep.last():
+        episodes += 1
+        elapsed = time.time() - episode_start
+        train_logger.write({"actor_steps": actor_steps, "episodes": episodes,
+                            "episode_return": episode_return, "episode_length": episode_length,
+                            "steps_per_second": episode_length / max(elapsed, 1e-9),
+                            "policy_version": actor.policy_version})
+        timestep = env.reset()
+        actor.observe_first(timestep)
+        episode_return, episode_length, episode_start = 0.0, 0, time.time()
+
+      if actor_steps % eval_every == 0 or actor_steps == num_steps:
+        run_evaluation()
+      if progress is not None:
+        progress({"actor_steps": actor_steps, "episodes": episodes,
+                  "learner_steps": learner.step_count, "eval_return": last_eval})
+  finally:
+    for logger in (train_logger, eval_logger, logger_fn("learner")):
+      logger.close()
+    adder.reset()  # flush pending items while the server is still up
+    server.stop()
+
+  best = max(evaluations, key=lambda r: r["episode_return"])
+  return RunResult(final_eval_return=evaluations[-1]["episode_return"],
+                   best_eval_return=best["episode_return"], best_eval_step=best["actor_steps"],
+                   actor_steps=actor_steps, learner_steps=learner.step_count, episodes=episodes,
+                   wall_seconds=time.time() - start_time, evaluations=evaluations)

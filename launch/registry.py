@@ -1,0 +1,31 @@
+"""Agent names -> (config class, builder class). New agents register here."""
+from __future__ import annotations
+
+import importlib
+from typing import Dict, Tuple
+
+# name -> (module with the config class, config class, module with the builder, builder class)
+_AGENTS: Dict[str, Tuple[str, str, str, str]] = {
+    "dqn": ("actorq.agents.dqn.config", "DQNConfig", "actorq.agents.dqn.builder", "DQNBuilder"),
+}
+
+
+class UnknownAgentError(ValueError):
+  """An agent name that is not registered."""
+
+
+def names():
+  return sorted(_AGENTS)
+
+
+def get(name: str):
+  """Returns `(ConfigClass, BuilderClass)` for an agent name.
+
+  Raises:
+    UnknownAgentError: naming the allowed agents.
+  """
+  if name not in _AGENTS:
+    raise UnknownAgentError(f"unknown agent {name!r}; allowed: {', '.join(names())}")
+  cmod, cname, bmod, bname = _AGENTS[name]
+  return (getattr(importlib.import_module(cmod), cname),
+          getattr(importlib.import_module(bmod), bname))
