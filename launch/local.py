@@ -1,15 +1,22 @@
 """Single-process training: an embedded Reverb server, one actor and the learner,
 interleaved in one readable loop.
 
-The loop keeps Acme's samples-per-insert contract itself (one learner step per
-`batch_size / samples_per_insert` actor steps once the table holds `min_replay_size`
-items), so the table only needs a MinSize limiter and nothing can deadlock: every
-sample also has a timeout (`actorq.components.replay`).
+The loop asks the builder how many learner steps are owed, so the tables need no
+blocking rate limiter in this mode and nothing can deadlock (every sample also has a
+timeout, `actorq.components.replay`). Besides Acme's six builder methods, a builder
+used here provides:
+
+  * `min_replay_size() -> int`: items the table (`replay_table_name()`) must hold
+    before the first learner step (0: no wait);
+  * `learner_steps_owed(actor_steps_since_start: int) -> int`: the *total* number of
+    learner steps that should have run after that many actor steps since learning
+    started (e.g. `floor(n * samples_per_insert / batch_size)` off-policy, or
+    `n // rollout_length` on-policy);
+  * `config` with the agent's config.
 """
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import time
 from typing import Any, Callable, Dict, Optional
@@ -74,7 +81,6 @@ def run(builder, env_id: str, num_steps: int, seed: int = 0, logdir: Optional[st
     progress: called after every actor step with a dict of counters.
     on_learner_step: called with the learner after each of its steps (tests).
   """
-  config = builder.config
   start_time = time.time()
   if logdir is not None:
     os.makedirs(logdir, exist_ok=True)
@@ -106,7 +112,7 @@ def run(builder, env_id: str, num_steps: int, seed: int = 0, logdir: Optional[st
   train_logger = logger_fn("train")
   eval_logger = logger_fn("eval")
 
-  steps_per_update = config.batch_size / config.samples_per_insert
+  min_replay = builder.min_replay_size()
   learning_started = False
   learning_start_step = 0
   evaluations = []
@@ -139,11 +145,12 @@ def run(builder, env_id: str, num_steps: int, seed: int = 0, logdir: Optional[st
       episode_length += 1
 
       # Learner steps owed under the samples-per-insert ratio.
-      if not learning_started and actor_steps >= config.min_replay_size:
-        learning_started = _table_size(client, config.replay_table_name) >= config.min_replay_size
-        learning_start_step = actor_steps
+      if not learning_started and actor_steps >= min_replay:
+        learning_started = (min_replay == 0 or
+                            _table_size(client, builder.replay_table_name()) >= min_replay)
+        learning_start_step = actor_steps - 1
       if learning_started:
-        owed = math.floor((actor_steps - learning_start_step + 1) / steps_per_update)
+        owed = builder.learner_steps_owed(actor_steps - learning_start_step)
         while learner.step_count < owed:
           learner.step()
           if on_learner_step is not None:

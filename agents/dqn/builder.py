@@ -35,6 +35,17 @@ class DQNBuilder:
   def __init__(self, config: config_lib.DQNConfig):
     self.config = config
 
+  def min_replay_size(self) -> int:
+    return self.config.min_replay_size
+
+  def replay_table_name(self) -> str:
+    return self.config.replay_table_name
+
+  def learner_steps_owed(self, actor_steps_since_start: int) -> int:
+    """Samples-per-insert: one learner step per batch_size / samples_per_insert actor steps."""
+    c = self.config
+    return int(actor_steps_since_start * c.samples_per_insert // c.batch_size)
+
   def make_networks(self, environment_spec: specs.EnvironmentSpec) -> networks_lib.DQNNetworks:
     return networks_lib.make_networks(environment_spec, self.config.hidden_sizes)
 
