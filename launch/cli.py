@@ -22,6 +22,7 @@ warnings.filterwarnings("ignore", message=".*DISPLAY environment variable is mis
 # Command name -> module (relative to actorq.launch).
 COMMANDS = {
     "train": "train_cmd",
+    "quantize": "quantize_cmd",
 }
 
 

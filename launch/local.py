@@ -26,7 +26,7 @@ import numpy as np
 import reverb
 from acme.utils import counting
 
-from actorq.components import environments, replay
+from actorq.components import checkpointing, environments, evaluation, replay
 from actorq.components import logging as logging_lib
 from actorq.components import variable_client as vc
 
@@ -44,24 +44,19 @@ class RunResult:
   evaluations: list
 
 
-def evaluate(env, actor, episodes: int) -> Dict[str, float]:
-  """Runs `episodes` full episodes with `actor` (no adder); mean/std return and length."""
-  returns, lengths = [], []
-  for _ in range(episodes):
-    timestep = env.reset()
-    total, length = 0.0, 0
-    while not timestep.last():
-      timestep = env.step(actor.select_action(timestep.observation))
-      total += float(timestep.reward)
-      length += 1
-    returns.append(total)
-    lengths.append(length)
-  return {"episode_return": float(np.mean(returns)), "episode_return_std": float(np.std(returns)),
-          "episode_length": float(np.mean(lengths))}
+evaluate = evaluation.evaluate  # kept here for callers of the runner module
 
 
 def _table_size(client: reverb.Client, table: str) -> int:
   return int(client.server_info()[table].current_size)
+
+
+def checkpoint_state(learner, actor_steps: int, episodes: int, actor_num_steps: int) -> Dict[str, Any]:
+  """What a run checkpoint holds (all numpy / plain Python)."""
+  return {"learner": learner.save(),
+          "policy_params": jax.device_get(learner.get_variables(["policy"])[0]),
+          "learner_steps": learner.step_count, "actor_steps": actor_steps,
+          "episodes": episodes, "actor_num_steps": actor_num_steps}
 
 
 def run(builder, env_id: str, num_steps: int, seed: int = 0, logdir: Optional[str] = None,
@@ -75,7 +70,8 @@ def run(builder, env_id: str, num_steps: int, seed: int = 0, logdir: Optional[st
     env_id: environment id (`actorq.components.environments`).
     num_steps: actor steps to take.
     seed: seeds the environment, networks and actor.
-    logdir: CSVs `train.csv`, `learner.csv`, `eval.csv` go here (None: no files).
+    logdir: CSVs `train.csv`, `learner.csv`, `eval.csv` go here, and a final checkpoint
+      in `logdir/checkpoints` (None: no files).
     eval_every: actor steps between greedy evaluations (and one at the end).
     eval_episodes: episodes per evaluation.
     progress: called after every actor step with a dict of counters.
@@ -179,6 +175,10 @@ def run(builder, env_id: str, num_steps: int, seed: int = 0, logdir: Optional[st
     adder.reset()  # flush pending items while the server is still up
     server.stop()
 
+  if logdir is not None:
+    checkpointing.save(os.path.join(logdir, "checkpoints"),
+                       checkpoint_state(learner, actor_steps, episodes, actor.num_steps),
+                       step=actor_steps)
   best = max(evaluations, key=lambda r: r["episode_return"])
   return RunResult(final_eval_return=evaluations[-1]["episode_return"],
                    best_eval_return=best["episode_return"], best_eval_step=best["actor_steps"],

@@ -56,12 +56,24 @@ def make_builder(args):
   return builder
 
 
+def write_run_info(logdir, args, config) -> None:
+  """`run.json`: agent, environment, seed and the resolved config of a run."""
+  import dataclasses
+  import json
+  info = {"agent": args.agent, "env": args.env, "seed": args.seed,
+          "config": dataclasses.asdict(config)}
+  from actorq.launch import run_dir
+  with open(os.path.join(logdir, run_dir.RUN_INFO), "w", encoding="utf-8") as f:
+    json.dump(info, f, indent=2, sort_keys=True)
+
+
 def run(args) -> int:
   builder = make_builder(args)
   if args.logdir is None:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     args.logdir = os.path.join("runs", f"{args.agent}-{args.env.replace(':', '_')}-s{args.seed}-{stamp}")
   args.logdir = cli.ensure_writable_dir(args.logdir)
+  write_run_info(args.logdir, args, builder.config)
 
   from tqdm import tqdm
   from actorq.launch import local

@@ -1,0 +1,117 @@
+"""Policy evaluation and the reward-parity evaluation of a compressed policy."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Dict, List, Sequence
+
+import dm_env
+import numpy as np
+
+from actorq.components import actors
+from actorq.components import variable_client as vc
+
+
+def evaluate(env: dm_env.Environment, actor, episodes: int) -> Dict[str, float]:
+  """Runs `episodes` full episodes with `actor` (which should not learn or add).
+
+  Returns:
+    mean/std of the undiscounted episode return and the mean episode length (steps).
+  """
+  if episodes < 1:
+    raise ValueError(f"episodes must be >= 1, got {episodes}")
+  returns, lengths = [], []
+  for _ in range(episodes):
+    timestep = env.reset()
+    total, length = 0.0, 0
+    while not timestep.last():
+      timestep = env.step(actor.select_action(timestep.observation))
+      total += float(timestep.reward)
+      length += 1
+    returns.append(total)
+    lengths.append(length)
+  return {"episode_return": float(np.mean(returns)), "episode_return_std": float(np.std(returns)),
+          "episode_length": float(np.mean(lengths))}
+
+
+def make_payload(params, spec, precision: str, version: int = 0, per_channel: bool = True):
+  """What a learner would ship at `precision` (fp32: the params themselves)."""
+  if precision == vc.FP32:
+    return vc.VersionedParams(vc._to_numpy(params), version)
+  from actorq.quantization import payload
+  return payload.make_payload(params, spec, precision, version, per_channel=per_channel)
+
+
+def fixed_policy_actor(params, spec, precision: str, selector: actors.Selector,
+                       per_channel: bool = True, seed: int = 0) -> actors.FeedForwardActor:
+  """An actor executing `params` at `precision`, with no variable client and no adder."""
+  runtime = vc.make_runtime(precision, spec)
+  runtime.load(make_payload(params, spec, precision, per_channel=per_channel))
+  return actors.FeedForwardActor(runtime, selector, seed=seed)
+
+
+@dataclasses.dataclass
+class ParityRow:
+  """One precision's result. `action_agreement`: fraction of the reference run's
+  observations on which this policy's greedy action equals the reference's (discrete),
+  or 1 - mean |a - a_ref| / action range (continuous)."""
+  precision: str
+  episode_return: float
+  episode_return_std: float
+  action_agreement: float
+  model_bytes: int
+
+
+def reward_parity(env_fn: Callable[[], dm_env.Environment], params, spec,
+                  selector: actors.Selector, precisions: Sequence[str], episodes: int,
+                  per_channel: bool = True, action_range: float = 1.0) -> List[ParityRow]:
+  """Evaluates the same parameters at several precisions on identically seeded envs.
+
+  The first precision is the reference: its visited observations are replayed through
+  every other precision to measure greedy-action agreement.
+
+  Args:
+    env_fn: builds a fresh, identically seeded environment.
+    params: fp32 policy params of `spec`.
+    selector: a *greedy* (deterministic) selector.
+    precisions: e.g. ("fp32", "int8").
+    episodes: episodes per precision (>= 1).
+    action_range: for continuous actions, the width used to normalise differences.
+  """
+  observations: List[np.ndarray] = []
+  reference_actions: List[np.ndarray] = []
+  rows: List[ParityRow] = []
+  for i, precision in enumerate(precisions):
+    actor = fixed_policy_actor(params, spec, precision, selector, per_channel)
+    if i == 0:
+      recorder = _Recorder(actor, observations, reference_actions)
+      stats = evaluate(env_fn(), recorder, episodes)
+      agreement = 1.0
+    else:
+      stats = evaluate(env_fn(), actor, episodes)
+      agreement = _agreement(actor, observations, reference_actions, action_range)
+    nbytes = make_payload(params, spec, precision, per_channel=per_channel).nbytes
+    rows.append(ParityRow(precision, stats["episode_return"], stats["episode_return_std"],
+                          agreement, int(nbytes)))
+  return rows
+
+
+class _Recorder:
+  def __init__(self, actor, observations, actions):
+    self._actor, self._obs, self._actions = actor, observations, actions
+
+  def select_action(self, observation):
+    action = self._actor.select_action(observation)
+    self._obs.append(np.asarray(observation))
+    self._actions.append(np.asarray(action))
+    return action
+
+
+def _agreement(actor, observations, reference_actions, action_range) -> float:
+  if not observations:
+    return float("nan")
+  actions = [np.asarray(actor.select_action(o)) for o in observations]
+  ref = np.stack(reference_actions)
+  got = np.stack(actions)
+  if np.issubdtype(ref.dtype, np.integer):
+    return float(np.mean(got == ref))
+  return float(1.0 - np.mean(np.abs(got - ref)) / action_range)
