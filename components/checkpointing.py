@@ -5,6 +5,15 @@ SHA-256 of the payload, then the pickled state (numpy arrays and plain Python). 
 written to a temporary file, fsynced and renamed into place, so a reader never sees a
 half-written checkpoint; a truncated or corrupted file fails its checksum and
 `restore_latest` falls back to the previous one. The newest `keep` are kept.
+
+A run checkpoint (`save_run`) also holds the Reverb tables, written by Reverb's own
+checkpointer (`reverb.Client.checkpoint()`, which marks a finished checkpoint with a
+DONE file) into a staging folder and then renamed to `replay-<step>` beside
+`ckpt-<step>.pkl`; the pickle is written last, so a checkpoint exists only once both
+halves do. Reverb's checkpointer keeps only its newest checkpoint, hence the rename.
+`reverb_checkpointer(directory, replay_name)` gives the checkpointer a resumed server
+starts with: it loads that `replay-<step>` (Reverb's fallback checkpoint) into the
+tables and writes later checkpoints to the (emptied) staging folder.
 """
 from __future__ import annotations
 
@@ -13,11 +22,15 @@ import hashlib
 import os
 import pickle
 import re
+import shutil
 import tempfile
-from typing import Any, List, Optional, Tuple
+import warnings
+from typing import Any, Callable, List, Optional, Tuple
 
 _PATTERN = re.compile(r"ckpt-(\d+)\.pkl$")
 _MAGIC = b"ACTORQ-CKPT-1 "
+_REPLAY_PATTERN = re.compile(r"replay-(\d+)$")
+REPLAY_STAGING = ".reverb-staging"
 
 
 class CheckpointError(RuntimeError):
@@ -86,15 +99,82 @@ def load(path: str) -> Any:
   return pickle.loads(data)
 
 
-def restore_latest(directory: str) -> Tuple[Optional[str], Any]:
+def restore_latest(directory: str, validate: Optional[Callable[[str, Any], None]] = None
+                   ) -> Tuple[Optional[str], Any]:
   """The newest readable checkpoint in `directory` as `(path, state)`; `(None, None)` if none.
 
-  Unreadable newer checkpoints are skipped (and reported through `warnings`).
+  Unreadable newer checkpoints are skipped (and reported through `warnings`), as are
+  those for which `validate(path, state)` raises `CheckpointError` (e.g. a run
+  checkpoint whose replay folder is missing, see `validate_run`).
   """
-  import warnings
   for path in reversed(list_checkpoints(directory)):
     try:
-      return path, load(path)
+      state = load(path)
+      if validate is not None:
+        validate(path, state)
+      return path, state
     except (CheckpointError, pickle.UnpicklingError, EOFError) as e:
       warnings.warn(f"skipping unreadable checkpoint: {e}")
   return None, None
+
+
+def _step_of(path: str, pattern=_PATTERN) -> int:
+  return int(pattern.search(path).group(1))
+
+
+def save_run(directory: str, state: dict, step: int, keep: int = 3, replay_client=None) -> str:
+  """Saves a run checkpoint: the Reverb tables (if `replay_client`) and then `state`.
+
+  The client's server must have been made with `reverb_checkpointer(directory, ...)`.
+  `state["replay_checkpoint"]` is set to the replay folder's name (or None). Replay
+  folders whose `ckpt-<step>.pkl` is gone are removed.
+
+  Returns:
+    the pickle's path.
+  """
+  state = dict(state)
+  state["replay_checkpoint"] = None
+  if replay_client is not None:
+    written = replay_client.checkpoint()
+    target = os.path.join(directory, f"replay-{int(step):012d}")
+    if os.path.exists(target):
+      shutil.rmtree(target)
+    os.replace(written, target)
+    state["replay_checkpoint"] = os.path.basename(target)
+  path = save(directory, state, step, keep)
+  steps = {_step_of(p) for p in list_checkpoints(directory)}
+  for name in os.listdir(directory):
+    m = _REPLAY_PATTERN.match(name)
+    if m and int(m.group(1)) not in steps:
+      shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+  return path
+
+
+def validate_run(path: str, state: Any) -> None:
+  """`restore_latest` validator: a run checkpoint must be a dict whose replay folder
+  (if it names one) exists and holds Reverb's DONE marker.
+
+  Raises:
+    CheckpointError: otherwise.
+  """
+  if not isinstance(state, dict):
+    raise CheckpointError(f"{path} does not hold a run checkpoint")
+  name = state.get("replay_checkpoint")
+  if name and not os.path.isfile(os.path.join(os.path.dirname(path), name, "DONE")):
+    raise CheckpointError(f"{path}: its replay checkpoint {name} is missing or incomplete")
+
+
+def reverb_checkpointer(directory: str, replay_name: Optional[str] = None):
+  """Reverb's checkpointer for a run's server.
+
+  Empties `directory/.reverb-staging` (a leftover there is a Reverb checkpoint whose
+  run checkpoint was never written) and, if `replay_name`, makes
+  `directory/<replay_name>` the checkpoint the server loads at start.
+  """
+  import reverb
+  staging = os.path.join(directory, REPLAY_STAGING)
+  if os.path.isdir(staging):
+    shutil.rmtree(staging)
+  os.makedirs(staging)
+  fallback = os.path.join(os.path.abspath(directory), replay_name) if replay_name else None
+  return reverb.checkpointers.DefaultCheckpointer(path=staging, fallback_checkpoint_path=fallback)

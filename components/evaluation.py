@@ -9,6 +9,7 @@ import numpy as np
 
 from actorq.components import actors
 from actorq.components import variable_client as vc
+from actorq.quantization import payload as payload_lib
 
 
 def evaluate(env: dm_env.Environment, actor, episodes: int) -> Dict[str, float]:
@@ -33,19 +34,11 @@ def evaluate(env: dm_env.Environment, actor, episodes: int) -> Dict[str, float]:
           "episode_length": float(np.mean(lengths))}
 
 
-def make_payload(params, spec, precision: str, version: int = 0, per_channel: bool = True):
-  """What a learner would ship at `precision` (fp32: the params themselves)."""
-  if precision == vc.FP32:
-    return vc.VersionedParams(vc._to_numpy(params), version)
-  from actorq.quantization import payload
-  return payload.make_payload(params, spec, precision, version, per_channel=per_channel)
-
-
 def fixed_policy_actor(params, spec, precision: str, selector: actors.Selector,
                        per_channel: bool = True, seed: int = 0) -> actors.FeedForwardActor:
   """An actor executing `params` at `precision`, with no variable client and no adder."""
   runtime = vc.make_runtime(precision, spec)
-  runtime.load(make_payload(params, spec, precision, per_channel=per_channel))
+  runtime.load(payload_lib.make_payload(params, spec, precision, 0, per_channel=per_channel))
   return actors.FeedForwardActor(runtime, selector, seed=seed)
 
 
@@ -89,7 +82,7 @@ def reward_parity(env_fn: Callable[[], dm_env.Environment], params, spec,
     else:
       stats = evaluate(env_fn(), actor, episodes)
       agreement = _agreement(actor, observations, reference_actions, action_range)
-    nbytes = make_payload(params, spec, precision, per_channel=per_channel).nbytes
+    nbytes = payload_lib.make_payload(params, spec, precision, 0, per_channel=per_channel).nbytes
     rows.append(ParityRow(precision, stats["episode_return"], stats["episode_return_std"],
                           agreement, int(nbytes)))
   return rows

@@ -1,15 +1,57 @@
-"""Loggers for a run directory: one CSV per label (acme's CSVLogger), throttled.
+"""Loggers for a run directory: one CSV per label (acme's CSVLogger) and TensorBoard
+event files beside them, throttled.
 
 `make_logger_factory(logdir)` returns `logger_fn(label, time_delta=0.0)`; the CSV is
 `logdir/<label>.csv`, opened in append mode (so a resumed run continues its files),
-flushed on every row.
+flushed on every row. The same rows go to TensorBoard event files under
+`logdir/tensorboard/<label>/` (`tensorboard --logdir <logdir>/tensorboard`), one scalar
+per numeric column with the CSV's column name, flushed on every row: acme's TF summary
+logger writes nothing until it is closed (acme#230), so a crashed run would show none.
 """
 from __future__ import annotations
 
+import numbers
 import os
 from typing import Callable, Dict, Optional
 
 from acme.utils import loggers
+
+TENSORBOARD_DIR = "tensorboard"
+# Columns used as the x axis (TensorBoard "step"), first present wins.
+STEP_KEYS = ("actor_steps", "learner_steps", "steps")
+
+
+class TensorBoardLogger(loggers.Logger):
+  """Writes each row's numeric values as TensorBoard scalars, flushed per row.
+
+  Args:
+    directory: where the event file goes (created).
+    step_keys: the row's step is its first present key of these (the key itself is
+      written too); without any, the number of rows written so far.
+
+  Non-numeric values (strings, None) are skipped; NaN is written as NaN.
+  """
+
+  def __init__(self, directory: str, step_keys=STEP_KEYS):
+    import tensorflow as tf
+    self._tf = tf
+    self._writer = tf.summary.create_file_writer(directory)
+    self._step_keys = tuple(step_keys)
+    self._rows = 0
+
+  def write(self, data) -> None:
+    step = next((int(data[k]) for k in self._step_keys
+                 if isinstance(data.get(k), numbers.Real)), self._rows)
+    self._rows += 1
+    with self._writer.as_default():
+      for key, value in data.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+          continue  # numpy scalars are numbers.Real too
+        self._tf.summary.scalar(str(key), float(value), step=step)
+    self._writer.flush()
+
+  def close(self) -> None:
+    self._writer.close()
 
 
 class _Closing(loggers.Dispatcher):
@@ -24,11 +66,13 @@ class _Closing(loggers.Dispatcher):
         f.close()
 
 
-def make_logger_factory(logdir: Optional[str], extra_fn: Optional[Callable] = None):
+def make_logger_factory(logdir: Optional[str], extra_fn: Optional[Callable] = None,
+                        tensorboard: bool = True):
   """Returns `logger_fn(label, time_delta=0.0) -> acme Logger`.
 
-  `logdir=None` gives no-op loggers. `extra_fn(label)` may add more loggers (e.g.
-  TensorBoard) to each label's dispatcher.
+  `logdir=None` gives no-op loggers. `extra_fn(label)` may add more loggers to each
+  label's dispatcher; `tensorboard` adds a `TensorBoardLogger` in
+  `logdir/tensorboard/<label>`.
   """
   cache: Dict[str, loggers.Logger] = {}
 
@@ -39,6 +83,8 @@ def make_logger_factory(logdir: Optional[str], extra_fn: Optional[Callable] = No
       return cache[label]
     f = open(os.path.join(logdir, f"{label}.csv"), "a", encoding="utf-8")
     to = [loggers.CSVLogger(f, flush_every=1)]
+    if tensorboard:
+      to.append(TensorBoardLogger(os.path.join(logdir, TENSORBOARD_DIR, label)))
     if extra_fn is not None:
       to.extend(extra_fn(label))
     logger = _Closing(to, [f])

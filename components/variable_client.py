@@ -2,8 +2,8 @@
 
 Learner side, a `PolicyPublisher` wraps a learner (any `acme.core.VariableSource` that
 serves the names ``"policy"`` and ``"version"``) and converts each *parameter version*
-once into what actors execute: the fp32 params themselves, or a quantized payload
-(int8 weights + float32 scales, see `actorq.quantization.payload`). Actors never
+once into the `Payload` actors execute: fp32/fp16/bf16 arrays, or int8 weights +
+float32 scales (see `actorq.quantization.payload`). Actors never
 trigger a second conversion of the same version, however many pull it.
 
 Actor side, a `VariableClient` pulls from a source every `update_period` actor steps,
@@ -16,40 +16,17 @@ dm-acme 0.4.0's `acme.jax.variable_utils.VariableClient` does not import on jax 
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import threading
 import time
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
-import jax
-import numpy as np
 from acme import core
 
 from actorq.quantization import network_spec as ns
+from actorq.quantization import payload as payload_lib
+from actorq.quantization import runtimes
 
 FP32 = "fp32"
-
-
-@dataclasses.dataclass
-class VersionedParams:
-  """fp32 policy parameters as shipped to actors.
-
-  Attributes:
-    params: `{layer: {"w", "b"}}` of float32 numpy arrays.
-    version: the learner step that produced them (>= 0).
-    nbytes: bytes of the arrays shipped.
-  """
-  params: Any
-  version: int
-  precision: str = FP32
-
-  @property
-  def nbytes(self) -> int:
-    return int(sum(np.asarray(x).nbytes for x in jax.tree_util.tree_leaves(self.params)))
-
-
-def _to_numpy(tree):
-  return jax.tree_util.tree_map(lambda x: np.asarray(x, dtype=np.float32), tree)
 
 
 class PolicyPublisher(core.VariableSource):
@@ -58,8 +35,8 @@ class PolicyPublisher(core.VariableSource):
   Args:
     learner: serves `get_variables(["policy", "version"])` -> `[params, int]`.
     spec: the policy's `NetworkSpec`.
-    precision: ``"fp32"`` (plain params) or any precision of
-      `actorq.quantization.payload.make_payload` (e.g. ``"int8"``).
+    precision: any precision of `actorq.quantization.payload.make_payload`
+      (``"fp32"``, ``"fp16"``, ``"bf16"``, ``"int8"``, ``"simulated-int8"``).
     per_channel: per-channel weight scales for integer precisions.
 
   `get_variables(names)` returns `[payload]` for any names (actors ask for
@@ -75,19 +52,13 @@ class PolicyPublisher(core.VariableSource):
     self._lock = threading.Lock()
     self._cached = None
     self.stats = {"conversions": 0, "convert_seconds": 0.0, "payload_bytes": 0}
-    if precision != FP32:
-      from actorq.quantization import payload as payload_lib  # validates the name early
-      self._make_payload = payload_lib.make_payload
-    else:
-      self._make_payload = None
+    if precision not in payload_lib.PRECISIONS:
+      raise ValueError(f"precision {precision!r} unknown; allowed: {payload_lib.PRECISIONS}")
 
   def _convert(self, params, version: int):
     start = time.perf_counter()
-    if self._make_payload is None:
-      out = VersionedParams(_to_numpy(params), int(version))
-    else:
-      out = self._make_payload(params, self._spec, self._precision, int(version),
-                               per_channel=self._per_channel)
+    out = payload_lib.make_payload(params, self._spec, self._precision, int(version),
+                                   per_channel=self._per_channel)
     self.stats["conversions"] += 1
     self.stats["convert_seconds"] += time.perf_counter() - start
     self.stats["payload_bytes"] = int(out.nbytes)
@@ -102,40 +73,8 @@ class PolicyPublisher(core.VariableSource):
       return [self._cached]
 
 
-class JaxRuntime:
-  """The fp32 JAX policy runtime: a jitted `forward(params, observation)`.
-
-  `load(VersionedParams)`; `__call__(observation[B, ...]) -> float32[B, output_size]`.
-  """
-  precision = FP32
-  payload_precision = FP32
-
-  def __init__(self, spec: ns.NetworkSpec):
-    from actorq.quantization import forward
-    self._spec = spec
-    self._apply = jax.jit(lambda p, x: forward.forward(p, spec, x))
-    self._params = None
-    self.version = -1
-
-  def load(self, payload: VersionedParams) -> None:
-    for layer in self._spec.parameter_layers:
-      if layer.name not in payload.params:
-        raise ValueError(f"payload has no parameters for layer {layer.name!r}; "
-                         f"it has {sorted(payload.params)}")
-    self._params = jax.device_put(payload.params)
-    self.version = int(payload.version)
-
-  def __call__(self, observation: np.ndarray) -> np.ndarray:
-    if self._params is None:
-      raise RuntimeError("the policy runtime has no parameters yet: call load() first")
-    return np.asarray(self._apply(self._params, observation))
-
-
 def make_runtime(precision: str, spec: ns.NetworkSpec):
-  """The actor-side runtime for `precision` (fp32 here, others from quantization)."""
-  if precision == FP32:
-    return JaxRuntime(spec)
-  from actorq.quantization import runtimes
+  """The actor-side policy runtime for `precision` (see `actorq.quantization.runtimes`)."""
   return runtimes.make_runtime(precision, spec)
 
 
@@ -149,6 +88,7 @@ class VariableClient:
 
   Attributes:
     stats: pulls, bytes received, fetch seconds (transfer) and load seconds.
+    payload: the payload the runtime executes (None before the first load).
   """
 
   def __init__(self, source, runtime, update_period: int = 1):
@@ -160,6 +100,7 @@ class VariableClient:
     self._calls = 0
     self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="variable-client")
     self._future: Optional[concurrent.futures.Future] = None
+    self.payload = None
     self.stats = {"pulls": 0, "bytes": 0, "fetch_seconds": 0.0, "load_seconds": 0.0}
 
   @property
@@ -179,6 +120,7 @@ class VariableClient:
     if int(payload.version) != self._runtime.version:
       start = time.perf_counter()
       self._runtime.load(payload)
+      self.payload = payload
       self.stats["load_seconds"] += time.perf_counter() - start
 
   def update(self, wait: bool = False) -> None:

@@ -7,6 +7,14 @@ from typing import Dict, Tuple
 # name -> (module with the config class, config class, module with the builder, builder class)
 _AGENTS: Dict[str, Tuple[str, str, str, str]] = {
     "dqn": ("actorq.agents.dqn.config", "DQNConfig", "actorq.agents.dqn.builder", "DQNBuilder"),
+    "d4pg": ("actorq.agents.d4pg.config", "D4PGConfig", "actorq.agents.d4pg.builder",
+             "D4PGBuilder"),
+    "ddpg": ("actorq.agents.ddpg.config", "DDPGConfig", "actorq.agents.ddpg.builder",
+             "DDPGBuilder"),
+    "ppo": ("actorq.agents.ppo.config", "PPOConfig", "actorq.agents.ppo.builder", "PPOBuilder"),
+    "a2c": ("actorq.agents.a2c.config", "A2CConfig", "actorq.agents.a2c.builder", "A2CBuilder"),
+    "impala": ("actorq.agents.impala.config", "IMPALAConfig", "actorq.agents.impala.builder",
+               "IMPALABuilder"),
 }
 
 

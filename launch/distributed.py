@@ -1,0 +1,485 @@
+"""Distributed training: any agent builder as a Launchpad program.
+
+    program = make_program(builder, DistributedConfig(env_id="gym:CartPole-v1", num_actors=2,
+                                                      num_steps=150_000, logdir="runs/x"))
+    result = launch(program)            # blocks; result.exit_code is 0 only on a clean finish
+
+Groups (`describe(program)` lists them; `actorq train --dry-run` prints it):
+  replay     a ReverbNode with the builder's tables (`rate_limited=True`: samples-per-insert
+             is enforced by Reverb) and Reverb's checkpointer writing to `<logdir>/reverb`;
+  counter    acme's Counter as a Courier service;
+  learner    the builder's learner, also the actors' variable source: a `PolicyPublisher`
+             per precision converts each parameter version once (int8 payloads are made on
+             the learner, actors pull them);
+  actor      N actors, each with its own seed (seed + 1 + i), environment, adder and
+             variable client;
+  evaluator  greedy evaluation every `eval_every` learner steps, `<logdir>/eval.csv`;
+  limiter    ends the run at `num_steps` actor steps (summed over actors).
+
+Launch types: `local_mt` / `test_mt` (threads, through `lp.launch`) and `local_mp` (one
+process per node). For `local_mp` this module starts the node processes itself from
+the commands Launchpad's own local_mp launcher builds: Launchpad 0.5.0's launch returns
+at once (launchpad#12) and, in `current_terminal` mode, watches wrapper shells whose
+exit codes it cannot see and whose `sed` dies first on SIGTERM. Here every node is a
+direct child with its exit code known, its output written to `<logdir>/logs/<group>_<i>.log`
+and echoed to the terminal with a `[group/i]` prefix.
+
+Stopping (acme#137, acme#213): the run ends when the limiter records the limit (clean
+finish, exit 0), when any node fails or exits on its own (exit 1), or on SIGINT/SIGTERM
+to the launcher (exit 128 + signal). In every case each node gets its stop event
+(SIGTERM to a node process), the launcher waits `stop_grace_s` (20 s) and then SIGKILLs
+whatever is left of each node's process tree, so nothing outlives the launcher and the
+whole program is gone within 30 s. A node process whose launcher vanished stops itself.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+import launchpad as lp
+import psutil
+import reverb
+
+from actorq.launch import distributed_nodes as nodes_lib
+
+LAUNCH_TYPES = ("local_mt", "local_mp")
+GROUPS = ("replay", "counter", "learner", "actor", "evaluator", "limiter")
+
+EXIT_FINISHED = 0
+EXIT_FAILED = 1
+
+
+@dataclasses.dataclass
+class DistributedConfig:
+  """What a distributed run needs besides the builder.
+
+  Attributes:
+    env_id: environment id (`actorq.components.environments`).
+    num_actors: actor nodes (>= 1).
+    num_steps: actor steps, summed over actors, after which the run ends.
+    seed: actor i uses seed + 1 + i, the evaluator seed + 10_000.
+    logdir: run directory (CSVs, node logs, Reverb checkpoints); None: no files.
+    eval_every: learner steps between greedy evaluations.
+    eval_episodes: episodes per evaluation.
+    reverb_timeout_s: the longest one Reverb write or server_info may block.
+    courier_timeout_s: the longest one Courier call (variables, counter) may take.
+    stop_grace_s: seconds a node has to stop before it is killed.
+  """
+  env_id: str
+  num_actors: int = 2
+  num_steps: int = 100_000
+  seed: int = 0
+  logdir: Optional[str] = None
+  eval_every: int = 2_500
+  eval_episodes: int = 10
+  reverb_timeout_s: float = 120.0
+  courier_timeout_s: float = 60.0
+  stop_grace_s: float = 20.0
+
+  def __post_init__(self):
+    for name in ("num_actors", "num_steps", "eval_every", "eval_episodes"):
+      if int(getattr(self, name)) < 1:
+        raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+    if not 0 < self.stop_grace_s <= 25:
+      raise ValueError(f"stop_grace_s must be in (0, 25] seconds, got {self.stop_grace_s}")
+
+
+@dataclasses.dataclass
+class DistributedProgram:
+  """An `lp.Program` plus what the launcher needs to supervise it."""
+  program: lp.Program
+  config: DistributedConfig
+  counter: Any        # CourierHandle of the counter node
+  replay: Any         # ReverbHandle
+  learner: Any        # CourierHandle
+  actors: List[Any]   # CourierHandles
+  descriptions: Dict[str, List[str]]
+
+
+@dataclasses.dataclass
+class DistributedResult:
+  """How a distributed run ended. `reason`: finished | failed | signal."""
+  exit_code: int
+  reason: str
+  detail: str
+  counts: Dict[str, float]
+  wall_seconds: float
+  evaluations: List[Dict[str, float]]
+
+  @property
+  def final_eval_return(self) -> float:
+    return self.evaluations[-1]["episode_return"] if self.evaluations else float("nan")
+
+  @property
+  def best_eval(self) -> Optional[Dict[str, float]]:
+    return max(self.evaluations, key=lambda r: r["episode_return"]) if self.evaluations else None
+
+
+class _ReverbNode(lp.ReverbNode):
+  """Launchpad's ReverbNode, stopping its server when the node stops (in `local_mt`
+  the server would otherwise keep serving inside the launcher's process)."""
+
+  def run(self):
+    try:
+      super().run()
+    finally:
+      server = getattr(self, "_server", None)
+      if server is not None:
+        server.stop()
+
+
+def _with_timeout(handle, seconds: float):
+  handle.set_client_kwargs(call_timeout=seconds)
+  return handle
+
+
+def make_program(builder, config: DistributedConfig, launcher_pid: Optional[int] = None,
+                 name: str = "actorq") -> DistributedProgram:
+  """Builds the program graph; starts nothing.
+
+  Args:
+    builder: an agent builder (Acme's six methods, `make_replay_tables(..., rate_limited=)`;
+      optional `min_replay_size()` / `replay_table_name()` delay the first learner step).
+    config: see `DistributedConfig`.
+    launcher_pid: the pid node processes watch (default: this process).
+  """
+  c = config
+  launcher_pid = os.getpid() if launcher_pid is None else launcher_pid
+  logdir = None if c.logdir is None else os.path.abspath(c.logdir)
+  if logdir is not None:
+    os.makedirs(logdir, exist_ok=True)
+  program = lp.Program(name)
+  descriptions: Dict[str, List[str]] = {}
+
+  checkpoint_ctor = None
+  if logdir is not None:
+    path = os.path.join(logdir, "reverb")
+    checkpoint_ctor = lambda: reverb.checkpointers.DefaultCheckpointer(path=path)
+  with program.group("replay"):
+    replay = program.add_node(_ReverbNode(
+        lambda: nodes_lib.make_tables(builder, c.env_id, c.seed, launcher_pid),
+        checkpoint_ctor))
+  descriptions["replay"] = [f"ReverbNode: {type(builder).__name__}.make_replay_tables"
+                            f"(rate_limited=True), checkpoints "
+                            f"{os.path.join(logdir, 'reverb') if logdir else 'off'}"]
+
+  with program.group("counter"):
+    counter = _with_timeout(program.add_node(lp.CourierNode(nodes_lib.CounterNode, launcher_pid)),
+                            c.courier_timeout_s)
+  descriptions["counter"] = ["CourierNode: acme Counter"]
+
+  with program.group("learner"):
+    learner = _with_timeout(program.add_node(lp.CourierNode(
+        nodes_lib.LearnerNode, builder, c.env_id, c.seed, replay, counter, logdir,
+        c.reverb_timeout_s, launcher_pid)), c.courier_timeout_s)
+  descriptions["learner"] = [f"CourierNode: LearnerNode({type(builder).__name__}), "
+                             "variable source (PolicyPublisher per precision)"]
+
+  actors = []
+  precision = getattr(getattr(builder, "config", None), "actor_precision", "?")
+  with program.group("actor"):
+    for i in range(c.num_actors):
+      actors.append(_with_timeout(program.add_node(lp.CourierNode(
+          nodes_lib.ActorNode, builder, c.env_id, c.seed + 1 + i, i, replay, learner, counter,
+          logdir, c.reverb_timeout_s, launcher_pid)), c.courier_timeout_s))
+  descriptions["actor"] = [f"CourierNode: ActorNode {i} (seed {c.seed + 1 + i}, {precision})"
+                           for i in range(c.num_actors)]
+
+  with program.group("evaluator"):
+    program.add_node(lp.CourierNode(
+        nodes_lib.EvaluatorNode, builder, c.env_id, c.seed + 10_000, learner, counter, logdir,
+        c.eval_every, c.eval_episodes, launcher_pid))
+  descriptions["evaluator"] = [f"CourierNode: EvaluatorNode (greedy, every {c.eval_every} "
+                               f"learner steps, {c.eval_episodes} episodes)"]
+
+  with program.group("limiter"):
+    program.add_node(lp.PyClassNode(nodes_lib.StepsLimiter, counter, c.num_steps, logdir,
+                                    launcher_pid))
+  descriptions["limiter"] = [f"PyClassNode: StepsLimiter({c.num_steps} actor steps)"]
+  return DistributedProgram(program, c, counter, replay, learner, actors, descriptions)
+
+
+def describe(dp: DistributedProgram, launch_type: str = "local_mp") -> str:
+  """The program's groups and nodes, one line each (what `--dry-run` prints)."""
+  lines = [f"program {dp.program.name!r} ({launch_type}, env {dp.config.env_id}, "
+           f"{dp.config.num_steps} actor steps):"]
+  for label, group in dp.program.groups.items():
+    descs = dp.descriptions.get(label, [])
+    lines.append(f"  group {label} ({len(group)} node{'s' if len(group) != 1 else ''}"
+                 f"{', one process each' if launch_type == 'local_mp' else ''})")
+    for i, node in enumerate(group):
+      text = descs[i] if i < len(descs) else type(node).__name__
+      lines.append(f"    {label}/{i}: {text}")
+  return "\n".join(lines)
+
+
+def read_evaluations(logdir: Optional[str]) -> List[Dict[str, float]]:
+  """Rows of `<logdir>/eval.csv` as floats (where numeric)."""
+  if logdir is None:
+    return []
+  path = os.path.join(logdir, "eval.csv")
+  if not os.path.exists(path):
+    return []
+  rows = []
+  with open(path, encoding="utf-8") as f:
+    for row in csv.DictReader(f):
+      out = {}
+      for k, v in row.items():
+        try:
+          out[k] = float(v)
+        except (TypeError, ValueError):
+          out[k] = v
+      rows.append(out)
+  return rows
+
+
+# ---------------------------------------------------------------------------------------
+# Supervision.
+
+
+class _Signals:
+  """Records SIGINT/SIGTERM to the launcher (restores the old handlers on exit)."""
+
+  def __init__(self):
+    self.received: Optional[int] = None
+    self._old = {}
+
+  def __enter__(self):
+    if threading.current_thread() is threading.main_thread():
+      for sig in (signal.SIGINT, signal.SIGTERM):
+        self._old[sig] = signal.signal(sig, self._handle)
+    return self
+
+  def _handle(self, signum, frame):
+    del frame
+    if self.received is None:
+      self.received = signum
+
+  def __exit__(self, *exc):
+    for sig, old in self._old.items():
+      signal.signal(sig, old)
+
+
+class _NodeProcesses:
+  """The node processes of a `local_mp` launch, children of this process."""
+
+  def __init__(self, program: lp.Program, log_dir: Optional[str], echo: bool = True):
+    # The same preparation as launchpad.launch.local_multi_processing.launch.
+    from launchpad import context
+    for label, nodes in program.groups.items():
+      for node in nodes:
+        node._initialize_context(context.LaunchType.LOCAL_MULTI_PROCESSING,  # pylint: disable=protected-access
+                                 launch_config=None)
+    for label, nodes in program.groups.items():
+      for node in nodes:
+        for handle in node.input_handles:
+          handle.connect(node, label)
+    for node in program.get_all_nodes():
+      node.bind_addresses()
+    self.procs: List[subprocess.Popen] = []
+    self.titles: List[str] = []
+    self._threads: List[threading.Thread] = []
+    if log_dir is not None:
+      os.makedirs(log_dir, exist_ok=True)
+    self._echo = echo
+    lock = threading.Lock()
+    for label, nodes in program.groups.items():
+      commands = nodes[0].to_executables(nodes, label, nodes[0].launch_context)
+      for command in commands:
+        title = command.title
+        env = {**os.environ, **command.env_overrides}
+        proc = subprocess.Popen(command.command_as_list, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        self.procs.append(proc)
+        self.titles.append(title)
+        path = None if log_dir is None else os.path.join(log_dir, title.replace("/", "_") + ".log")
+        t = threading.Thread(target=self._pump, args=(proc, title, path, lock), daemon=True)
+        t.start()
+        self._threads.append(t)
+
+  def _pump(self, proc, title, path, lock):
+    out = open(path, "w", encoding="utf-8", errors="replace") if path else None
+    try:
+      for raw in iter(proc.stdout.readline, b""):
+        line = raw.decode("utf-8", "replace")
+        if out is not None:
+          out.write(line)
+          out.flush()
+        if self._echo:
+          with lock:
+            try:
+              sys.stdout.write(f"[{title}] {line}")
+              sys.stdout.flush()
+            except (OSError, ValueError):
+              pass
+    finally:
+      if out is not None:
+        out.close()
+
+  def check(self, finish_title_prefix: str) -> Optional[str]:
+    """None while fine; else why the program must end (a node exited)."""
+    for proc, title in zip(self.procs, self.titles):
+      code = proc.poll()
+      if code is None:
+        continue
+      if code == 0 and title.startswith(finish_title_prefix):
+        continue
+      return f"node {title} exited with code {code}" if code else f"node {title} exited early"
+    return None
+
+  def stop(self, grace_s: float) -> None:
+    """SIGTERM to every node, then SIGKILL to what is left of each tree after `grace_s`."""
+    trees = {}
+    for proc in self.procs:
+      try:
+        p = psutil.Process(proc.pid)
+        trees[proc.pid] = [p] + p.children(recursive=True)
+      except psutil.NoSuchProcess:
+        trees[proc.pid] = []
+      if proc.poll() is None:
+        try:
+          proc.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+          pass
+    deadline = time.time() + grace_s
+    while time.time() < deadline and any(p.poll() is None for p in self.procs):
+      time.sleep(0.1)
+    for proc in self.procs:
+      # Children a node started (and a node that ignored SIGTERM) go too.
+      for p in trees.get(proc.pid, []):
+        try:
+          if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+            p.kill()
+        except psutil.NoSuchProcess:
+          pass
+      try:
+        proc.wait(timeout=5)
+      except subprocess.TimeoutExpired:
+        pass
+    for t in self._threads:
+      t.join(timeout=2)
+
+
+def _counts(dp: DistributedProgram, client_box: Dict[str, Any]) -> Dict[str, float]:
+  if "counter" not in client_box:
+    client_box["counter"] = dp.counter.dereference()
+  return dict(client_box["counter"].get_counts())
+
+
+def _checkpoint_replay(dp: DistributedProgram, timeout_s: float = 15.0) -> Optional[str]:
+  """Asks the Reverb server for a checkpoint (in `<logdir>/reverb`); its path or None."""
+  if dp.config.logdir is None:
+    return None
+  box = {}
+
+  def call():
+    try:
+      box["path"] = dp.replay.dereference().checkpoint()
+    except Exception as e:  # pylint: disable=broad-except
+      box["error"] = e
+
+  t = threading.Thread(target=call, daemon=True)
+  t.start()
+  t.join(timeout_s)
+  return box.get("path")
+
+
+def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = True,
+           on_poll=None) -> DistributedResult:
+  """Runs the program until it finishes, fails or the launcher is signalled.
+
+  Args:
+    dp: from `make_program` (launched at most once).
+    launch_type: local_mt, local_mp or test_mt.
+    echo: (local_mp) echo node output to this terminal, prefixed `[group/i]`.
+    on_poll: called with the counter's counts about twice a second (progress).
+
+  Returns:
+    a `DistributedResult`; `exit_code` 0 only when the step limit was reached.
+  """
+  if launch_type not in LAUNCH_TYPES + ("test_mt",):
+    raise ValueError(f"launch_type must be one of {LAUNCH_TYPES + ('test_mt',)}, got {launch_type!r}")
+  c = dp.config
+  start = time.time()
+  box: Dict[str, Any] = {}
+  counts: Dict[str, float] = {}
+  reason, detail = "failed", ""
+  logs = None if c.logdir is None else os.path.join(os.path.abspath(c.logdir), "logs")
+
+  with _Signals() as sigs:
+    if launch_type == "local_mp":
+      procs = _NodeProcesses(dp.program, logs, echo=echo)
+      check = lambda: procs.check(finish_title_prefix="limiter/")
+      stop = lambda: procs.stop(c.stop_grace_s)
+      external_stop = lambda: None
+    else:
+      manager = lp.launch(dp.program, launch_type=launch_type, serialize_py_nodes=False)
+
+      def check():
+        try:
+          manager.check_for_thread_worker_exception()
+        except BaseException as e:  # pylint: disable=broad-except
+          return f"a node failed: {e!r}"
+        return None
+
+      def stop():
+        manager.stop_and_wait()
+
+      # Launchpad's worker manager takes over SIGINT/SIGTERM in this mode.
+      external_stop = lambda: manager.stop_event().is_set()
+
+    try:
+      while True:
+        if sigs.received is not None or (external_stop() and reason != "finished"):
+          reason = "signal"
+          detail = f"signal {sigs.received or signal.SIGTERM} to the launcher"
+          break
+        problem = check()
+        if problem is not None:
+          reason, detail = "failed", problem
+          break
+        try:
+          counts = _counts(dp, box)
+        except Exception as e:  # pylint: disable=broad-except
+          reason, detail = "failed", f"counter unreachable: {e}"
+          break
+        if on_poll is not None:
+          on_poll(counts)
+        if counts.get(nodes_lib.LIMIT_REACHED, 0) >= 1:
+          reason, detail = "finished", f"step limit {c.num_steps} reached"
+          ckpt = _checkpoint_replay(dp)
+          if ckpt:
+            detail += f"; replay checkpoint {ckpt}"
+          break
+        time.sleep(0.5)
+    finally:
+      stop()
+
+  if reason == "finished":
+    code = EXIT_FINISHED
+  elif reason == "signal":
+    code = 128 + int(sigs.received or signal.SIGTERM)
+  else:
+    code = EXIT_FAILED
+  return DistributedResult(code, reason, detail, counts, time.time() - start,
+                           read_evaluations(c.logdir))
+
+
+def summary_line(result: DistributedResult) -> str:
+  """One line with the counter's totals and the evaluations."""
+  c = result.counts
+  best = result.best_eval
+  evals = (f"best evaluation return {best['episode_return']:.1f} at {int(best['actor_steps'])} "
+           f"actor steps, final {result.final_eval_return:.1f}" if best else "no evaluation")
+  return (f"actorq: {result.reason} in {result.wall_seconds:.0f} s ({result.detail}): "
+          f"{int(c.get(nodes_lib.ACTOR_STEPS, 0))} actor steps, "
+          f"{int(c.get(nodes_lib.LEARNER_STEPS, 0))} learner steps, "
+          f"{int(c.get(nodes_lib.ACTOR_EPISODES, 0))} episodes; {evals}")

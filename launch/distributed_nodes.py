@@ -1,0 +1,338 @@
+"""The Python objects behind the nodes of a distributed program (`launch/distributed.py`).
+
+Each is built *inside* its node (its own process under `local_mp`): environments,
+networks, Reverb clients and JAX state are made in `__init__` there, never pickled.
+Every node's `run()` returns within about a second of the program's stop event
+(`lp.stop_event()`), and no call a node makes can block forever: Courier handles carry
+a call timeout, Reverb writes go through `components.reverb_timeouts.TimeoutClient`,
+and the learner's sampling (the builder's dataset, which has Reverb rate-limiter
+timeouts) runs in a helper thread the node does not wait on after a stop.
+
+Counter keys (one Counter node sums them): `actor_steps`, `actor_episodes`,
+`learner_steps` (via the learner's child counter, prefix ``learner``), `limit_reached`.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Any, Dict, Optional
+
+import jax
+import launchpad as lp
+import numpy as np
+from acme.utils import counting
+
+from actorq.components import environments
+from actorq.components import logging as logging_lib
+from actorq.components import reverb_timeouts
+from actorq.components import variable_client as vc
+from actorq.components.replay import ReplayTimeoutError
+
+ACTOR_STEPS = "actor_steps"
+ACTOR_EPISODES = "actor_episodes"
+LEARNER_STEPS = "learner_steps"
+LIMIT_REACHED = "limit_reached"
+
+
+def watch_launcher(launcher_pid: Optional[int]) -> None:
+  """In a node process started by the launcher: stop this node if the launcher dies.
+
+  A daemon thread checks the parent pid every second; when the launcher is gone
+  (the node was orphaned, e.g. the launcher was SIGKILLed) it sends SIGTERM to
+  this process, which Launchpad's worker manager turns into the stop event. No-op
+  when the node runs inside the launcher's process (`local_mt`) or without a pid.
+  """
+  if launcher_pid is None or launcher_pid == os.getpid():
+    return
+
+  def watch():
+    while True:
+      time.sleep(1.0)
+      if os.getppid() != launcher_pid:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+
+  threading.Thread(target=watch, name="launcher-watchdog", daemon=True).start()
+
+
+def make_tables(builder, env_id: str, seed: int, launcher_pid: Optional[int] = None):
+  """The ReverbNode's table factory: the builder's tables, rate limiters kept."""
+  watch_launcher(launcher_pid)
+  env = environments.make_environment(env_id, seed=seed)
+  env_spec = environments.environment_spec(env)
+  env.close()
+  policy = builder.make_policy(builder.make_networks(env_spec), env_spec, evaluation=False)
+  return builder.make_replay_tables(env_spec, policy, rate_limited=True)
+
+
+class CounterNode(counting.Counter):
+  """acme's thread-safe Counter as a Courier service (`increment`, `get_counts`)."""
+
+  def __init__(self, launcher_pid: Optional[int] = None):
+    super().__init__()
+    watch_launcher(launcher_pid)
+
+
+class PrecisionSource:
+  """Actor-side view of the learner node: `get_variables(["policy"])` returns the
+  payload (fp32 params or quantized) for one precision, converted on the learner."""
+
+  def __init__(self, learner, precision: str):
+    self._learner = learner
+    self._precision = precision
+
+  def get_variables(self, names=("policy",)):
+    del names
+    return [self._learner.get_policy(self._precision)]
+
+
+class LearnerNode:
+  """The learner and the actors' variable source.
+
+  Courier methods:
+    get_policy(precision) -> payload of the newest version, converted once per
+      version and precision by a `components.variable_client.PolicyPublisher`;
+    get_version() -> int learner steps;
+    get_variables(names) -> the learner's own variables (fp32).
+  """
+
+  def __init__(self, builder, env_id: str, seed: int, replay, counter, logdir: Optional[str],
+               reverb_timeout_s: float, launcher_pid: Optional[int] = None):
+    watch_launcher(launcher_pid)
+    env = environments.make_environment(env_id, seed=seed)
+    self._env_spec = environments.environment_spec(env)
+    env.close()
+    self._builder = builder
+    self._networks = builder.make_networks(self._env_spec)
+    self._replay = reverb_timeouts.TimeoutClient(replay, reverb_timeout_s)
+    self._logger_fn = logging_lib.make_logger_factory(logdir)
+    iterator = builder.make_dataset_iterator(replay)
+    key = jax.random.split(jax.random.PRNGKey(seed), 2)[0]
+    self._counter = counting.Counter(counter, prefix="learner", time_delta=0.5)
+    self._learner = builder.make_learner(
+        key, self._networks, iterator, lambda label: self._logger_fn(label, time_delta=1.0),
+        self._env_spec, replay, self._counter)
+    self._publishers: Dict[str, vc.PolicyPublisher] = {}
+    self._publishers_lock = threading.Lock()
+    self._error: Optional[BaseException] = None
+
+  def get_policy(self, precision: str):
+    with self._publishers_lock:
+      if precision not in self._publishers:
+        self._publishers[precision] = vc.PolicyPublisher(self._learner, self._networks.spec,
+                                                         precision)
+      publisher = self._publishers[precision]
+    return publisher.get_variables(["policy"])[0]
+
+  def get_version(self) -> int:
+    return int(self._learner.get_variables(["version"])[0])
+
+  def get_variables(self, names):
+    return self._learner.get_variables(names)
+
+  def _min_replay_size(self) -> int:
+    fn = getattr(self._builder, "min_replay_size", None)
+    return int(fn()) if fn is not None else 0
+
+  def _step_loop(self, stop: threading.Event) -> None:
+    try:
+      min_size = self._min_replay_size()
+      table = self._builder.replay_table_name() if min_size else None
+      while min_size and not stop.is_set():
+        if int(self._replay.server_info()[table].current_size) >= min_size:
+          break
+        stop.wait(0.5)
+      while not stop.is_set():
+        self._learner.step()
+    except BaseException as e:  # pylint: disable=broad-except
+      if not stop.is_set():
+        self._error = e
+
+  def run(self) -> None:
+    stop = lp.stop_event()
+    stepper = threading.Thread(target=self._step_loop, args=(stop,), name="learner-steps",
+                               daemon=True)
+    stepper.start()
+    try:
+      while not stop.wait(0.5):
+        if self._error is not None:
+          raise RuntimeError(f"learner failed: {self._error!r}") from self._error
+        if not stepper.is_alive():
+          raise RuntimeError("learner step loop ended without a stop request")
+    finally:
+      stepper.join(timeout=2.0)  # it may sit in a sample until the dataset's timeout
+      self._logger_fn("learner").close()
+
+
+class ActorNode:
+  """One actor: its own environment (seeded), adder, variable client and policy.
+
+  Courier method `status() -> {"steps", "episodes", "policy_version"}`.
+  """
+
+  def __init__(self, builder, env_id: str, seed: int, actor_id: int, replay, learner, counter,
+               logdir: Optional[str], reverb_timeout_s: float,
+               launcher_pid: Optional[int] = None):
+    watch_launcher(launcher_pid)
+    self._stop = lp.stop_event()
+    self._env = environments.make_environment(env_id, seed=seed)
+    env_spec = environments.environment_spec(self._env)
+    networks = builder.make_networks(env_spec)
+    policy = builder.make_policy(networks, env_spec, evaluation=False)
+    client = reverb_timeouts.TimeoutClient(replay, reverb_timeout_s, should_stop=self._stop.is_set)
+    self._adder = builder.make_adder(client, env_spec, policy)
+    self._actor = builder.make_actor(jax.random.PRNGKey(seed), policy, env_spec,
+                                     PrecisionSource(learner, policy.precision), self._adder)
+    self._counter = counter
+    self._label = f"actor_{actor_id}"
+    self._logger = logging_lib.make_logger_factory(logdir)(self._label)
+    self._precision = policy.precision
+    self._steps = 0
+    self._episodes = 0
+
+  def status(self) -> Dict[str, Any]:
+    return {"steps": self._steps, "episodes": self._episodes,
+            "policy_version": self._actor.policy_version}
+
+  def run(self) -> None:
+    pending_steps, pending_episodes, last_sync = 0, 0, time.time()
+    try:
+      timestep = self._env.reset()
+      self._actor.observe_first(timestep)
+      episode_return, episode_length, episode_start = 0.0, 0, time.time()
+      while not self._stop.is_set():
+        action = self._actor.select_action(timestep.observation)
+        timestep = self._env.step(action)
+        self._actor.observe(action, timestep)
+        self._actor.update()
+        self._steps += 1
+        pending_steps += 1
+        episode_return += float(timestep.reward)
+        episode_length += 1
+        if timestep.last():
+          self._episodes += 1
+          pending_episodes += 1
+          elapsed = time.time() - episode_start
+          self._logger.write({"actor_steps": self._steps, "episodes": self._episodes,
+                              "episode_return": episode_return,
+                              "episode_length": episode_length,
+                              "steps_per_second": episode_length / max(elapsed, 1e-9),
+                              "policy_version": self._actor.policy_version,
+                              "actor_precision": self._precision})
+          timestep = self._env.reset()
+          self._actor.observe_first(timestep)
+          episode_return, episode_length, episode_start = 0.0, 0, time.time()
+        if time.time() - last_sync > 0.5:
+          self._counter.increment(**{ACTOR_STEPS: pending_steps, ACTOR_EPISODES: pending_episodes})
+          pending_steps, pending_episodes, last_sync = 0, 0, time.time()
+    except reverb_timeouts.WriterStoppedError:
+      pass  # the program is stopping while a write waited
+    finally:
+      self._logger.close()
+    if pending_steps or pending_episodes:
+      try:
+        self._counter.increment(**{ACTOR_STEPS: pending_steps, ACTOR_EPISODES: pending_episodes})
+      except Exception:  # pylint: disable=broad-except
+        pass  # the counter may already be gone at shutdown
+
+
+def evaluate_until_stopped(env, actor, episodes: int, stop: threading.Event):
+  """`launch.local.evaluate`, one episode at a time, giving up when `stop` is set.
+
+  Returns the stats dict, or None when stopped before `episodes` episodes ended."""
+  from actorq.launch import local
+  rows = []
+  for _ in range(episodes):
+    if stop.is_set():
+      return None
+    rows.append(local.evaluate(env, actor, 1))
+  return {"episode_return": float(np.mean([r["episode_return"] for r in rows])),
+          "episode_return_std": float(np.std([r["episode_return"] for r in rows])),
+          "episode_length": float(np.mean([r["episode_length"] for r in rows]))}
+
+
+class EvaluatorNode:
+  """Greedy evaluation every `eval_every` learner steps (same precision as the actors
+  unless the builder's evaluation policy says otherwise). Writes `eval.csv`."""
+
+  def __init__(self, builder, env_id: str, seed: int, learner, counter, logdir: Optional[str],
+               eval_every: int, eval_episodes: int, launcher_pid: Optional[int] = None):
+    watch_launcher(launcher_pid)
+    if eval_every < 1 or eval_episodes < 1:
+      raise ValueError(f"eval_every ({eval_every}) and eval_episodes ({eval_episodes}) must be >= 1")
+    self._stop = lp.stop_event()
+    self._env = environments.make_environment(env_id, seed=seed)
+    env_spec = environments.environment_spec(self._env)
+    networks = builder.make_networks(env_spec)
+    policy = builder.make_policy(networks, env_spec, evaluation=True)
+    self._precision = policy.precision
+    self._learner = learner
+    self._actor = builder.make_actor(jax.random.PRNGKey(seed), policy, env_spec,
+                                     PrecisionSource(learner, policy.precision), None)
+    self._counter = counter
+    self._logger = logging_lib.make_logger_factory(logdir)("eval")
+    self._every = int(eval_every)
+    self._episodes = int(eval_episodes)
+    self._start = time.time()
+
+  def run(self) -> None:
+    next_eval = self._every
+    try:
+      while not self._stop.is_set():
+        version = int(self._learner.get_version())
+        if version < next_eval:
+          self._stop.wait(1.0)
+          continue
+        self._actor.update(wait=True)
+        counts = self._counter.get_counts()
+        stats = evaluate_until_stopped(self._env, self._actor, self._episodes, self._stop)
+        if stats is None:
+          break
+        self._logger.write({"actor_steps": int(counts.get(ACTOR_STEPS, 0)),
+                            "learner_steps": self._actor.policy_version,
+                            "episodes": int(counts.get(ACTOR_EPISODES, 0)),
+                            "wall_seconds": time.time() - self._start,
+                            "actor_precision": self._precision,
+                            "policy_version": self._actor.policy_version, **stats})
+        next_eval = (self._actor.policy_version // self._every + 1) * self._every
+    finally:
+      self._logger.close()
+
+
+class StepsLimiter:
+  """Ends the run at `max_actor_steps` (summed over actors, from the counter).
+
+  When the limit is reached it records `limit_reached` in the counter and returns;
+  the launcher takes that as the program's clean finish and stops every node. It
+  also writes the counter's totals to `counter.csv` every few seconds.
+  """
+
+  def __init__(self, counter, max_actor_steps: int, logdir: Optional[str],
+               launcher_pid: Optional[int] = None):
+    watch_launcher(launcher_pid)
+    if max_actor_steps < 1:
+      raise ValueError(f"max_actor_steps must be >= 1, got {max_actor_steps}")
+    self._counter = counter
+    self._max = int(max_actor_steps)
+    self._logger = logging_lib.make_logger_factory(logdir)("counter", time_delta=5.0)
+
+  def run(self) -> None:
+    stop = lp.stop_event()
+    start = time.time()
+    try:
+      while not stop.wait(0.5):
+        counts = self._counter.get_counts()
+        self._logger.write({"wall_seconds": time.time() - start,
+                            **{k: counts.get(k, 0) for k in (ACTOR_STEPS, ACTOR_EPISODES,
+                                                             LEARNER_STEPS)}})
+        if counts.get(ACTOR_STEPS, 0) >= self._max:
+          self._counter.increment(**{LIMIT_REACHED: 1})
+          return
+    finally:
+      self._logger.close()
+
+
+__all__ = ["CounterNode", "LearnerNode", "ActorNode", "EvaluatorNode", "StepsLimiter",
+           "PrecisionSource", "make_tables", "watch_launcher", "ReplayTimeoutError"]

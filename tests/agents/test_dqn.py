@@ -1,0 +1,65 @@
+"""DQN: loss values, the exact target-update period (case E5), learning on CartPole."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from actorq.agents.dqn import builder as builder_lib
+from actorq.agents.dqn import config as config_lib
+from actorq.agents.dqn import learning
+from actorq.launch import local
+
+
+def test_dqn_loss_hand_computed():
+  q_tm1 = jnp.array([[1.0, 2.0], [0.0, 0.5]])
+  a_tm1 = jnp.array([1, 0])
+  r_t = jnp.array([1.0, -1.0])
+  discount_t = jnp.array([0.5, 0.0])
+  q_t_value = jnp.array([[4.0, 10.0], [3.0, 3.0]])
+  q_t_selector = jnp.array([[5.0, 0.0], [0.0, 1.0]])
+  # double Q: row 0 selects a=0 -> value 4 -> target 1 + 0.5*4 = 3, td = 3 - 2 = 1 (Huber 0.5)
+  #           row 1 terminal -> target -1, td = -1 - 0 = -1 (Huber 0.5)
+  loss = learning.dqn_loss(q_tm1, a_tm1, r_t, discount_t, q_t_value, q_t_selector, 1.0, True)
+  np.testing.assert_allclose(loss, 0.5, rtol=1e-6)
+  # Plain Q-learning takes the max of the target net: row 0 target 1 + 0.5*10 = 6, td 4 -> Huber 3.5
+  loss_q = learning.dqn_loss(q_tm1, a_tm1, r_t, discount_t, q_t_value, q_t_selector, 1.0, False)
+  np.testing.assert_allclose(loss_q, (3.5 + 0.5) / 2, rtol=1e-6)
+  jitted = jax.jit(learning.dqn_loss, static_argnums=(6, 7))
+  np.testing.assert_allclose(jitted(q_tm1, a_tm1, r_t, discount_t, q_t_value, q_t_selector, 1.0, True), 0.5)
+
+
+def _same(a, b):
+  return all(np.array_equal(x, y) for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
+
+
+@pytest.mark.parametrize("env_steps_per_learner_step", [4, 10])
+def test_target_update_period_is_exact_in_learner_steps(env_steps_per_learner_step):
+  """Case E5: K = 501 learner steps, whatever the actor/learner step ratio."""
+  period, batch = 501, 16
+  config = config_lib.DQNConfig(
+      hidden_sizes=(16,), batch_size=batch, min_replay_size=100,
+      samples_per_insert=batch / env_steps_per_learner_step, target_update_period=period,
+      variable_update_period=50)
+  seen = []
+
+  def check(learner):
+    params, target, step = learner.get_variables(["policy", "target", "version"])
+    seen.append(step)
+    if step % period == 0:
+      assert _same(params, target), f"target != online right after learner step {step}"
+    else:
+      assert not _same(params, target), f"target == online at learner step {step}"
+
+  steps = 100 + (3 * period + 5) * env_steps_per_learner_step
+  result = local.run(builder_lib.DQNBuilder(config), "gym:CartPole-v1", steps, seed=0,
+                     eval_every=10 ** 9, eval_episodes=1, on_learner_step=check)
+  assert seen[:3] == [1, 2, 3] and seen == list(range(1, len(seen) + 1))
+  assert len(seen) >= 3 * period
+  assert result.learner_steps == len(seen)
+
+
+def test_dqn_learns_cartpole_with_a_fixed_seed():
+  """A short budget: 15k actor steps reach a greedy return far above random (~20)."""
+  result = local.run(builder_lib.DQNBuilder(config_lib.DQNConfig()), "gym:CartPole-v1",
+                     15_000, seed=0, eval_every=5_000, eval_episodes=5)
+  assert result.best_eval_return >= 300, result.evaluations

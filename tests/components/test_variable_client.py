@@ -1,0 +1,84 @@
+"""Case Q5 (actors see fresh parameters) and the publisher's convert-once contract."""
+import time
+
+import numpy as np
+import pytest
+
+from actorq.components import actors, variable_client as vc
+from actorq.quantization import network_spec as ns
+from actorq.quantization import payload as payload_lib
+
+SPEC = ns.mlp(4, [8], 2)
+
+
+class _CountingLearner:
+  """Every parameter equals the learner's step count."""
+
+  def __init__(self):
+    self.steps = 0
+
+  def step(self):
+    self.steps += 1
+
+  def get_variables(self, names):
+    value = float(self.steps)
+    params = {"dense_0": {"w": np.full((4, 8), value, np.float32), "b": np.full(8, value, np.float32)},
+              "dense_1": {"w": np.full((8, 2), value, np.float32), "b": np.full(2, value, np.float32)}}
+    out = {"policy": params, "version": self.steps}
+    return [out[n] for n in names]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_actor_acts_with_fresh_parameters(precision):
+  learner = _CountingLearner()
+  publisher = vc.PolicyPublisher(learner, SPEC, precision)
+  runtime = vc.make_runtime(precision, SPEC)
+  client = vc.VariableClient(publisher, runtime, update_period=1)
+  client.update_and_wait()
+  actor = actors.FeedForwardActor(runtime, actors.greedy, client)
+  obs = np.ones(4, np.float32)
+  for _ in range(10):
+    learner.step()
+    actor.select_action(obs)
+    actor.update()
+    time.sleep(0.02)  # stands for the environment step; acting itself never waits
+  actor.update()
+  assert actor.policy_version >= 9
+  # The copy the actor executes is within one quantization step of that version's values.
+  held = client.payload
+  assert held.version == actor.policy_version == runtime.version
+  expected = float(held.version)  # every parameter equals the step count
+  one_step = expected / 127.0 if precision == "int8" else 0.0
+  for layer, arrays in payload_lib.dequantize_payload(held).items():
+    np.testing.assert_allclose(arrays["w"], expected, atol=one_step + 1e-6, err_msg=layer)
+    np.testing.assert_allclose(arrays["b"], expected, atol=1e-6, err_msg=layer)
+
+
+def test_publisher_converts_each_version_once():
+  learner = _CountingLearner()
+  publisher = vc.PolicyPublisher(learner, SPEC, "int8")
+  for _ in range(5):  # five actors pulling the same version
+    publisher.get_variables(["policy"])
+  assert publisher.stats["conversions"] == 1
+  learner.step()
+  publisher.get_variables(["policy"])
+  assert publisher.stats["conversions"] == 2
+  fp32 = vc.PolicyPublisher(learner, SPEC, "fp32").get_variables(["policy"])[0]
+  assert publisher.stats["payload_bytes"] <= 0.27 * fp32.nbytes + 2 * 4 * 10  # + per-channel scales
+
+
+def test_update_period_counts_actor_steps():
+  learner = _CountingLearner()
+  runtime = vc.make_runtime("fp32", SPEC)
+  client = vc.VariableClient(vc.PolicyPublisher(learner, SPEC), runtime, update_period=5)
+  client.update_and_wait()
+  learner.step()
+  for _ in range(4):
+    client.update()
+  time.sleep(0.1)
+  client.update()  # 5th step: submits a fetch
+  time.sleep(0.1)
+  client.update()  # applies it
+  assert client.version == 1 and client.stats["pulls"] == 2
+  with pytest.raises(ValueError, match="update_period"):
+    vc.VariableClient(None, runtime, update_period=0)
