@@ -28,7 +28,6 @@ Policy heads (what the actors' `NetworkSpec` outputs, float32):
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -360,10 +359,14 @@ class CountingAdder(adders_base.Adder):
 def make_rollout_adder(client: reverb.Client, table: str, environment_spec: specs.EnvironmentSpec,
                        extras: Any, rollout_length: int) -> CountingAdder:
   """acme's `SequenceAdder` writing `[T + 1]`-step rollouts every T steps across
-  episode ends, behind spec validation (case E3) and an item counter."""
+  episode ends, behind spec validation (case E3) and an item counter.
+
+  Each rollout is flushed when it is created (`max_in_flight_items=0`): a learner that
+  is owed a rollout can sample it at once, and a full queue blocks the actor there.
+  """
   adder = adders_reverb.SequenceAdder(
       client, sequence_length=rollout_length + 1, period=rollout_length,
-      priority_fns={table: None},
+      priority_fns={table: None}, max_in_flight_items=0,
       end_of_episode_behavior=adders_reverb.EndBehavior.CONTINUE)
   return CountingAdder(replay.ValidatingAdder(adder, environment_spec, extras), rollout_length)
 

@@ -1,0 +1,16 @@
+"""PPO networks: an MLP policy described by a `NetworkSpec` (logits, or Gaussian mean and
+log-std: it runs on the actors at any precision) and a learner-only MLP value network."""
+from __future__ import annotations
+
+from acme import specs
+
+from actorq.components import onpolicy
+
+PPONetworks = onpolicy.ActorCriticNetworks
+
+
+def make_networks(environment_spec: specs.EnvironmentSpec, config) -> PPONetworks:
+  """Raises `onpolicy.UnsupportedEnvironmentError` for image observations or an
+  unsupported action spec."""
+  return onpolicy.make_actor_critic_networks(environment_spec, config.policy_hidden,
+                                             config.value_hidden, config.activation)
