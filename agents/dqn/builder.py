@@ -96,8 +96,12 @@ class DQNBuilder:
 
   def make_optimizer(self) -> optax.GradientTransformation:
     c = self.config
+    lr = c.learning_rate
+    if c.learning_rate_decay_steps:
+      lr = optax.linear_schedule(c.learning_rate, c.learning_rate * c.final_learning_rate_fraction,
+                                 c.learning_rate_decay_steps)
     return optax.chain(optax.clip_by_global_norm(c.max_gradient_norm),
-                       optax.adam(c.learning_rate, eps=c.adam_eps))
+                       optax.adam(lr, eps=c.adam_eps))
 
   def make_learner(self, random_key: jax.Array, networks: networks_lib.DQNNetworks,
                    dataset: Iterator[reverb.ReplaySample], logger_fn,

@@ -1,0 +1,69 @@
+"""`actorq` CLI: bad input gives one line, exit status 2, and nothing written."""
+import os
+
+import pytest
+
+from actorq.launch import cli
+
+
+def _run(argv, capsys):
+  try:
+    code = cli.main(argv)
+  except SystemExit as e:  # argparse errors
+    code = e.code
+  captured = capsys.readouterr()
+  return code, captured.err
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["train", "--agent", "nope"], "unknown agent 'nope'; allowed: "),
+    (["train", "--env", "CartPole-v1"], "unknown environment id 'CartPole-v1': use 'gym:"),
+    (["train", "--env", "gym:NoSuchEnv-v9"], "unknown Gymnasium environment 'NoSuchEnv-v9'"),
+    (["train", "--steps", "-5"], "--steps must be a positive integer, got '-5'"),
+    (["train", "--steps", "ten"], "--steps must be a positive integer, got 'ten'"),
+    (["train", "--env", "dmc:cartpole-balance"], "DQN needs discrete actions"),
+    (["train", "--actor-precision", "int3"], "invalid choice: 'int3'"),
+])
+def test_bad_input_is_one_line_exit_2_nothing_written(argv, fragment, capsys, tmp_path):
+  logdir = tmp_path / "run"
+  code, err = _run(argv + ["--logdir", str(logdir)], capsys)
+  assert code == 2
+  assert fragment in err
+  assert err.strip().count("\n") == 0 and "Traceback" not in err
+  assert not logdir.exists()
+
+
+def test_unwritable_logdir(capsys, tmp_path):
+  blocker = tmp_path / "file"
+  blocker.write_text("x")
+  code, err = _run(["train", "--logdir", str(blocker / "sub")], capsys)
+  assert code == 2 and "is not a writable directory" in err
+  code, err = _run(["train", "--logdir", str(blocker)], capsys)
+  assert code == 2 and "exists and is not a directory" in err
+
+
+def test_help_lists_commands(capsys):
+  with pytest.raises(SystemExit) as e:
+    cli.main(["--help"])
+  assert e.value.code == 0
+  out = capsys.readouterr().out
+  for command in ("train", "quantize"):
+    assert command in out
+
+
+def test_train_and_quantize_end_to_end(capsys, tmp_path):
+  """A short run writes the documented files; quantize reads them back."""
+  logdir = tmp_path / "run"
+  code = cli.main(["train", "--steps", "1500", "--eval-every", "1500", "--eval-episodes", "2",
+                   "--logdir", str(logdir), "--no-progress", "--actor-precision", "int8"])
+  out = capsys.readouterr().out
+  assert code == 0 and "final evaluation return:" in out
+  for name in ("run.json", "train.csv", "learner.csv", "eval.csv"):
+    assert (logdir / name).exists(), name
+  header, row = (logdir / "eval.csv").read_text().splitlines()[:2]
+  values = dict(zip(header.split(","), row.split(",")))
+  assert values["actor_precision"] == "int8" and int(values["actor_steps"]) == 1500
+  assert 0 < int(values["payload_bytes"]) < 0.27 * 4 * (4 * 256 + 256 * 256 + 256 * 2 + 514)
+  code = cli.main(["quantize", "--checkpoint", str(logdir), "--episodes", "2"])
+  out = capsys.readouterr().out
+  assert code == 0 and "int8/fp32: return ratio" in out and "model bytes ratio 0.26" in out
