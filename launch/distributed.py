@@ -36,6 +36,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -51,6 +52,8 @@ from actorq.launch import distributed_nodes as nodes_lib
 
 LAUNCH_TYPES = ("local_mt", "local_mp")
 GROUPS = ("replay", "counter", "learner", "actor", "evaluator", "limiter")
+
+_ABSL_INFO = re.compile(r"^I\d{4} ")  # absl INFO lines go to the node's log file only
 
 EXIT_FINISHED = 0
 EXIT_FAILED = 1
@@ -313,7 +316,7 @@ class _NodeProcesses:
         if out is not None:
           out.write(line)
           out.flush()
-        if self._echo:
+        if self._echo and not _ABSL_INFO.match(line):
           with lock:
             try:
               sys.stdout.write(f"[{title}] {line}")

@@ -57,6 +57,67 @@ def watch_launcher(launcher_pid: Optional[int]) -> None:
   threading.Thread(target=watch, name="launcher-watchdog", daemon=True).start()
 
 
+class NodeStopping(Exception):
+  """A remote call was abandoned because this node is stopping."""
+
+
+class StopAware:
+  """Calls a Courier client's methods without blocking a stopping node.
+
+  Each call runs in a daemon thread; the caller waits in 0.2 s slices and gets
+  `NodeStopping` as soon as `stop` is set (the abandoned call ends at its own Courier
+  timeout). Errors of the call are re-raised in the caller.
+  """
+
+  def __init__(self, client, stop: threading.Event):
+    self._client = client
+    self._stop = stop
+
+  def __getattr__(self, method):
+    fn = getattr(self._client, method)
+
+    def call(*args, **kwargs):
+      box = {}
+
+      def target():
+        try:
+          box["value"] = fn(*args, **kwargs)
+        except BaseException as e:  # pylint: disable=broad-except
+          box["error"] = e
+
+      t = threading.Thread(target=target, name=f"courier-{method}", daemon=True)
+      t.start()
+      while t.is_alive():
+        if self._stop.is_set():
+          raise NodeStopping(f"{method} abandoned: the node is stopping")
+        t.join(0.2)
+      if "error" in box:
+        raise box["error"]
+      return box["value"]
+
+    return call
+
+
+def wait_for_learner(learner, stop: threading.Event, timeout_s: float = 600.0) -> None:
+  """Blocks until the learner answers `get_version()` (it may still be starting).
+
+  Raises:
+    NodeStopping: when `stop` is set first; TimeoutError after `timeout_s` seconds.
+  """
+  deadline = time.time() + timeout_s
+  while True:
+    try:
+      learner.get_version()
+      return
+    except NodeStopping:
+      raise
+    except Exception as e:  # pylint: disable=broad-except
+      if time.time() > deadline:
+        raise TimeoutError(f"the learner did not answer within {timeout_s:.0f} s: {e}") from e
+      if stop.wait(1.0):
+        raise NodeStopping("stopping while waiting for the learner") from None
+
+
 def make_tables(builder, env_id: str, seed: int, launcher_pid: Optional[int] = None):
   """The ReverbNode's table factory: the builder's tables, rate limiters kept."""
   watch_launcher(launcher_pid)
@@ -177,10 +238,18 @@ class ActorNode:
                launcher_pid: Optional[int] = None):
     watch_launcher(launcher_pid)
     self._stop = lp.stop_event()
+    learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
     self._env = environments.make_environment(env_id, seed=seed)
     env_spec = environments.environment_spec(self._env)
     networks = builder.make_networks(env_spec)
     policy = builder.make_policy(networks, env_spec, evaluation=False)
+    self._actor = None
+    self._started = False
+    try:
+      wait_for_learner(learner, self._stop)
+    except NodeStopping:
+      return
+    self._started = True
     client = reverb_timeouts.TimeoutClient(replay, reverb_timeout_s, should_stop=self._stop.is_set)
     self._adder = builder.make_adder(client, env_spec, policy)
     self._actor = builder.make_actor(jax.random.PRNGKey(seed), policy, env_spec,
@@ -194,9 +263,11 @@ class ActorNode:
 
   def status(self) -> Dict[str, Any]:
     return {"steps": self._steps, "episodes": self._episodes,
-            "policy_version": self._actor.policy_version}
+            "policy_version": self._actor.policy_version if self._actor else -1}
 
   def run(self) -> None:
+    if not self._started:
+      return
     pending_steps, pending_episodes, last_sync = 0, 0, time.time()
     try:
       timestep = self._env.reset()
@@ -227,15 +298,11 @@ class ActorNode:
         if time.time() - last_sync > 0.5:
           self._counter.increment(**{ACTOR_STEPS: pending_steps, ACTOR_EPISODES: pending_episodes})
           pending_steps, pending_episodes, last_sync = 0, 0, time.time()
-    except reverb_timeouts.WriterStoppedError:
-      pass  # the program is stopping while a write waited
+    except (reverb_timeouts.WriterStoppedError, NodeStopping):
+      pass  # the program is stopping while a write or a call waited
     finally:
       self._logger.close()
-    if pending_steps or pending_episodes:
-      try:
-        self._counter.increment(**{ACTOR_STEPS: pending_steps, ACTOR_EPISODES: pending_episodes})
-      except Exception:  # pylint: disable=broad-except
-        pass  # the counter may already be gone at shutdown
+    # Steps not yet sent (< 0.5 s worth) are dropped: the counter stops with the program.
 
 
 def evaluate_until_stopped(env, actor, episodes: int, stop: threading.Event):
@@ -263,12 +330,18 @@ class EvaluatorNode:
     if eval_every < 1 or eval_episodes < 1:
       raise ValueError(f"eval_every ({eval_every}) and eval_episodes ({eval_episodes}) must be >= 1")
     self._stop = lp.stop_event()
+    learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
     self._env = environments.make_environment(env_id, seed=seed)
     env_spec = environments.environment_spec(self._env)
     networks = builder.make_networks(env_spec)
     policy = builder.make_policy(networks, env_spec, evaluation=True)
     self._precision = policy.precision
     self._learner = learner
+    self._actor = None
+    try:
+      wait_for_learner(learner, self._stop)
+    except NodeStopping:
+      return
     self._actor = builder.make_actor(jax.random.PRNGKey(seed), policy, env_spec,
                                      PrecisionSource(learner, policy.precision), None)
     self._counter = counter
@@ -279,6 +352,8 @@ class EvaluatorNode:
 
   def run(self) -> None:
     next_eval = self._every
+    if self._actor is None:
+      return
     try:
       while not self._stop.is_set():
         version = int(self._learner.get_version())
@@ -297,6 +372,8 @@ class EvaluatorNode:
                             "actor_precision": self._precision,
                             "policy_version": self._actor.policy_version, **stats})
         next_eval = (self._actor.policy_version // self._every + 1) * self._every
+    except NodeStopping:
+      pass
     finally:
       self._logger.close()
 
@@ -320,15 +397,19 @@ class StepsLimiter:
 
   def run(self) -> None:
     stop = lp.stop_event()
+    counter = StopAware(self._counter, stop)
     start = time.time()
     try:
       while not stop.wait(0.5):
-        counts = self._counter.get_counts()
+        try:
+          counts = counter.get_counts()
+        except NodeStopping:
+          return
         self._logger.write({"wall_seconds": time.time() - start,
                             **{k: counts.get(k, 0) for k in (ACTOR_STEPS, ACTOR_EPISODES,
                                                              LEARNER_STEPS)}})
         if counts.get(ACTOR_STEPS, 0) >= self._max:
-          self._counter.increment(**{LIMIT_REACHED: 1})
+          counter.increment(**{LIMIT_REACHED: 1})
           return
     finally:
       self._logger.close()

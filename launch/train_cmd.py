@@ -60,6 +60,8 @@ def add_parser(subparsers):
                      "also written at the end and on Ctrl-C)")
   train.add_argument("--keep-checkpoints", type=cli.positive_int("--keep-checkpoints"), default=3,
                      metavar="K", help="keep the newest K checkpoints (default: 3)")
+  from actorq.launch import distributed_train
+  distributed_train.add_arguments(train)
   return train
 
 
@@ -159,6 +161,11 @@ def run(args) -> int:
   if args.steps is None:
     args.steps = DEFAULT_STEPS
   builder = make_builder(args)
+  if getattr(args, "launch", "local") != "local" or getattr(args, "dry_run", False):
+    from actorq.launch import distributed_train
+    return distributed_train.run(args, builder)
+  if getattr(args, "num_actors", None) not in (None, 1):
+    raise cli.UsageError("--num-actors needs --launch local_mt or local_mp")
   if args.logdir is None:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     args.logdir = os.path.join("runs", f"{args.agent}-{args.env.replace(':', '_')}-s{args.seed}-{stamp}")
