@@ -281,13 +281,15 @@ def masked_mean(x: jnp.ndarray, weights: jnp.ndarray) -> jnp.ndarray:
 def normalize_advantages(adv: jnp.ndarray, weights: jnp.ndarray, eps: float = 1e-8) -> jnp.ndarray:
   """(A - mean) / (std + eps) over the items with weight > 0 (case L1).
 
-  With one item, or all-equal advantages, the result is 0 (not NaN); the statistics are
-  under `stop_gradient`, so no 0/0 appears in gradients either.
+  With one item, or all-equal advantages, the result is 0 (not NaN, and not float32
+  rounding noise blown up by 1 / eps): a spread std <= 1e-6 * max(1, |mean|) counts as
+  none. The statistics are under `stop_gradient`, so no 0/0 reaches the gradients.
   """
   adv = jax.lax.stop_gradient(adv)
   mean = masked_mean(adv, weights)
-  var = masked_mean(jnp.square(adv - mean), weights)
-  return (adv - mean) / (jnp.sqrt(var) + eps)
+  std = jnp.sqrt(masked_mean(jnp.square(adv - mean), weights))
+  spread = std > 1e-6 * jnp.maximum(1.0, jnp.abs(mean))
+  return jnp.where(spread, (adv - mean) / (std + eps), 0.0)
 
 
 def minibatch_indices(key: jax.Array, num_items: int, minibatch_size: int
