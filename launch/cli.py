@@ -23,6 +23,8 @@ warnings.filterwarnings("ignore", message=".*DISPLAY environment variable is mis
 COMMANDS = {
     "train": "train_cmd",
     "quantize": "quantize_cmd",
+    "eval": "eval_cmd",
+    "plot": "plot_cmd",
 }
 
 

@@ -238,7 +238,8 @@ def run(builder, env_id: str, num_steps: int, seed: int = 0, logdir: Optional[st
         run_evaluation()
       if progress is not None:
         progress({"actor_steps": actor_steps, "episodes": episodes,
-                  "learner_steps": learner.step_count, "eval_return": last_eval})
+                  "learner_steps": learner.step_count, "eval_return": last_eval,
+                  "actor_num_steps": actor.num_steps})
       if (ckpt_dir is not None and checkpoint_every and actor_steps < num_steps
           and time.time() - last_checkpoint >= 60.0 * checkpoint_every):
         save_checkpoint()
