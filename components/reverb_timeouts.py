@@ -84,7 +84,19 @@ class TimeoutTrajectoryWriter:
     """Like `TrajectoryWriter.end_episode`; then waits (sliced) for pending items."""
     if timeout_ms is not None:
       return self._writer.end_episode(clear_buffers, timeout_ms=timeout_ms)
-    self._wait("end_episode", lambda ms: self._writer.end_episode(clear_buffers, timeout_ms=ms), 0)
+    # Wait for pending items in stop-aware slices first: reverb 0.7.0's end_episode skips
+    # clearing its Python-side history when it times out, which would leave the adder's
+    # indices pointing at released references in the next episode.
+    self._wait("end_episode", lambda ms: self._writer.flush(0, timeout_ms=ms), 0)
+    try:
+      self._writer.end_episode(clear_buffers, timeout_ms=self._timeout_ms)
+    except reverb.errors.DeadlineExceededError:
+      if clear_buffers:
+        for column in getattr(self._writer, "_column_history", []):
+          column.reset()
+      raise ReplayTimeoutError(
+          f"reverb end_episode to {self._address} did not complete within "
+          f"{self._timeout_ms / 1000:.1f} s") from None
 
 
 class TimeoutClient:

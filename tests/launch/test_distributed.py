@@ -1,0 +1,133 @@
+"""The distributed program: runs under Launchpad, and stops cleanly at the step limit,
+when a node fails, and when the launcher gets SIGTERM."""
+import csv
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+
+from actorq.agents.dqn import builder as dqn_builder
+from actorq.agents.dqn import config as dqn_config
+from actorq.launch import distributed
+from actorq.launch import distributed_nodes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PYTHON = sys.executable
+
+
+def _small_config(**kw):
+  return dqn_config.DQNConfig(hidden_sizes=(32,), min_replay_size=100, variable_update_period=5,
+                              **kw)
+
+
+def _rows(path):
+  with open(path, encoding="utf-8") as f:
+    return list(csv.DictReader(f))
+
+
+def test_dqn_program_with_two_actors_under_test_mt(tmp_path):
+  config = _small_config()
+  builder = dqn_builder.DQNBuilder(config)
+  dc = distributed.DistributedConfig(env_id="gym:CartPole-v1", num_actors=2, num_steps=1_500,
+                                     logdir=str(tmp_path), eval_every=100, eval_episodes=1)
+  dp = distributed.make_program(builder, dc)
+  assert {label: len(nodes) for label, nodes in dp.program.groups.items()} == {
+      "replay": 1, "counter": 1, "learner": 1, "actor": 2, "evaluator": 1, "limiter": 1}
+  result = distributed.launch(dp, "test_mt")
+  assert (result.exit_code, result.reason) == (0, "finished")
+  counts = result.counts
+  actor_steps, learner_steps = counts["actor_steps"], counts["learner_steps"]
+  assert actor_steps >= 1_500
+  assert learner_steps > 0
+  # Samples-per-insert is Reverb's: sampled items <= spi * inserted items + error buffer
+  # (+ the batches the dataset prefetched but the learner has not used).
+  spi, batch = config.samples_per_insert, config.batch_size
+  error_buffer = max(2 * spi, config.min_replay_size * spi * 0.1, 1.0)
+  assert learner_steps * batch <= spi * actor_steps + error_buffer
+  # Both actors acted, and with parameters the learner had updated.
+  for i in range(2):
+    rows = _rows(tmp_path / f"actor_{i}.csv")
+    assert rows, f"actor {i} finished no episode"
+    assert max(int(r["policy_version"]) for r in rows) > 0
+  assert result.evaluations and result.evaluations[0]["policy_version"] >= 100
+  assert os.listdir(tmp_path / "reverb")  # Reverb checkpoint at the clean finish
+
+
+_FAILING = textwrap.dedent("""
+    import sys, time
+    from actorq.agents.dqn import builder as b, config as c
+    from actorq.launch import distributed
+
+    class FailingBuilder(b.DQNBuilder):
+      def make_learner(self, *args, **kwargs):
+        learner = super().make_learner(*args, **kwargs)
+        step = learner.step
+        def failing_step():
+          if learner.step_count >= 20:
+            open(sys.argv[2] + "/failed_at", "w").write(repr(time.time()))
+            raise RuntimeError("injected learner failure")
+          step()
+        learner.step = failing_step
+        return learner
+
+    cfg = c.DQNConfig(hidden_sizes=(32,), min_replay_size=100, variable_update_period=5)
+    dc = distributed.DistributedConfig(env_id="gym:CartPole-v1", num_actors=1,
+                                       num_steps=10**7, logdir=sys.argv[2], eval_every=10**6)
+    result = distributed.launch(distributed.make_program(FailingBuilder(cfg), dc), sys.argv[1],
+                                echo=False)
+    print(distributed.summary_line(result))
+    sys.exit(result.exit_code)
+""")
+
+
+def test_a_failing_node_brings_the_program_down(tmp_path):
+  script = tmp_path / "failing.py"
+  script.write_text(_FAILING)
+  proc = subprocess.run([PYTHON, str(script), "local_mt", str(tmp_path)], cwd=ROOT,
+                        capture_output=True, text=True, timeout=240)
+  ended = time.time()
+  assert proc.returncode == distributed.EXIT_FAILED, proc.stdout[-2000:] + proc.stderr[-2000:]
+  assert "injected learner failure" in proc.stdout
+  failed_at = float((tmp_path / "failed_at").read_text())
+  assert ended - failed_at < 30.0
+
+
+def _descendants(pid):
+  try:
+    return psutil.Process(pid).children(recursive=True)
+  except psutil.NoSuchProcess:
+    return []
+
+
+def test_sigterm_to_the_launcher_leaves_no_process(tmp_path):
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+  proc = subprocess.Popen(
+      [PYTHON, "-m", "actorq.launch.cli", "train", "--launch", "local_mp", "--num-actors", "2",
+       "--steps", "10000000", "--logdir", str(tmp_path), "--no-progress"],
+      cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  try:
+    deadline = time.time() + 180
+    while time.time() < deadline:  # until both actors have written an episode
+      if all((tmp_path / f"actor_{i}.csv").exists() and len(_rows(tmp_path / f"actor_{i}.csv"))
+             for i in range(2)):
+        break
+      assert proc.poll() is None, "the launcher ended before the actors ran"
+      time.sleep(1.0)
+    else:
+      raise AssertionError("the actors did not start within 180 s")
+    nodes = _descendants(proc.pid)
+    assert len([p for p in nodes if p.ppid() == proc.pid]) == 7  # one process per node
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=30)
+    assert code == 128 + signal.SIGTERM
+    alive = [p for p in nodes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+  finally:
+    if proc.poll() is None:
+      for p in _descendants(proc.pid):
+        p.kill()
+      proc.kill()
