@@ -25,6 +25,7 @@ COMMANDS = {
     "quantize": "quantize_cmd",
     "eval": "eval_cmd",
     "plot": "plot_cmd",
+    "bench": "bench_cmd",
 }
 
 

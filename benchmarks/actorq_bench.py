@@ -1,0 +1,620 @@
+"""The ActorQ benchmark: one agent configuration trained several times, changing only
+the actors' precision, measured side by side.
+
+    actorq bench --preset small              # DQN, gym:CartPole-v1, default network
+    actorq bench --preset actorq --env dmc:cartpole-balance   # D4PG, policy 3x2048
+
+Every (seed, precision) run is a fresh child process (`python -m
+actorq.benchmarks.actorq_bench --child JOB.json`) running `actorq.launch.local.run`
+with the agent's builder wrapped by `actorq.components.profiling.InstrumentedBuilder`.
+Runs of one seed are consecutive and their precision order rotates from seed to seed
+(interleaved: slow drifts of a shared machine hit every precision alike). The same
+seed gives every precision the same environment, network initialisation and replay
+sampling seeds; only the actors' (and evaluator's) precision differs.
+
+Per run (`runs.csv`): training wall-clock (the acting loop, evaluations taken out),
+the training time at which the greedy evaluation return first reached the target,
+final greedy return (mean over `eval_episodes` episodes), actor and learner steps/s,
+payload bytes per pull, process CPU seconds and an energy estimate.
+
+Per-actor-step breakdown (`breakdown.csv`, microseconds per actor step):
+  env_step      env.step (interval between select_action's end and observe's start)
+  inference     select_action: the policy runtime + action selection
+  adder         observe/observe_first: the n-step adder inserting into Reverb
+  load          loading a pulled parameter version into the runtime (actor thread)
+  waiting       the actor blocked: the learner's steps run inline in the
+                single-process loop, plus update()'s own bookkeeping
+  other         the rest of the loop (counters, episode logging, env.reset)
+  pull_transfer the asynchronous pull (background thread; conversions excluded) - it
+                shares the cores but is not on the actor's critical path
+  deserialise   ESTIMATE: pickle.loads of the run's final payload (median of 5) x
+                pulls / actor steps. In-process pulls pass a reference; this is what
+                decoding the payload would cost across a process boundary.
+The first six add up to the training wall-clock per actor step.
+Per learner step (microseconds): sample (dataset next()), update (step - sample),
+publish (the learner-side conversion/quantization of new versions, all precisions'
+publishers of the run; it runs on the pulling thread).
+
+Acting-only throughput (`acting.csv`): the trained policy at each precision stepping
+the environment with no adder and no learner (the actor's own speed), and the peer:
+Acme 0.4.0's TF `acme.agents.tf.actors.FeedForwardActor` with a sonnet MLP of the same
+layer sizes, random weights, in the same loop. Without dm-sonnet/trfl the peer prints
+"unavailable: <reason>".
+
+Energy (assumption, printed with the table): energy = process CPU seconds (user +
+system, all threads) x `watts_per_core`; GPU seconds (the learner's step time when JAX
+runs on a GPU) x `watts_per_gpu`. Idle power, DRAM, uncore and cooling are not counted.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import math
+import os
+import pickle
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+ACTOR_COMPONENTS = ("env_step", "inference", "adder", "load", "waiting", "other")
+ASYNC_COMPONENTS = ("pull_transfer", "deserialise")
+LEARNER_COMPONENTS = ("sample", "update", "publish")
+PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+
+
+@dataclasses.dataclass
+class Preset:
+  """A benchmark configuration. `targets`: target greedy return per environment id."""
+  agent: str
+  env: str
+  steps: int
+  eval_every: int
+  targets: Dict[str, float]
+  precisions: Sequence[str]
+  seeds: Sequence[int]
+  overrides: Dict[str, Any]
+  acting_steps: int
+
+
+PRESETS = {
+    # The agent's default network (DQN: 2x256); a shorter exploration schedule so that
+    # CartPole reaches the target within the few minutes a run may take.
+    "small": Preset(agent="dqn", env="gym:CartPole-v1", steps=20_000, eval_every=2_000,
+                    targets={"gym:CartPole-v1": 475.0}, precisions=("fp32", "fp16", "int8"),
+                    seeds=(0,), overrides={"epsilon_decay_steps": 5_000,
+                                           "learning_rate_decay_steps": None},
+                    acting_steps=2_000),
+    # ActorQ's setting: D4PG with a 3x2048 policy (the critic keeps Acme D4PG's
+    # 512-512-256), on dmc:cartpole-balance (or --env dmc:walker-stand).
+    "actorq": Preset(agent="d4pg", env="dmc:cartpole-balance", steps=200_000, eval_every=10_000,
+                     targets={"dmc:cartpole-balance": 900.0, "dmc:walker-stand": 900.0},
+                     precisions=("fp32", "fp16", "int8"), seeds=(0, 1),
+                     overrides={"policy_hidden_sizes": [2048, 2048, 2048],
+                                "critic_hidden_sizes": [512, 512, 256]},
+                     acting_steps=2_000),
+}
+
+
+# ---------------------------------------------------------------------------------
+# Child process: one training run, or the peer's acting throughput.
+# ---------------------------------------------------------------------------------
+def _cpu_seconds() -> float:
+  import psutil
+  t = psutil.Process().cpu_times()
+  return float(t.user + t.system)
+
+
+def make_builder(agent: str, overrides: Dict[str, Any]):
+  """The registered agent's builder with `overrides` applied to its config.
+
+  Raises:
+    ValueError: unknown agent (naming the allowed ones), unknown config keys or bad values.
+  """
+  from actorq.components import config_io
+  from actorq.launch import registry
+  config_cls, builder_cls = registry.get(agent)
+  return builder_cls(config_io.from_dict(config_cls, {}, overrides))
+
+
+def acting_steps_per_second(env, actor, steps: int) -> float:
+  """Steps/s of `actor.select_action` + `env.step` for `steps` steps (resets included)."""
+  timestep = env.reset()
+  start = time.perf_counter()
+  for _ in range(steps):
+    if timestep.last():
+      timestep = env.reset()
+    timestep = env.step(actor.select_action(timestep.observation))
+  return steps / (time.perf_counter() - start)
+
+
+def _deserialise_seconds(payload, repeats: int = 5) -> float:
+  blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    pickle.loads(blob)
+    times.append(time.perf_counter() - start)
+  return float(statistics.median(times))
+
+
+def run_training(job: Dict[str, Any]) -> Dict[str, Any]:
+  """One instrumented training run (see the module docstring for every figure)."""
+  import jax
+  from actorq.components import actors, environments, profiling
+  from actorq.components import variable_client as vc
+  from actorq.launch import local
+
+  cpu0, wall0 = _cpu_seconds(), time.perf_counter()
+  overrides = dict(job["overrides"], actor_precision=job["precision"])
+  builder = profiling.InstrumentedBuilder(make_builder(job["agent"], overrides))
+  eval_rows: Dict[int, float] = {}  # actor step -> training seconds at that evaluation
+  last = {"t": None}
+
+  def progress(c):
+    now = time.perf_counter()
+    last["t"] = now
+    n_before = len(builder.eval_intervals)
+    builder.end_evaluation(now)
+    if len(builder.eval_intervals) > n_before:
+      eval_rows[c["actor_steps"]] = now - builder.actor.first_time - builder.eval_seconds
+
+  result = local.run(builder, job["env"], job["steps"], seed=job["seed"], logdir=None,
+                     eval_every=job["eval_every"], eval_episodes=job["eval_episodes"],
+                     progress=progress, checkpoint_every=None)
+  cpu_train = _cpu_seconds() - cpu0
+  actor, learner, dataset, source = builder.actor, builder.learner, builder.dataset, builder.source
+  train_s = last["t"] - actor.first_time - builder.eval_seconds
+  steps = actor.steps
+  client = profiling.actor_client_stats(actor)
+  load_s = float(client.get("load_seconds", 0.0))
+  publisher_stats = dict(getattr(source, "stats", {}) or {})
+  payload = source.last_payload
+  deser_s = _deserialise_seconds(payload) * source.pulls
+  waiting_s = learner.step_seconds + max(actor.update_s - load_s, 0.0)
+  own = {"env_step": actor.env_s, "inference": actor.inference_s, "adder": actor.adder_s,
+         "load": load_s, "waiting": waiting_s}
+  per_step = {k: 1e6 * v / steps for k, v in own.items()}
+  per_step["other"] = 1e6 * max(train_s - sum(own.values()), 0.0) / steps
+  per_step["pull_transfer"] = 1e6 * max(source.fetch_seconds - source.convert_seconds, 0.0) / steps
+  per_step["deserialise"] = 1e6 * deser_s / steps
+  lsteps = max(learner.steps, 1)
+  learner_us = {"sample": 1e6 * dataset.seconds / lsteps,
+                "update": 1e6 * max(learner.step_seconds - dataset.seconds, 0.0) / lsteps,
+                "publish": 1e6 * float(publisher_stats.get("convert_seconds", 0.0)) / lsteps}
+
+  curve = []
+  for row in result.evaluations:
+    curve.append({"actor_steps": row["actor_steps"], "learner_steps": row["learner_steps"],
+                  "train_seconds": eval_rows.get(row["actor_steps"], float("nan")),
+                  "episode_return": row["episode_return"],
+                  "episode_return_std": row["episode_return_std"]})
+  target = job["target"]
+  reached = [r for r in curve if r["episode_return"] >= target]
+  time_to_target = reached[0]["train_seconds"] if reached else float("nan")
+
+  # Acting-only throughput of the trained policy at this precision.
+  env = environments.make_environment(job["env"], seed=job["seed"] + 20_000)
+  env_spec = environments.environment_spec(env)
+  networks = builder.make_networks(env_spec)
+  policy = builder.make_policy(networks, env_spec, evaluation=True)
+  runtime = vc.make_runtime(job["precision"], policy.spec)
+  runtime.load(payload)
+  probe = actors.FeedForwardActor(runtime, policy.selector, seed=job["seed"])
+  acting_sps = acting_steps_per_second(env, probe, job["acting_steps"])
+
+  backend = jax.default_backend()
+  gpu_s = learner.step_seconds if backend == "gpu" else 0.0
+  return {
+      "kind": "train", "precision": job["precision"], "seed": job["seed"],
+      "agent": job["agent"], "env": job["env"], "target": target,
+      "actor_steps": steps, "learner_steps": learner.steps, "episodes": result.episodes,
+      "train_seconds": train_s, "eval_seconds": builder.eval_seconds,
+      "setup_seconds": actor.first_time - wall0,
+      "time_to_target_s": time_to_target,
+      "final_return": result.final_eval_return, "best_return": result.best_eval_return,
+      "actor_steps_per_s": steps / train_s,
+      "actor_only_steps_per_s": steps / (actor.env_s + actor.inference_s + actor.adder_s + load_s),
+      "acting_steps_per_s": acting_sps,
+      "learner_steps_per_s": learner.steps / train_s,
+      "learner_only_steps_per_s": learner.steps / max(learner.step_seconds, 1e-12),
+      "payload_bytes": int(payload.nbytes), "pulls": source.pulls,
+      "bytes_per_pull": int(payload.nbytes),
+      "versions_pulled": len(source.versions),
+      "conversions": int(publisher_stats.get("conversions", 0)),
+      "cpu_seconds": cpu_train, "gpu_seconds": gpu_s, "jax_backend": backend,
+      "actor_us": per_step, "learner_us": learner_us, "curve": curve,
+  }
+
+
+def peer_acting(job: Dict[str, Any]) -> Dict[str, Any]:
+  """Acme 0.4.0's TF FeedForwardActor (sonnet MLP of the agent's policy layer sizes,
+  random weights) stepping the same environment: {"acting_steps_per_s"} or
+  {"unavailable": reason}."""
+  out = {"kind": "peer", "seed": job["seed"], "env": job["env"]}
+  from actorq.components import environments
+  from actorq.quantization import network_spec as ns
+  env = environments.make_environment(job["env"], seed=job["seed"] + 20_000)
+  env_spec = environments.environment_spec(env)
+  builder = make_builder(job["agent"], job["overrides"])
+  spec = builder.make_policy(builder.make_networks(env_spec), env_spec, evaluation=True).spec
+  if not all(isinstance(l, ns.Dense) for l in spec.layers):
+    out["unavailable"] = "the peer is built for MLP policies only; this policy has conv layers"
+    return out
+  try:
+    import sonnet as snt  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    from acme.agents.tf import actors as tf_actors  # pylint: disable=g-import-not-at-top
+    from acme.tf import utils as tf2_utils  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    out["unavailable"] = (f"{e} (Acme's TF actors need dm-sonnet==2.0.0 and trfl==1.2.0: "
+                          "pip install 'actorq[peer]')")
+    return out
+  from acme import specs
+  sizes = [l.units for l in spec.layers]
+  actions = env_spec.actions
+  if isinstance(actions, specs.DiscreteArray):
+    head = lambda q: tf.argmax(q, axis=-1, output_type=tf.int32)
+  else:
+    lo = tf.constant(actions.minimum, tf.float32)
+    hi = tf.constant(actions.maximum, tf.float32)
+    head = lambda x: lo + (tf.tanh(x) + 1.0) * 0.5 * (hi - lo)
+  net = snt.Sequential([snt.nets.MLP(sizes, activation=tf.nn.relu), head])
+  tf2_utils.create_variables(net, [env_spec.observations])
+  actor = tf_actors.FeedForwardActor(net)
+  acting_steps_per_second(env, actor, 50)  # traces the tf.function
+  out["acting_steps_per_s"] = acting_steps_per_second(env, actor, job["acting_steps"])
+  out["policy_sizes"] = sizes
+  return out
+
+
+def _child_main(job_path: str, out_path: str) -> int:
+  with open(job_path, encoding="utf-8") as f:
+    job = json.load(f)
+  cpu0 = _cpu_seconds()
+  result = run_training(job) if job["kind"] == "train" else peer_acting(job)
+  result.setdefault("cpu_seconds", _cpu_seconds() - cpu0)
+  with open(out_path, "w", encoding="utf-8") as f:
+    json.dump(result, f, indent=1)
+  return 0
+
+
+# ---------------------------------------------------------------------------------
+# Parent: jobs, files, plots, table.
+# ---------------------------------------------------------------------------------
+def jobs_for(agent, env, precisions, seeds, steps, eval_every, eval_episodes, target,
+             overrides, acting_steps) -> List[Dict[str, Any]]:
+  """Interleaved jobs: per seed, every precision (order rotated by one per seed), then
+  the peer's acting measurement."""
+  out = []
+  base = {"agent": agent, "env": env, "steps": steps, "eval_every": eval_every,
+          "eval_episodes": eval_episodes, "target": target, "overrides": dict(overrides),
+          "acting_steps": acting_steps}
+  for i, seed in enumerate(seeds):
+    k = i % len(precisions)
+    for precision in list(precisions[k:]) + list(precisions[:k]):
+      out.append(dict(base, kind="train", precision=precision, seed=seed))
+    out.append(dict(base, kind="peer", seed=seed))
+  return out
+
+
+def run_job(job: Dict[str, Any], workdir: str, log=print) -> Dict[str, Any]:
+  """Runs one job in a fresh child process; its stderr goes to `workdir/<name>.log`.
+
+  Raises:
+    RuntimeError: the child failed (with the log's last lines).
+  """
+  name = (f"{job['precision']}-s{job['seed']}" if job["kind"] == "train"
+          else f"peer-s{job['seed']}")
+  job_path = os.path.join(workdir, f"{name}.job.json")
+  out_path = os.path.join(workdir, f"{name}.json")
+  log_path = os.path.join(workdir, f"{name}.log")
+  with open(job_path, "w", encoding="utf-8") as f:
+    json.dump(job, f, indent=1)
+  start = time.time()
+  with open(log_path, "w", encoding="utf-8") as logf:
+    proc = subprocess.run([sys.executable, "-m", "actorq.benchmarks.actorq_bench", "--child",
+                           job_path, "--out", out_path], stdout=logf, stderr=subprocess.STDOUT,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), check=False)
+  if proc.returncode != 0:
+    with open(log_path, encoding="utf-8") as f:
+      tail = "".join(f.readlines()[-15:])
+    raise RuntimeError(f"benchmark job {name} failed (exit {proc.returncode}); {log_path}:\n{tail}")
+  with open(out_path, encoding="utf-8") as f:
+    result = json.load(f)
+  result["process_wall_seconds"] = time.time() - start
+  log(f"  {name}: done in {result['process_wall_seconds']:.0f} s")
+  return result
+
+
+def machine_info() -> Dict[str, Any]:
+  model = "unknown"
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      for line in f:
+        if line.startswith("model name"):
+          model = line.split(":", 1)[1].strip()
+          break
+  except OSError:
+    pass
+  info = {"nproc": os.cpu_count(), "cpu_model": model, "platform": platform.platform(),
+          "python": platform.python_version()}
+  try:
+    info["loadavg_1_5_15"] = list(os.getloadavg())
+  except OSError:
+    pass
+  return info
+
+
+def _median(values):
+  vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+  return float(statistics.median(vals)) if vals else float("nan")
+
+
+RUN_FIELDS = ("precision", "seed", "agent", "env", "target", "actor_steps", "learner_steps",
+              "episodes", "train_seconds", "eval_seconds", "setup_seconds", "time_to_target_s",
+              "final_return", "best_return", "actor_steps_per_s", "actor_only_steps_per_s",
+              "acting_steps_per_s", "learner_steps_per_s", "learner_only_steps_per_s",
+              "payload_bytes", "pulls", "bytes_per_pull", "versions_pulled", "conversions",
+              "cpu_seconds", "gpu_seconds", "energy_j", "energy_j_per_1k_actor_steps",
+              "jax_backend", "process_wall_seconds")
+SUMMARY_FIELDS = ("time_to_target_s", "final_return", "actor_steps_per_s",
+                  "actor_only_steps_per_s", "acting_steps_per_s", "learner_steps_per_s",
+                  "bytes_per_pull", "energy_j", "train_seconds")
+
+
+def summarize(runs: List[Dict[str, Any]], precisions: Sequence[str]) -> Dict[str, Dict[str, float]]:
+  """Medians over seeds per precision, of SUMMARY_FIELDS and the breakdown components."""
+  out = {}
+  for p in precisions:
+    rs = [r for r in runs if r["precision"] == p]
+    if not rs:
+      continue
+    row = {f: _median([r[f] for r in rs]) for f in SUMMARY_FIELDS}
+    for c in ACTOR_COMPONENTS + ASYNC_COMPONENTS:
+      row[f"actor_{c}_us"] = _median([r["actor_us"][c] for r in rs])
+    for c in LEARNER_COMPONENTS:
+      row[f"learner_{c}_us"] = _median([r["learner_us"][c] for r in rs])
+    row["runs"] = len(rs)
+    row["reached_target"] = sum(not math.isnan(r["time_to_target_s"]) for r in rs)
+    out[p] = row
+  return out
+
+
+def _write_csv(path, fieldnames, rows):
+  with open(path, "w", newline="", encoding="utf-8") as f:
+    w = csv.DictWriter(f, fieldnames=fieldnames, extrasaction="ignore")
+    w.writeheader()
+    for row in rows:
+      w.writerow(row)
+
+
+def write_files(outdir, runs, peers, summary, meta):
+  """runs.csv, breakdown.csv, curves.csv, acting.csv, summary.csv, bench.json."""
+  _write_csv(os.path.join(outdir, "runs.csv"), RUN_FIELDS, runs)
+  rows = []
+  for r in runs:
+    for c in ACTOR_COMPONENTS + ASYNC_COMPONENTS:
+      rows.append({"precision": r["precision"], "seed": r["seed"], "side": "actor",
+                   "component": c, "us_per_step": r["actor_us"][c],
+                   "on_critical_path": c in ACTOR_COMPONENTS})
+    for c in LEARNER_COMPONENTS:
+      rows.append({"precision": r["precision"], "seed": r["seed"], "side": "learner",
+                   "component": c, "us_per_step": r["learner_us"][c], "on_critical_path": True})
+  _write_csv(os.path.join(outdir, "breakdown.csv"),
+             ("precision", "seed", "side", "component", "us_per_step", "on_critical_path"), rows)
+  rows = [dict(c, precision=r["precision"], seed=r["seed"]) for r in runs for c in r["curve"]]
+  _write_csv(os.path.join(outdir, "curves.csv"),
+             ("precision", "seed", "actor_steps", "learner_steps", "train_seconds",
+              "episode_return", "episode_return_std"), rows)
+  rows = [{"who": f"actorq-{r['precision']}", "seed": r["seed"],
+           "acting_steps_per_s": r["acting_steps_per_s"], "note": ""} for r in runs]
+  rows += [{"who": "acme-tf-peer", "seed": p["seed"],
+            "acting_steps_per_s": p.get("acting_steps_per_s", ""),
+            "note": ("unavailable: " + p["unavailable"]) if "unavailable" in p else ""}
+           for p in peers]
+  _write_csv(os.path.join(outdir, "acting.csv"), ("who", "seed", "acting_steps_per_s", "note"), rows)
+  fields = ["precision", "runs", "reached_target"] + list(SUMMARY_FIELDS) + [
+      f"actor_{c}_us" for c in ACTOR_COMPONENTS + ASYNC_COMPONENTS] + [
+      f"learner_{c}_us" for c in LEARNER_COMPONENTS]
+  _write_csv(os.path.join(outdir, "summary.csv"), fields,
+             [dict(v, precision=k) for k, v in summary.items()])
+  with open(os.path.join(outdir, "bench.json"), "w", encoding="utf-8") as f:
+    json.dump({"meta": meta, "summary": summary, "runs": runs, "peers": peers}, f, indent=1)
+
+
+_COLORS = {"fp32": "tab:blue", "fp16": "tab:orange", "bf16": "tab:purple", "int8": "tab:green"}
+
+
+def plot(outdir, runs, peers, summary, meta) -> List[str]:
+  """returns_vs_wallclock.png, breakdown.png, throughput.png (matplotlib Agg)."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  title = f"{meta['agent']} on {meta['env']} ({meta['machine']['nproc']} cores)"
+  paths = []
+
+  fig, ax = plt.subplots(figsize=(7, 4.2))
+  labelled = set()
+  for r in runs:
+    xs = [c["train_seconds"] for c in r["curve"]]
+    ys = [c["episode_return"] for c in r["curve"]]
+    p = r["precision"]
+    ax.plot(xs, ys, marker="o", ms=3, color=_COLORS.get(p), alpha=0.85,
+            label=None if p in labelled else p)
+    labelled.add(p)
+  ax.axhline(meta["target"], color="grey", ls="--", lw=1, label=f"target {meta['target']:g}")
+  ax.set_xlabel("training wall-clock (s, evaluations excluded)")
+  ax.set_ylabel(f"greedy return (mean of {meta['eval_episodes']} episodes)")
+  ax.set_title(f"Return vs wall-clock: {title}", fontsize=10)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  paths.append(os.path.join(outdir, "returns_vs_wallclock.png"))
+  fig.savefig(paths[-1], dpi=110)
+  plt.close(fig)
+
+  precs = list(summary)
+  fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.2))
+  cmap = plt.get_cmap("tab10")
+  bottoms = [0.0] * len(precs)
+  for i, c in enumerate(ACTOR_COMPONENTS + ASYNC_COMPONENTS):
+    vals = [summary[p][f"actor_{c}_us"] for p in precs]
+    hatch = "//" if c in ASYNC_COMPONENTS else None
+    label = c + (" (async/est.)" if c in ASYNC_COMPONENTS else "")
+    ax1.bar(precs, vals, bottom=bottoms, color=cmap(i), hatch=hatch, label=label,
+            edgecolor="white")
+    bottoms = [b + v for b, v in zip(bottoms, vals)]
+  ax1.set_ylabel("microseconds per actor step (median over seeds)")
+  ax1.set_title("Actor step breakdown", fontsize=10)
+  ax1.legend(fontsize=7)
+  bottoms = [0.0] * len(precs)
+  for i, c in enumerate(LEARNER_COMPONENTS):
+    vals = [summary[p][f"learner_{c}_us"] for p in precs]
+    ax2.bar(precs, vals, bottom=bottoms, color=cmap(i + 7), label=c, edgecolor="white")
+    bottoms = [b + v for b, v in zip(bottoms, vals)]
+  ax2.set_ylabel("microseconds per learner step")
+  ax2.set_title("Learner step breakdown", fontsize=10)
+  ax2.legend(fontsize=7)
+  fig.suptitle(title, fontsize=10)
+  fig.tight_layout()
+  paths.append(os.path.join(outdir, "breakdown.png"))
+  fig.savefig(paths[-1], dpi=110)
+  plt.close(fig)
+
+  fig, ax = plt.subplots(figsize=(8, 4.2))
+  names, vals, colors = [], [], []
+  for p in precs:
+    for field, lab in (("actor_steps_per_s", "end-to-end"), ("acting_steps_per_s", "acting only")):
+      names.append(f"{p}\n{lab}")
+      vals.append(summary[p][field])
+      colors.append(_COLORS.get(p, "grey"))
+  peer_vals = [p["acting_steps_per_s"] for p in peers if "acting_steps_per_s" in p]
+  if peer_vals:
+    names.append("Acme TF\nacting only")
+    vals.append(_median(peer_vals))
+    colors.append("tab:red")
+  ax.bar(names, vals, color=colors)
+  for x, v in enumerate(vals):
+    ax.text(x, v, f"{v:,.0f}", ha="center", va="bottom", fontsize=7)
+  if not peer_vals and peers:
+    ax.text(0.99, 0.97, "Acme TF peer: unavailable", transform=ax.transAxes, ha="right",
+            va="top", fontsize=8, color="tab:red")
+  ax.set_ylabel("actor steps / s")
+  ax.set_title(f"Actor throughput: {title}", fontsize=10)
+  ax.tick_params(axis="x", labelsize=7)
+  fig.tight_layout()
+  paths.append(os.path.join(outdir, "throughput.png"))
+  fig.savefig(paths[-1], dpi=110)
+  plt.close(fig)
+  return paths
+
+
+def _fmt(v, digits=0):
+  if v is None or (isinstance(v, float) and math.isnan(v)):
+    return "n/a"
+  return f"{v:,.{digits}f}"
+
+
+def _ratio(a, b):
+  if any(x is None or (isinstance(x, float) and math.isnan(x)) for x in (a, b)) or b == 0:
+    return "n/a"
+  return f"{a / b:.2f}x"
+
+
+def format_table(summary, peers, meta) -> str:
+  """The terminal/README table: medians per precision, then ratios vs fp32."""
+  cols = [("time_to_target_s", "time to target (s)", 1), ("final_return", "final return", 1),
+          ("actor_steps_per_s", "actor steps/s", 0), ("acting_steps_per_s", "acting-only steps/s", 0),
+          ("learner_steps_per_s", "learner steps/s", 1), ("bytes_per_pull", "bytes/pull", 0),
+          ("energy_j", "energy (J, est.)", 0)]
+  peer_vals = [p["acting_steps_per_s"] for p in peers if "acting_steps_per_s" in p]
+  reasons = sorted({p["unavailable"] for p in peers if "unavailable" in p})
+  peer_cell = _fmt(_median(peer_vals)) if peer_vals else "unavailable"
+  header = ["precision"] + [c[1] for c in cols] + ["peer Acme TF acting steps/s"]
+  rows = []
+  for p, s in summary.items():
+    tt = _fmt(s["time_to_target_s"], 1)
+    if s["reached_target"] < s["runs"]:
+      tt += f" ({s['reached_target']}/{s['runs']} reached)"
+    rows.append([p, tt] + [_fmt(s[k], d) for k, _, d in cols[1:]] + [peer_cell])
+  for num in ("int8", "fp16", "bf16"):
+    if num in summary and "fp32" in summary and num != "fp32":
+      rows.append([f"{num}/fp32"] + [_ratio(summary[num][k], summary["fp32"][k]) for k, _, _ in cols]
+                  + ["" if not peer_vals else _ratio(summary[num]["acting_steps_per_s"],
+                                                     _median(peer_vals)) + " (acting vs peer)"])
+  widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+  line = lambda r: "| " + " | ".join(str(c).rjust(w) for c, w in zip(r, widths)) + " |"
+  out = [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+  out += [line(r) for r in rows]
+  out.append("")
+  out.append("Breakdown, microseconds per actor step (median): " + "; ".join(
+      f"{p}: " + ", ".join(f"{c} {s[f'actor_{c}_us']:.0f}" for c in ACTOR_COMPONENTS + ASYNC_COMPONENTS)
+      for p, s in summary.items()))
+  out.append("Learner, microseconds per learner step (median): " + "; ".join(
+      f"{p}: " + ", ".join(f"{c} {s[f'learner_{c}_us']:.0f}" for c in LEARNER_COMPONENTS)
+      for p, s in summary.items()))
+  if not peer_vals:
+    out.append("peer (Acme 0.4.0 TF FeedForwardActor): unavailable: " + "; ".join(reasons))
+  m = meta["machine"]
+  out.append(f"Machine: {m['nproc']} cores, {m['cpu_model']}, load average at start "
+             f"{m.get('loadavg_1_5_15', ['?'])[0]:.2f}; {meta['agent']} on {meta['env']}, "
+             f"{meta['steps']} actor steps, target return {meta['target']:g}, seeds {meta['seeds']}")
+  out.append(f"Energy assumption: {meta['watts_per_core']:g} W per busy core x process CPU seconds "
+             f"(user+system, all threads)" + (f" + {meta['watts_per_gpu']:g} W x GPU seconds"
+                                               " (learner step time when JAX runs on a GPU)")
+             + "; idle, DRAM, uncore and cooling not counted.")
+  out.append("time to target and steps/s: training wall-clock with evaluations taken out; "
+             "deserialise is an estimate (pickle of the run's payload), pull_transfer is "
+             "asynchronous.")
+  return "\n".join(out)
+
+
+def run_bench(agent, env, precisions, seeds, steps, eval_every, eval_episodes, target, overrides,
+              acting_steps, outdir, watts_per_core=5.0, watts_per_gpu=300.0, log=print):
+  """Runs all jobs, writes CSVs/plots/table into `outdir`; returns (summary, table)."""
+  os.makedirs(outdir, exist_ok=True)
+  workdir = os.path.join(outdir, "jobs")
+  os.makedirs(workdir, exist_ok=True)
+  meta = {"agent": agent, "env": env, "precisions": list(precisions), "seeds": list(seeds),
+          "steps": steps, "eval_every": eval_every, "eval_episodes": eval_episodes,
+          "target": target, "overrides": overrides, "acting_steps": acting_steps,
+          "watts_per_core": watts_per_core, "watts_per_gpu": watts_per_gpu,
+          "machine": machine_info(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+  runs, peers = [], []
+  jobs = jobs_for(agent, env, precisions, seeds, steps, eval_every, eval_episodes, target,
+                  overrides, acting_steps)
+  for i, job in enumerate(jobs):
+    what = f"{job['precision']} seed {job['seed']}" if job["kind"] == "train" else "Acme TF peer"
+    log(f"[{i + 1}/{len(jobs)}] {what}")
+    res = run_job(job, workdir, log)
+    if res["kind"] == "train":
+      res["energy_j"] = res["cpu_seconds"] * watts_per_core + res["gpu_seconds"] * watts_per_gpu
+      res["energy_j_per_1k_actor_steps"] = 1e3 * res["energy_j"] / res["actor_steps"]
+      runs.append(res)
+    else:
+      peers.append(res)
+  summary = summarize(runs, precisions)
+  write_files(outdir, runs, peers, summary, meta)
+  plot(outdir, runs, peers, summary, meta)
+  table = format_table(summary, peers, meta)
+  with open(os.path.join(outdir, "table.md"), "w", encoding="utf-8") as f:
+    f.write(table + "\n")
+  return summary, table
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description="child process of 'actorq bench'")
+  parser.add_argument("--child", required=True)
+  parser.add_argument("--out", required=True)
+  args = parser.parse_args(argv)
+  return _child_main(args.child, args.out)
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,244 @@
+"""Timing instrumentation wrapped around an agent from the outside.
+
+`InstrumentedBuilder(builder)` is a drop-in builder for `actorq.launch.local.run`: it
+returns the agent's own objects wrapped in thin proxies that time what the
+single-process loop does with them, without changing behaviour:
+
+* the training actor (`TimedActor`): `select_action` (policy inference + action
+  selection), `observe`/`observe_first` (adder), `update` (loading a pulled version
+  into the runtime happens here), and the environment step, measured as the interval
+  between the end of `select_action` and the start of the following `observe` (the
+  loop does nothing else in between: `timestep = env.step(action)`);
+* the variable source the actors pull from (`TimedSource`): fetch seconds, the
+  publisher's conversion seconds inside them, payload bytes, the last payload;
+* the learner (`TimedLearner`): seconds in `step()`; the dataset iterator
+  (`TimedIterator`): seconds in `next()` (sampling), so update = step - sample;
+* the evaluation actor: `update(wait=True)` marks the start of an evaluation
+  (`local.run` calls it first thing in every evaluation); `end_evaluation()` from the
+  loop's `progress` callback (called right after) closes it, so evaluation time can be
+  taken out of training wall-clock.
+
+All times are `time.perf_counter()` seconds.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterator, List, Optional
+
+
+class TimedIterator:
+  """Wraps an iterator; `seconds` is the total time spent in `next()`, `count` the items."""
+
+  def __init__(self, iterator: Iterator):
+    self._iterator = iterator
+    self.seconds = 0.0
+    self.count = 0
+
+  def __iter__(self):
+    return self
+
+  def __next__(self):
+    start = time.perf_counter()
+    try:
+      return next(self._iterator)
+    finally:
+      self.seconds += time.perf_counter() - start
+      self.count += 1
+
+
+class _Proxy:
+  """Delegates every attribute it does not define to the wrapped object."""
+
+  def __init__(self, inner):
+    object.__setattr__(self, "_inner", inner)
+
+  def __getattr__(self, name):
+    return getattr(object.__getattribute__(self, "_inner"), name)
+
+
+class TimedLearner(_Proxy):
+  """A learner whose `step()` calls are timed (`step_seconds`, `steps`)."""
+
+  def __init__(self, learner):
+    super().__init__(learner)
+    object.__setattr__(self, "step_seconds", 0.0)
+    object.__setattr__(self, "steps", 0)
+
+  def step(self):
+    start = time.perf_counter()
+    try:
+      return self._inner.step()
+    finally:
+      object.__setattr__(self, "step_seconds", self.step_seconds + time.perf_counter() - start)
+      object.__setattr__(self, "steps", self.steps + 1)
+
+
+class TimedSource(_Proxy):
+  """A variable source (e.g. `PolicyPublisher`) whose `get_variables` calls are timed.
+
+  Attributes:
+    fetch_seconds: total seconds in `get_variables` (any thread).
+    convert_seconds: the part of it the wrapped publisher spent converting
+      (difference of its `stats["convert_seconds"]` across each call; 0 without stats).
+    pulls, versions: calls, and distinct payload versions returned.
+    last_payload: the last payload returned.
+  """
+
+  def __init__(self, source):
+    super().__init__(source)
+    for name, value in (("fetch_seconds", 0.0), ("convert_seconds", 0.0), ("pulls", 0),
+                        ("versions", set()), ("last_payload", None), ("_lock", threading.Lock())):
+      object.__setattr__(self, name, value)
+
+  def _convert_total(self) -> float:
+    stats = getattr(self._inner, "stats", None) or {}
+    return float(stats.get("convert_seconds", 0.0))
+
+  def get_variables(self, names=("policy",)):
+    before = self._convert_total()
+    start = time.perf_counter()
+    out = self._inner.get_variables(names)
+    elapsed = time.perf_counter() - start
+    converted = self._convert_total() - before
+    with self._lock:
+      object.__setattr__(self, "fetch_seconds", self.fetch_seconds + elapsed)
+      object.__setattr__(self, "convert_seconds", self.convert_seconds + converted)
+      object.__setattr__(self, "pulls", self.pulls + 1)
+      payload = out[0]
+      self.versions.add(int(getattr(payload, "version", -1)))
+      object.__setattr__(self, "last_payload", payload)
+    return out
+
+
+class TimedActor(_Proxy):
+  """The training actor, timed per call (see the module docstring).
+
+  Attributes (seconds): `inference_s`, `adder_s`, `update_s`, `env_s`; `steps` (actions
+  selected); `first_time`: perf_counter of the first `observe_first` (start of acting).
+  """
+
+  def __init__(self, actor):
+    super().__init__(actor)
+    for name in ("inference_s", "adder_s", "update_s", "env_s"):
+      object.__setattr__(self, name, 0.0)
+    object.__setattr__(self, "steps", 0)
+    object.__setattr__(self, "first_time", None)
+    object.__setattr__(self, "_selected_at", None)
+
+  @property
+  def num_steps(self):
+    return self._inner.num_steps
+
+  @num_steps.setter
+  def num_steps(self, value):
+    self._inner.num_steps = value
+
+  def _add(self, name, seconds):
+    object.__setattr__(self, name, getattr(self, name) + seconds)
+
+  def select_action(self, observation):
+    start = time.perf_counter()
+    action = self._inner.select_action(observation)
+    end = time.perf_counter()
+    self._add("inference_s", end - start)
+    object.__setattr__(self, "steps", self.steps + 1)
+    object.__setattr__(self, "_selected_at", end)
+    return action
+
+  def observe_first(self, timestep):
+    start = time.perf_counter()
+    if self.first_time is None:
+      object.__setattr__(self, "first_time", start)
+    self._inner.observe_first(timestep)
+    self._add("adder_s", time.perf_counter() - start)
+    object.__setattr__(self, "_selected_at", None)
+
+  def observe(self, action, next_timestep):
+    start = time.perf_counter()
+    if self._selected_at is not None:
+      self._add("env_s", start - self._selected_at)
+      object.__setattr__(self, "_selected_at", None)
+    self._inner.observe(action, next_timestep)
+    self._add("adder_s", time.perf_counter() - start)
+
+  def update(self, wait: bool = False):
+    start = time.perf_counter()
+    self._inner.update(wait)
+    self._add("update_s", time.perf_counter() - start)
+
+
+class EvalActor(_Proxy):
+  """The evaluation actor: `update(wait=True)` opens an evaluation interval."""
+
+  def __init__(self, actor, marks: List[float]):
+    super().__init__(actor)
+    object.__setattr__(self, "_marks", marks)
+
+  def update(self, wait: bool = False):
+    if wait:
+      self._marks.append(time.perf_counter())
+    return self._inner.update(wait)
+
+
+class InstrumentedBuilder:
+  """Wraps an agent builder; everything not overridden is the builder's own.
+
+  The first `make_actor` call with an adder is the training actor, calls without one
+  are evaluation actors (as in `actorq.launch.local.run`).
+
+  Attributes:
+    actor (TimedActor), learner (TimedLearner), dataset (TimedIterator), source
+    (TimedSource of the training actor), eval_seconds (closed evaluation intervals),
+    eval_intervals [(start, end)].
+  """
+
+  def __init__(self, builder):
+    self._builder = builder
+    self.actor: Optional[TimedActor] = None
+    self.learner: Optional[TimedLearner] = None
+    self.dataset: Optional[TimedIterator] = None
+    self.source: Optional[TimedSource] = None
+    self._eval_marks: List[float] = []
+    self.eval_intervals: List[tuple] = []
+
+  def __getattr__(self, name):
+    return getattr(self._builder, name)
+
+  def make_dataset_iterator(self, replay_client):
+    self.dataset = TimedIterator(self._builder.make_dataset_iterator(replay_client))
+    return self.dataset
+
+  def make_learner(self, *args, **kwargs):
+    self.learner = TimedLearner(self._builder.make_learner(*args, **kwargs))
+    return self.learner
+
+  def make_actor(self, random_key, policy, environment_spec, variable_source, adder=None):
+    if adder is not None and self.actor is None:
+      self.source = TimedSource(variable_source)
+      self.actor = TimedActor(self._builder.make_actor(
+          random_key, policy, environment_spec, self.source, adder))
+      return self.actor
+    return EvalActor(self._builder.make_actor(random_key, policy, environment_spec,
+                                              variable_source, adder), self._eval_marks)
+
+  def end_evaluation(self, now: Optional[float] = None) -> None:
+    """Closes the open evaluation interval, if any (call right after an evaluation)."""
+    if self._eval_marks:
+      start = self._eval_marks.pop()
+      self._eval_marks.clear()
+      self.eval_intervals.append((start, time.perf_counter() if now is None else now))
+
+  @property
+  def eval_seconds(self) -> float:
+    return float(sum(end - start for start, end in self.eval_intervals))
+
+
+def actor_client_stats(actor) -> dict:
+  """The `VariableClient.stats` of a `FeedForwardActor` (through proxies), or {}."""
+  inner = actor
+  while isinstance(inner, _Proxy):
+    inner = object.__getattribute__(inner, "_inner")
+  client = getattr(inner, "_client", None)
+  return dict(getattr(client, "stats", {}) or {})
+

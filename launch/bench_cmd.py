@@ -1,0 +1,149 @@
+"""`actorq bench`: the ActorQ benchmark, one agent trained at each actor precision.
+
+    actorq bench --preset small                 # DQN on gym:CartPole-v1, minutes on 2 cores
+    actorq bench --preset actorq --env dmc:walker-stand   # D4PG, 3x2048 policy (hours)
+
+Writes runs.csv, breakdown.csv, curves.csv, acting.csv, summary.csv, bench.json,
+table.md and returns_vs_wallclock.png, breakdown.png, throughput.png to the run
+directory and prints the table (medians over seeds, int8/fp32 and fp16/fp32 ratios).
+See `actorq.benchmarks.actorq_bench` for what each figure measures.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from actorq.launch import cli
+
+
+def _positive_float(name):
+  import argparse
+
+  def parse(text):
+    try:
+      value = float(text)
+    except ValueError:
+      raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text!r}") from None
+    if not value > 0:
+      raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text!r}")
+    return value
+  return parse
+
+
+def _float(name):
+  import argparse
+
+  def parse(text):
+    try:
+      return float(text)
+    except ValueError:
+      raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+  return parse
+
+
+def add_parser(subparsers):
+  from actorq.benchmarks import actorq_bench as ab
+  p = subparsers.add_parser("bench", help="train at each actor precision and compare "
+                            "(time to target, steps/s, runtime breakdown, energy)")
+  p.add_argument("--preset", choices=sorted(ab.PRESETS), default="small",
+                 help="small: DQN on gym:CartPole-v1, default network; actorq: D4PG with a "
+                      "3x2048 policy on dmc:cartpole-balance (default: small)")
+  p.add_argument("--agent", default=None, help="any registered agent (default: the preset's)")
+  p.add_argument("--env", default=None, help="environment id (default: the preset's)")
+  p.add_argument("--precisions", default=None, metavar="P,P,...",
+                 help=f"actor precisions, comma separated, from {','.join(ab.PRECISIONS)} "
+                      "(default: fp32,fp16,int8)")
+  p.add_argument("--seeds", type=cli.nonnegative_int("--seeds"), nargs="+", default=None,
+                 help="seeds; every precision runs with each (default: the preset's)")
+  p.add_argument("--steps", type=cli.positive_int("--steps"), default=None,
+                 help="actor steps per run")
+  p.add_argument("--eval-every", type=cli.positive_int("--eval-every"), default=None)
+  p.add_argument("--eval-episodes", type=cli.positive_int("--eval-episodes"), default=10)
+  p.add_argument("--target", type=_float("--target"), default=None,
+                 help="target greedy return for the time-to-target figure")
+  p.add_argument("--acting-steps", type=cli.positive_int("--acting-steps"), default=None,
+                 help="steps of the acting-only throughput measurement")
+  p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                 help="override one agent config field (repeatable), after the preset's, "
+                      "e.g. --set hidden_sizes=[512,512]")
+  p.add_argument("--watts-per-core", type=_positive_float("--watts-per-core"), default=5.0,
+                 help="energy assumption: watts per busy CPU core (default: 5)")
+  p.add_argument("--watts-per-gpu", type=_positive_float("--watts-per-gpu"), default=300.0,
+                 help="energy assumption: watts per busy GPU (default: 300)")
+  p.add_argument("--logdir", default=None,
+                 help="output directory (default: runs/bench-<preset>-<agent>-<env>-<time>)")
+  return p
+
+
+def resolve(args):
+  """The benchmark's settings from the preset and flags.
+
+  Raises:
+    cli.UsageError: unknown agent/environment/precision/config key, an agent that
+      cannot run on the environment, or no target for the environment.
+  """
+  from actorq.benchmarks import actorq_bench as ab
+  from actorq.components import config_io, environments
+  from actorq.launch import registry
+  preset = ab.PRESETS[args.preset]
+  agent = args.agent or preset.agent
+  env_id = args.env or preset.env
+  precisions = (tuple(p.strip() for p in args.precisions.split(",") if p.strip())
+                if args.precisions else tuple(preset.precisions))
+  bad = [p for p in precisions if p not in ab.PRECISIONS]
+  if bad or not precisions:
+    raise cli.UsageError(f"--precisions {args.precisions!r}: allowed precisions are "
+                         f"{', '.join(ab.PRECISIONS)}")
+  if len(set(precisions)) != len(precisions):
+    raise cli.UsageError(f"--precisions {args.precisions!r} repeats a precision")
+  target = args.target if args.target is not None else preset.targets.get(env_id)
+  if target is None:
+    raise cli.UsageError(f"no target return known for {env_id} in preset {args.preset!r}; "
+                         "give one with --target")
+  overrides = dict(preset.overrides) if agent == preset.agent else {}
+  try:
+    overrides.update(dict(config_io.parse_assignment(a) for a in args.set))
+    ab.make_builder(agent, dict(overrides, actor_precision=precisions[0]))
+  except registry.UnknownAgentError as e:
+    raise cli.UsageError(str(e)) from None
+  except ValueError as e:
+    raise cli.UsageError(f"--set: {e}") from None
+  try:
+    env = environments.make_environment(env_id, seed=0)
+  except environments.UnknownEnvironmentError as e:
+    raise cli.UsageError(str(e)) from None
+  try:
+    builder = ab.make_builder(agent, overrides)
+    builder.make_networks(environments.environment_spec(env))
+  except ValueError as e:
+    raise cli.UsageError(f"agent {agent!r} cannot run on {env_id}: {e}") from None
+  finally:
+    env.close()
+  steps = args.steps or preset.steps
+  return dict(agent=agent, env=env_id, precisions=precisions,
+              seeds=tuple(args.seeds if args.seeds is not None else preset.seeds),
+              steps=steps, eval_every=min(args.eval_every or preset.eval_every, steps),
+              eval_episodes=args.eval_episodes, target=float(target), overrides=overrides,
+              acting_steps=args.acting_steps or preset.acting_steps)
+
+
+def run(args) -> int:
+  from actorq.benchmarks import actorq_bench as ab
+  settings = resolve(args)
+  if args.logdir is None:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    args.logdir = os.path.join(
+        "runs", f"bench-{args.preset}-{settings['agent']}-{settings['env'].replace(':', '_')}-{stamp}")
+  outdir = cli.ensure_writable_dir(args.logdir)
+  n = len(settings["precisions"]) * len(settings["seeds"])
+  print(f"actorq bench: {settings['agent']} on {settings['env']}, precisions "
+        f"{','.join(settings['precisions'])}, seeds {list(settings['seeds'])}, "
+        f"{settings['steps']} actor steps per run ({n} runs + the peer, one at a time); "
+        f"output in {outdir}", flush=True)
+  _, table = ab.run_bench(watts_per_core=args.watts_per_core, watts_per_gpu=args.watts_per_gpu,
+                          outdir=outdir, log=lambda m: print(m, flush=True), **settings)
+  print()
+  print(table)
+  print(f"\nfiles: {outdir}/{{runs,breakdown,curves,acting,summary}}.csv, table.md, bench.json, "
+        "returns_vs_wallclock.png, breakdown.png, throughput.png")
+  return 0
