@@ -373,6 +373,56 @@ def make_rollout_adder(client: reverb.Client, table: str, environment_spec: spec
   return CountingAdder(replay.ValidatingAdder(adder, environment_spec, extras), rollout_length)
 
 
+class RolloutIterator:
+  """Batches of `batch_size` rollouts from a queue, as numpy `reverb.ReplaySample`s with
+  leading dim B.
+
+  Rollouts are read one at a time by a single reader (insertion order) and stacked here,
+  not by `Dataset.batch`: a reader whose rate-limiter timeout expires while the queue is
+  empty (normal between learner steps, e.g. during an evaluation) would otherwise drop
+  the rollouts of a partial batch it already took off the queue. A reader that timed out
+  in the background is replaced once; a wait longer than `timeout_ms` *after* the
+  request raises (case R1).
+
+  Raises (from `next`):
+    replay.ReplayTimeoutError: no rollout within the timeout, or the server is gone.
+  """
+
+  def __init__(self, server_address: str, table: str, batch_size: int,
+               timeout_ms: int = replay.DEFAULT_TIMEOUT_MS):
+    self._address, self._table = server_address, table
+    self._batch_size = int(batch_size)
+    self._timeout_ms = int(timeout_ms)
+    self._reader = None
+    self._pending: list = []
+
+  def _new_reader(self):
+    ds = reverb.TrajectoryDataset.from_table_signature(
+        server_address=self._address, table=self._table, max_in_flight_samples_per_worker=1,
+        rate_limiter_timeout_ms=self._timeout_ms)
+    return replay.numpy_iterator(ds)
+
+  def _next_item(self):
+    for attempt in (0, 1):
+      if self._reader is None:
+        self._reader = self._new_reader()
+      try:
+        return next(self._reader)
+      except replay.ReplayTimeoutError:
+        self._reader = None
+        if attempt == 1:
+          raise
+
+  def __iter__(self):
+    return self
+
+  def __next__(self) -> reverb.ReplaySample:
+    while len(self._pending) < self._batch_size:
+      self._pending.append(self._next_item())
+    items, self._pending = self._pending, []
+    return jax.tree_util.tree_map(lambda *x: np.stack(x), *items)
+
+
 # ---------------------------------------------------------------------------------
 # Builder and learner scaffolding shared by the three agents.
 # ---------------------------------------------------------------------------------
@@ -434,11 +484,8 @@ class OnPolicyBuilder:
                           c.rollout_length, c.max_queue_size)]
 
   def make_dataset_iterator(self, replay_client: reverb.Client) -> Iterator[reverb.ReplaySample]:
-    # One reader, so rollouts arrive in insertion order and a batch never waits on
-    # rollouts held back by a second reader.
-    ds = replay.make_dataset(replay_client.server_address, self.config.replay_table_name,
-                             self.config.batch_size, num_parallel_calls=1, prefetch_size=1)
-    return replay.numpy_iterator(ds)
+    return RolloutIterator(replay_client.server_address, self.config.replay_table_name,
+                           self.config.batch_size)
 
   def make_adder(self, replay_client: reverb.Client, environment_spec: specs.EnvironmentSpec,
                  policy: Optional[OnPolicyPolicy] = None) -> CountingAdder:
