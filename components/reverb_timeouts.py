@@ -24,8 +24,10 @@ from actorq.components.replay import ReplayTimeoutError
 _SLICE_MS = 500
 
 
-class WriterStoppedError(ReplayTimeoutError):
-  """A blocking write was abandoned because the program is stopping."""
+class WriterStoppedError(ReplayTimeoutError, reverb.errors.DeadlineExceededError):
+  """A blocking write was abandoned because the program is stopping (also a
+  `reverb.errors.DeadlineExceededError`, which acme's adders catch when they flush
+  on deletion)."""
 
 
 class TimeoutTrajectoryWriter:
@@ -76,7 +78,8 @@ class TimeoutTrajectoryWriter:
   def flush(self, block_until_num_items: int = 0, timeout_ms: Optional[int] = None):
     """Like `TrajectoryWriter.flush`; `timeout_ms=None` means this writer's timeout."""
     if timeout_ms is not None:
-      return self._writer.flush(block_until_num_items, timeout_ms=timeout_ms)
+      return TimeoutTrajectoryWriter(self._writer, self._address, timeout_ms / 1000,
+                                     self._should_stop).flush(block_until_num_items)
     self._wait("flush", lambda ms: self._writer.flush(block_until_num_items, timeout_ms=ms),
                block_until_num_items)
 
