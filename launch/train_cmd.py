@@ -44,7 +44,9 @@ def add_parser(subparsers):
                           "overrides the config file (default: fp32)")
   train.add_argument("--eval-every", type=cli.positive_int("--eval-every"), default=5_000,
                      help="actor steps between greedy evaluations")
-  train.add_argument("--eval-episodes", type=cli.positive_int("--eval-episodes"), default=10)
+  train.add_argument("--eval-episodes", type=cli.positive_int("--eval-episodes"), default=10,
+                     help="greedy episodes per evaluation (default: 10; Atari episodes are long, "
+                          "e.g. ~760 steps of Pong: use 1 for a smoke run)")
   train.add_argument("--no-progress", action="store_true", help="no progress bar")
   train.add_argument("--config", default=None, metavar="FILE",
                      help="the agent's config as JSON (or YAML if PyYAML is installed); fields "
@@ -126,7 +128,10 @@ def apply_resume(args) -> None:
   if args.config or args.set:
     raise cli.UsageError("--resume keeps the run's config from its run.json; "
                          "--config and --set cannot be combined with it")
-  run_path, _ = run_dir.resolve(args.resume)
+  try:
+    run_path, _ = run_dir.resolve(args.resume)
+  except cli.UsageError as e:
+    raise cli.UsageError(str(e).replace("--checkpoint", "--resume", 1)) from None
   with open(os.path.join(run_path, run_dir.RUN_INFO), encoding="utf-8") as f:
     info = json.load(f)
   for flag, key, default in (("--agent", "agent", DEFAULT_AGENT), ("--env", "env", DEFAULT_ENV)):
