@@ -32,10 +32,10 @@ class DQNConfig:
   # one step every B / samples_per_insert actor steps.
   samples_per_insert: float = 32.0
   # Copy online -> target parameters every this many *learner* steps (case E5).
-  target_update_period: int = 250
+  target_update_period: int = 500
   # Epsilon-greedy exploration, decayed linearly over *actor* steps.
   epsilon_start: float = 1.0
-  epsilon_end: float = 0.05
+  epsilon_end: float = 0.01
   epsilon_decay_steps: int = 20_000
   # Actor steps between parameter pulls.
   variable_update_period: int = 10
