@@ -203,6 +203,11 @@ def run(args) -> int:
                        keep_checkpoints=args.keep_checkpoints, resume=bool(args.resume))
   except checkpointing.CheckpointError as e:
     raise cli.UsageError(f"--resume {args.logdir}: {e}") from None
+  except KeyboardInterrupt:
+    import sys
+    print(f"actorq: checkpoint saved; continue with: actorq train --resume {args.logdir}",
+          file=sys.stderr)
+    raise
   finally:
     bar.close()
   if result.resumed_from:
