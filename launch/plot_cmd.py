@@ -106,7 +106,7 @@ def run(args) -> int:
     ax.set_ylabel("greedy evaluation return")
     ax.grid(alpha=0.3)
   axes[0][0].legend(fontsize=8, loc="best")
-  fig.suptitle(args.title or "actorq learning curves")
+  fig.suptitle(args.title or "actorq learning curves", fontsize=10)
   fig.tight_layout()
   fig.savefig(out, dpi=110)
   plt.close(fig)
