@@ -9,12 +9,13 @@ from actorq.agents.dpg_common.config import DPGConfig
 
 @dataclasses.dataclass
 class DDPGConfig(DPGConfig):
-  """DDPG (Lillicrap et al. 2016) with Gaussian instead of Ornstein-Uhlenbeck noise:
-  a scalar critic trained by TD learning, Polyak-averaged targets (tau per learner step).
+  """DDPG (Lillicrap et al. 2016): a scalar critic trained by TD learning.
+
+  As in Acme's DDPG (and unlike the paper's 1-step returns, Ornstein-Uhlenbeck noise and
+  Polyak targets) the defaults use n-step returns, Gaussian noise and periodic hard target
+  copies: D4PG's settings with a non-distributional critic. On dmc:cartpole-balance the
+  paper-style settings (n_step=1, target_update_period=1, target_update_tau=0.005,
+  sigma=0.2) reached only 484 after 40k actor steps (seed 0), these ones >= 900 (README).
   """
-  n_step: int = 1
-  target_update_period: int = 1
-  target_update_tau: float = 0.005
-  sigma: float = 0.2
   # Huber threshold of the critic's TD loss (None: squared loss 0.5 * td^2).
   huber_delta: Optional[float] = None

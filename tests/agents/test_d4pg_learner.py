@@ -1,0 +1,96 @@
+"""D4PG learner: exact periodic target copies, policy-only
+variables for actors, save/restore; and a seeded short learning run."""
+
+import jax
+import numpy as np
+import pytest
+import reverb
+from acme import specs, types
+
+from actorq.agents.d4pg import builder as builder_lib
+from actorq.agents.d4pg import config as config_lib
+
+OBS, ACT = 3, 1
+ENV_SPEC = specs.EnvironmentSpec(
+    specs.Array((OBS,), np.float32), specs.BoundedArray((ACT,), np.float32, 0.0, 10.0),
+    specs.Array((), np.float32), specs.BoundedArray((), np.float32, 0.0, 1.0))
+
+
+def _batches(seed=0, batch=16):
+  rng = np.random.default_rng(seed)
+  while True:
+    t = types.Transition(
+        observation=rng.normal(size=(batch, OBS)).astype(np.float32),
+        action=rng.uniform(0, 10, size=(batch, ACT)).astype(np.float32),
+        reward=rng.uniform(0, 1, size=batch).astype(np.float32),
+        discount=np.ones(batch, np.float32),
+        next_observation=rng.normal(size=(batch, OBS)).astype(np.float32), extras=())
+    yield reverb.ReplaySample(info=None, data=t)
+
+
+def _learner(period=3, tau=1.0):
+  cfg = config_lib.D4PGConfig(policy_hidden_sizes=(8,), critic_hidden_sizes=(8,), num_atoms=11,
+                              vmin=0.0, vmax=10.0, target_update_period=period,
+                              target_update_tau=tau, batch_size=16)
+  b = builder_lib.D4PGBuilder(cfg)
+  nets = b.make_networks(ENV_SPEC)
+  return b.make_learner(jax.random.PRNGKey(0), nets, _batches(), lambda label: None, ENV_SPEC)
+
+
+def _equal(a, b):
+  return all(np.array_equal(x, y) for x, y in
+             zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
+
+
+def test_periodic_target_copy_is_exact_and_variables_are_policy_only():
+  learner = _learner(period=3)
+  for step in range(1, 8):
+    learner.step()
+    policy, critic, t_policy, t_critic = learner.get_variables(
+        ["policy", "critic", "target_policy", "target_critic"])
+    assert learner.step_count == step
+    copied = step % 3 == 0
+    assert _equal(policy, t_policy) == copied and _equal(critic, t_critic) == copied
+  params, version = learner.get_variables(["policy", "version"])
+  assert version == 7 and sorted(params) == ["dense_0", "dense_1"]  # the NetworkSpec layers
+  assert params["dense_1"]["w"].shape == (8, ACT)
+
+
+def test_soft_target_update_moves_a_fraction():
+  learner = _learner(period=1, tau=0.5)
+  before = learner.get_variables(["target_critic"])[0]
+  learner.step()
+  critic, after = learner.get_variables(["critic", "target_critic"])
+  for c, b, a in zip(*(jax.tree_util.tree_leaves(x) for x in (critic, before, after))):
+    np.testing.assert_allclose(a, 0.5 * c + 0.5 * b, rtol=1e-5, atol=1e-7)
+
+
+def test_save_restore_roundtrip():
+  learner = _learner()
+  learner.step()
+  saved = learner.save()
+  learner.step()
+  learner.step()
+  learner.restore(saved)
+  assert learner.step_count == 1
+  assert _equal(learner.get_variables(["policy"])[0], saved.policy_params)
+
+
+# Small, fast settings for the learning test (the README's runs use the defaults).
+LEARNING_TEST_CONFIG = dict(policy_hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64),
+                            batch_size=64, samples_per_insert=64.0, min_replay_size=1_000)
+
+
+def test_d4pg_learns_cartpole_balance_seeded():
+  """15k actor steps on dmc:cartpole-balance, seed 0, one greedy 1000-step episode.
+
+  Reference returns: uniform random actions ~331, always-zero action ~755 (5 episodes).
+  Measured with this config and seed (four runs; they differ because Reverb's uniform
+  sampler is not seedable): 687 at 8k; 427 at 10k; 558 at 10k, 679 at 12.5k, 820 at 15k.
+  """
+  from actorq.launch import local
+  cfg = config_lib.D4PGConfig(**LEARNING_TEST_CONFIG)
+  result = local.run(builder_lib.D4PGBuilder(cfg), "dmc:cartpole-balance", 15_000, seed=0,
+                     eval_every=15_000, eval_episodes=1)
+  print("d4pg 15k-step greedy return", result.final_eval_return)
+  assert result.final_eval_return >= 600.0

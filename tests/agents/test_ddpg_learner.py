@@ -1,0 +1,81 @@
+"""DDPG learner (the shared DPG learner with a scalar critic): repeated updates on one
+fixed batch drive the critic's TD loss down and move the policy uphill on Q; seeded
+short learning run."""
+import itertools
+
+import jax
+import numpy as np
+import reverb
+from acme import specs, types
+
+from actorq.agents.ddpg import builder as builder_lib
+from actorq.agents.ddpg import config as config_lib
+
+OBS, ACT = 3, 2
+ENV_SPEC = specs.EnvironmentSpec(
+    specs.Array((OBS,), np.float32), specs.BoundedArray((ACT,), np.float32, -2.0, 2.0),
+    specs.Array((), np.float32), specs.BoundedArray((), np.float32, 0.0, 1.0))
+
+
+def _fixed_batch(batch=32):
+  rng = np.random.default_rng(0)
+  t = types.Transition(
+      observation=rng.normal(size=(batch, OBS)).astype(np.float32),
+      action=rng.uniform(-2, 2, size=(batch, ACT)).astype(np.float32),
+      reward=rng.uniform(0, 1, size=batch).astype(np.float32),
+      discount=np.zeros(batch, np.float32),  # terminal: the target is the reward itself
+      next_observation=rng.normal(size=(batch, OBS)).astype(np.float32), extras=())
+  return itertools.repeat(reverb.ReplaySample(info=None, data=t))
+
+
+def test_updates_fit_the_critic_and_climb_q():
+  cfg = config_lib.DDPGConfig(policy_hidden_sizes=(16,), critic_hidden_sizes=(32,),
+                              batch_size=32, critic_learning_rate=3e-3,
+                              policy_learning_rate=3e-3)
+  b = builder_lib.DDPGBuilder(cfg)
+  nets = b.make_networks(ENV_SPEC)
+  learner = b.make_learner(jax.random.PRNGKey(0), nets, _fixed_batch(), lambda label: None,
+                           ENV_SPEC)
+  data = next(_fixed_batch()).data
+  critic_loss, q_value = b.critic_functions(nets)
+
+  def losses():
+    policy, critic = learner.get_variables(["policy", "critic"])
+    unit_a = np.clip(data.action / 2.0, -1, 1)
+    q = nets.critic.apply(critic, data.observation, unit_a)
+    loss = float(critic_loss(q, data.reward, 0.99 * data.discount, np.zeros_like(q)))
+    q_pi = float(np.mean(q_value(nets.critic.apply(critic, data.observation,
+                                                   nets.policy.apply(policy, data.observation)))))
+    return loss, q_pi
+
+  loss0, _ = losses()
+  for _ in range(200):
+    learner.step()
+  loss1, q_pi1 = losses()
+  _, critic = learner.get_variables(["policy", "critic"])
+  # The critic fits the rewards of the fixed batch (mean reward ~0.5, loss0 ~ 0.5*E[r^2]).
+  assert loss1 < 0.2 * loss0
+  # The policy is greedy w.r.t. the critic: Q(s, pi(s)) beats Q at the stored actions.
+  q_data = float(np.mean(q_value(nets.critic.apply(critic, data.observation,
+                                                   np.clip(data.action / 2.0, -1, 1)))))
+  assert q_pi1 > q_data
+  assert learner.step_count == 200
+
+
+LEARNING_TEST_CONFIG = dict(policy_hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64),
+                            batch_size=64, samples_per_insert=64.0, min_replay_size=1_000)
+
+
+def test_ddpg_learns_cartpole_balance_seeded():
+  """15k actor steps on dmc:cartpole-balance, seed 0, one greedy 1000-step episode.
+
+  Reference returns: uniform random actions ~331 (5 episodes). Measured with this config
+  and seed (three runs; they differ because Reverb's uniform sampler is not seedable):
+  520 at 8k, 500 at 10k; 266 at 12k; 516 at 10k, 417 at 12.5k, 530 at 15k.
+  """
+  from actorq.launch import local
+  cfg = config_lib.DDPGConfig(**LEARNING_TEST_CONFIG)
+  result = local.run(builder_lib.DDPGBuilder(cfg), "dmc:cartpole-balance", 15_000, seed=0,
+                     eval_every=15_000, eval_episodes=1)
+  print("ddpg 15k-step greedy return", result.final_eval_return)
+  assert result.final_eval_return >= 400.0
