@@ -30,11 +30,15 @@ def _builder():
 
 
 def _adam_count(learner_state) -> int:
+  """The optimizer's step count: Adam's, and the learning-rate schedule's if the config
+  has one (both must agree: the schedule continues with the restored state)."""
+  kinds = (optax.ScaleByAdamState, optax.ScaleByScheduleState)
   states = [s for s in jax.tree_util.tree_flatten(
-      learner_state.opt_state, is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState))[0]
-      if isinstance(s, optax.ScaleByAdamState)]
-  assert len(states) == 1
-  return int(states[0].count)
+      learner_state.opt_state, is_leaf=lambda x: isinstance(x, kinds))[0] if isinstance(s, kinds)]
+  assert sum(isinstance(s, optax.ScaleByAdamState) for s in states) == 1
+  counts = {int(s.count) for s in states}
+  assert len(counts) == 1, counts
+  return counts.pop()
 
 
 def _steps(path):
