@@ -211,25 +211,58 @@ class ActorCriticNetworks:
   policy: hk.Transformed
   value: hk.Transformed
   policy_head_scale: float = 0.01
+  state_independent_log_std: bool = False
+  initial_log_std: float = 0.0
 
   def init(self, key: jax.Array, dummy_observation: np.ndarray) -> Dict[str, hk.Params]:
     """`{"policy": {layer: {w, b}}, "value": ...}`; the policy's last layer is scaled
     by `policy_head_scale` (a near-uniform / unit-ish initial policy, as in PPO
-    implementations' 0.01-gain output layer)."""
+    implementations' 0.01-gain output layer).
+
+    With `state_independent_log_std` (continuous heads only), the output layer's
+    log-std columns start at zero weights and bias `initial_log_std`, and
+    `mask_gradients` keeps those weights at zero: the log-std is then the bias alone,
+    a free parameter vector as in PPO's continuous-control setup (Schulman et al.
+    2017, sec. 6.1), while the actors still run one plain `NetworkSpec` MLP.
+    """
     kp, kv = jax.random.split(key)
     obs = jnp.asarray(dummy_observation)[None]
     policy = self.policy.init(kp, obs)
     last = self.spec.layers[-1].name
     policy = {k: dict(v) for k, v in policy.items()}
     policy[last]["w"] = policy[last]["w"] * self.policy_head_scale
+    if self._log_std_parameter:
+      a = self.head.action_size
+      policy[last]["w"] = policy[last]["w"].at[:, a:].set(0.0)
+      policy[last]["b"] = policy[last]["b"].at[a:].set(self.initial_log_std)
     return {"policy": policy, "value": self.value.init(kv, obs)}
+
+  @property
+  def _log_std_parameter(self) -> bool:
+    return self.state_independent_log_std and not self.head.discrete
+
+  def mask_gradients(self, grads: Dict[str, hk.Params]) -> Dict[str, hk.Params]:
+    """Zeroes the gradients of the output layer's log-std weights when the log-std is
+    state-independent (so those weights stay at their zero init); else `grads` as is."""
+    if not self._log_std_parameter:
+      return grads
+    last = self.spec.layers[-1].name
+    a = self.head.action_size
+    policy = {k: dict(v) for k, v in grads["policy"].items()}
+    policy[last]["w"] = policy[last]["w"].at[:, a:].set(0.0)
+    return {**grads, "policy": policy}
 
 
 def make_actor_critic_networks(environment_spec: specs.EnvironmentSpec,
                                policy_hidden: Sequence[int] = (64, 64),
                                value_hidden: Sequence[int] = (64, 64),
-                               activation: str = "tanh") -> ActorCriticNetworks:
+                               activation: str = "tanh",
+                               state_independent_log_std: bool = False,
+                               initial_log_std: float = 0.0) -> ActorCriticNetworks:
   """MLP policy (NetworkSpec) and value networks for vector observations.
+
+  `state_independent_log_std` / `initial_log_std`: see `ActorCriticNetworks.init`
+  (continuous heads; ignored for discrete ones).
 
   Raises:
     UnsupportedEnvironmentError: for non-vector observations or an unsupported action spec.
@@ -251,7 +284,9 @@ def make_actor_critic_networks(environment_spec: specs.EnvironmentSpec,
     return hk.Linear(1, name=f"value_{len(value_hidden)}")(x)[..., 0]
 
   return ActorCriticNetworks(spec, head, networks_lib.haiku_network(spec),
-                             hk.without_apply_rng(hk.transform(value_fn)))
+                             hk.without_apply_rng(hk.transform(value_fn)),
+                             state_independent_log_std=bool(state_independent_log_std),
+                             initial_log_std=float(initial_log_std))
 
 
 # ---------------------------------------------------------------------------------
@@ -502,9 +537,28 @@ class OnPolicyBuilder:
     del environment_spec
     seed = int(jax.random.randint(random_key, (), 0, 2**31 - 1))
     runtime = vc.make_runtime(policy.precision, policy.spec)
-    client = vc.VariableClient(variable_source, runtime, self.config.variable_update_period)
+    client = SynchronousVariableClient(variable_source, runtime,
+                                       self.config.variable_update_period)
     client.update_and_wait()
     return actors.FeedForwardActor(runtime, policy.selector, client, adder, seed=seed)
+
+
+class SynchronousVariableClient(vc.VariableClient):
+  """Pulls (and loads) the newest policy every `update_period` actor steps, waiting for
+  it, instead of in a background thread.
+
+  On-policy actors should act with the policy the learner just produced: with
+  background pulls, which version a step is taken with depends on thread scheduling,
+  so a seeded single-process run is not reproducible on a loaded machine (and A2C,
+  which has no off-policy correction, trains on a lagging policy's data). A pull of an
+  unchanged version costs one `get_variables` call; a new version is converted once by
+  the learner-side `PolicyPublisher`.
+  """
+
+  def update(self, wait: bool = False) -> None:
+    self._calls += 1
+    if wait or self._calls >= self._period:
+      self.update_and_wait()
 
 
 class TrainingState(NamedTuple):

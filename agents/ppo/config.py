@@ -18,6 +18,9 @@ class PPOConfig:
   value_hidden: Tuple[int, ...] = (64, 64)
   activation: str = "tanh"
   learning_rate: float = 3e-4
+  # Linear decay of the learning rate to 0 over this many actor steps (None: constant);
+  # set it to the run's --steps for the usual "anneal over training" schedule.
+  learning_rate_decay_steps: Optional[int] = None
   adam_eps: float = 1e-5
   max_gradient_norm: float = 0.5   # clipped separately for the policy and value nets
   discount: float = 0.99
@@ -26,6 +29,10 @@ class PPOConfig:
   value_cost: float = 0.5
   entropy_cost: float = 0.0
   normalize_advantages: bool = True
+  # Continuous actions: a state-independent log-std parameter (starting at
+  # initial_log_std) instead of a log-std head (see onpolicy.ActorCriticNetworks).
+  state_independent_log_std: bool = False
+  initial_log_std: float = 0.0
   # Rollouts: T transitions each (units: actor steps); a learner step takes
   # `batch_size` rollouts, i.e. batch_size * T transitions.
   rollout_length: int = 128
@@ -48,5 +55,8 @@ class PPOConfig:
                  "max_queue_size", "variable_update_period"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+    if self.learning_rate_decay_steps is not None and self.learning_rate_decay_steps < 1:
+      raise ValueError(f"learning_rate_decay_steps must be >= 1 or None, got "
+                       f"{self.learning_rate_decay_steps}")
     if self.activation not in ("tanh", "relu"):
       raise ValueError(f"activation must be 'tanh' or 'relu', got {self.activation!r}")

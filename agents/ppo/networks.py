@@ -13,4 +13,6 @@ def make_networks(environment_spec: specs.EnvironmentSpec, config) -> PPONetwork
   """Raises `onpolicy.UnsupportedEnvironmentError` for image observations or an
   unsupported action spec."""
   return onpolicy.make_actor_critic_networks(environment_spec, config.policy_hidden,
-                                             config.value_hidden, config.activation)
+                                             config.value_hidden, config.activation,
+                                             config.state_independent_log_std,
+                                             config.initial_log_std)

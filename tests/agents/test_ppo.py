@@ -117,3 +117,18 @@ def test_ppo_learns_cartpole_with_a_seed():
                      eval_episodes=5)
   assert result.learner_steps >= 15  # one per 4 rollouts of 128 steps
   assert result.final_eval_return >= 400, result.evaluations
+
+
+def test_linear_learning_rate_decay_counts_optimizer_updates():
+  # dmc config: 1 rollout of 2048 steps, 10 epochs of 32 minibatches of 64 = 320 updates
+  # per learner step; 200000 actor steps = 97 learner steps = 31040 updates.
+  cfg = config_lib.PPOConfig(rollout_length=2048, batch_size=1, num_epochs=10,
+                             minibatch_size=64, learning_rate=3e-4,
+                             learning_rate_decay_steps=200_000)
+  assert learning.sgd_updates_per_learner_step(cfg) == 320
+  schedule = learning.learning_rate_schedule(cfg)
+  np.testing.assert_allclose([schedule(0), schedule(15_520), schedule(31_040), schedule(40_000)],
+                             [3e-4, 1.5e-4, 0.0, 0.0], atol=1e-9)
+  assert learning.learning_rate_schedule(config_lib.PPOConfig()) == 3e-4
+  with pytest.raises(ValueError, match="learning_rate_decay_steps"):
+    config_lib.PPOConfig(learning_rate_decay_steps=0)

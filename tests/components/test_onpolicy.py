@@ -117,3 +117,67 @@ def test_rollout_adder_writes_overlapping_rollouts_across_episodes_into_the_queu
                 {"logits": np.zeros(2, np.float32), "log_prob": np.float64(0.0)})
   finally:
     server.stop()
+
+
+def test_state_independent_log_std_is_the_bias_and_its_weights_get_no_gradient():
+  nets = onpolicy.make_actor_critic_networks(_env_spec(discrete=False), (8,), (8,),
+                                             state_independent_log_std=True,
+                                             initial_log_std=-0.5)
+  params = nets.init(jax.random.PRNGKey(0), np.zeros(3, np.float32))
+  last = nets.spec.layers[-1].name
+  np.testing.assert_array_equal(params["policy"][last]["w"][:, 1], np.zeros(8))
+  assert float(params["policy"][last]["b"][1]) == -0.5
+  obs = jnp.asarray(np.random.default_rng(0).normal(size=(5, 3)), jnp.float32)
+  _, log_std = onpolicy.split_gaussian(nets.policy.apply(params["policy"], obs), jnp)
+  np.testing.assert_allclose(log_std, np.full((5, 1), -0.5), atol=1e-7)  # same for every s
+  grads = jax.grad(lambda p: jnp.sum(nets.policy.apply(p["policy"], obs) ** 2))(params)
+  assert float(jnp.abs(grads["policy"][last]["w"][:, 1]).sum()) > 0
+  masked = nets.mask_gradients(grads)
+  np.testing.assert_array_equal(masked["policy"][last]["w"][:, 1], np.zeros(8))
+  np.testing.assert_array_equal(masked["policy"][last]["w"][:, 0], grads["policy"][last]["w"][:, 0])
+  np.testing.assert_array_equal(masked["policy"][last]["b"], grads["policy"][last]["b"])
+  # A discrete head has no log-std: the flag changes nothing there.
+  disc = onpolicy.make_actor_critic_networks(_env_spec(), (8,), (8,),
+                                             state_independent_log_std=True)
+  assert disc.mask_gradients(grads) is grads
+
+
+class _CountingSource:
+  def __init__(self):
+    self.calls, self.version = 0, 0
+
+  def get_variables(self, names):
+    self.calls += 1
+    return [_Payload(self.version)]
+
+
+class _Payload:
+  nbytes = 4
+
+  def __init__(self, version):
+    self.version = version
+
+
+class _Runtime:
+  version = -1
+
+  def load(self, payload):
+    self.version = int(payload.version)
+
+
+def test_synchronous_variable_client_loads_the_new_version_when_due():
+  source, runtime = _CountingSource(), _Runtime()
+  client = onpolicy.SynchronousVariableClient(source, runtime, update_period=3)
+  try:
+    client.update_and_wait()
+    assert (source.calls, runtime.version) == (1, 0)
+    source.version = 7
+    client.update(), client.update()
+    assert (source.calls, runtime.version) == (1, 0)  # not due yet
+    client.update()  # third step: pulled and loaded before returning
+    assert (source.calls, runtime.version) == (2, 7)
+    source.version = 8
+    client.update(wait=True)
+    assert (source.calls, runtime.version) == (3, 8)
+  finally:
+    client.close()
