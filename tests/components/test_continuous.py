@@ -6,6 +6,7 @@ from dm_env import specs
 from actorq.components import continuous
 from actorq.components import variable_client as vc
 from actorq.quantization import network_spec as ns
+from actorq.quantization import payload
 
 SPECS = [specs.BoundedArray((1,), np.float32, -2.0, 2.0),
          specs.BoundedArray((1,), np.float32, 0.0, 10.0)]
@@ -16,11 +17,7 @@ def _saturated_policy(bias: float, precision: str):
   spec = ns.mlp(3, (), 1, output_activation="tanh")
   params = {"dense_0": {"w": np.zeros((3, 1), np.float32), "b": np.full((1,), bias, np.float32)}}
   runtime = vc.make_runtime(precision, spec)
-  if precision == "fp32":
-    runtime.load(vc.VersionedParams(params, 1))
-  else:
-    from actorq.quantization import payload
-    runtime.load(payload.make_payload(params, spec, precision, version=1))
+  runtime.load(payload.make_payload(params, spec, precision, version=1))
   return runtime(np.ones((1, 3), np.float32))[0]
 
 
