@@ -1,12 +1,13 @@
 """Composing a new agent from actorq's components: n-step Expected SARSA.
 
-The agent is ~100 lines because everything but its loss is reused:
+Everything but the loss is reused:
   network    a `NetworkSpec` MLP -> Haiku for the learner, a policy runtime on actors
-  actor      `components.actors.FeedForwardActor` + an epsilon-greedy selector
-  adder      `components.adders.NStepTransitionAdder` (validated by `ValidatingAdder`)
-  replay     `components.replay.transition_table` / `make_dataset` (Reverb)
-  variables  the launch layer wraps the learner in a `PolicyPublisher`; actors pull with a
-             `VariableClient` (any precision: fp32 or the int8 runtime)
+  builder    `components.builders.TransitionReplayBuilder` supplies the Reverb transition
+             table and dataset (`components.replay`), the n-step adder
+             (`components.adders`) and a `FeedForwardActor` with a `VariableClient`
+  actor      an epsilon-greedy selector (`components.actors`)
+  variables  the launch layer wraps the learner in a `PolicyPublisher`; actors pull
+             payloads at any precision (fp32, or the int8 runtime)
   learner    the only new piece: Expected SARSA (van Seijen et al. 2009) on n-step
              transitions, `rlax.expected_sarsa`, target = r_t + discount_t * E_pi[Q(s_t, .)]
              under the epsilon-greedy behaviour policy.
@@ -29,8 +30,7 @@ import rlax
 from acme import core
 from acme.utils import counting
 
-from actorq.components import actors, adders, networks, replay
-from actorq.components import variable_client as vc
+from actorq.components import actors, builders, networks
 from actorq.quantization import network_spec as ns
 
 
@@ -113,23 +113,13 @@ class Policy:
   selector: actors.Selector
 
 
-class ExpectedSarsaBuilder:
-  """Acme's builder contract plus what actorq's single-process loop asks for."""
+class ExpectedSarsaBuilder(builders.TransitionReplayBuilder):
+  """The replay table, dataset, n-step adder and actor come from the shared
+  `TransitionReplayBuilder`; an agent adds its networks, policies and learner."""
 
   def __init__(self, config: Optional[Config] = None):
-    self.config = config or Config()
+    super().__init__(config or Config())
 
-  # -- used by the single-process loop
-  def min_replay_size(self):
-    return self.config.min_replay_size
-
-  def replay_table_name(self):
-    return self.config.replay_table_name
-
-  def learner_steps_owed(self, actor_steps):
-    return int(actor_steps * self.config.samples_per_insert // self.config.batch_size)
-
-  # -- Acme's builder methods
   def make_networks(self, env_spec):
     return Networks(ns.mlp(env_spec.observations.shape[0], self.config.hidden_sizes,
                            env_spec.actions.num_values))
@@ -137,29 +127,6 @@ class ExpectedSarsaBuilder:
   def make_policy(self, nets, env_spec, evaluation=False):
     eps = 0.0 if evaluation else self.config.epsilon
     return Policy(nets.spec, self.config.actor_precision, actors.epsilon_greedy(lambda step: eps))
-
-  def make_replay_tables(self, env_spec, policy=None, rate_limited=False):
-    c = self.config
-    return [replay.transition_table(
-        c.replay_table_name, env_spec, max_size=c.max_replay_size, min_size=c.min_replay_size,
-        samples_per_insert=c.samples_per_insert if rate_limited else None)]
-
-  def make_dataset_iterator(self, client):
-    return replay.numpy_iterator(replay.make_dataset(
-        client.server_address, self.config.replay_table_name, self.config.batch_size))
-
-  def make_adder(self, client, env_spec, policy=None):
-    c = self.config
-    return replay.ValidatingAdder(adders.NStepTransitionAdder(
-        client, n_step=c.n_step, discount=c.discount, priority_fns={c.replay_table_name: None}),
-        env_spec)
-
-  def make_actor(self, key, policy, env_spec, variable_source, adder=None):
-    runtime = vc.make_runtime(policy.precision, policy.spec)
-    client = vc.VariableClient(variable_source, runtime, self.config.variable_update_period)
-    client.update_and_wait()
-    seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
-    return actors.FeedForwardActor(runtime, policy.selector, client, adder, seed=seed)
 
   def make_learner(self, key, nets, dataset, logger_fn, env_spec, replay_client=None,
                    counter=None):

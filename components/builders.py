@@ -1,0 +1,80 @@
+"""The builder methods every off-policy agent on n-step transitions shares.
+
+`TransitionReplayBuilder` implements, from fields of `self.config`, the parts of Acme's
+builder contract that do not depend on the agent (the replay table, dataset, adder and
+actor) and the three methods actorq's single-process loop asks for. An agent subclasses
+it and adds `make_networks`, `make_policy` and `make_learner`.
+
+Config fields read: `replay_table_name`, `min_replay_size`, `max_replay_size`,
+`samples_per_insert` (sampled items per inserted item), `batch_size`, `n_step`,
+`discount`, `variable_update_period` (actor steps between parameter pulls).
+A policy passed to `make_actor` has `spec` (its `NetworkSpec`), `precision` and
+`selector` (see `actorq.components.actors`).
+"""
+from __future__ import annotations
+
+from typing import Iterator, List, Optional
+
+import jax
+import reverb
+from acme import adders as acme_adders
+from acme import core, specs
+
+from actorq.components import actors, adders, replay
+from actorq.components import variable_client as vc
+
+
+class TransitionReplayBuilder:
+  """Replay, dataset, adder and actor of an agent learning from n-step transitions."""
+
+  def __init__(self, config):
+    self.config = config
+
+  # --- what the single-process loop asks for (launch/local.py) ---------------------
+  def min_replay_size(self) -> int:
+    return self.config.min_replay_size
+
+  def replay_table_name(self) -> str:
+    return self.config.replay_table_name
+
+  def learner_steps_owed(self, actor_steps_since_start: int) -> int:
+    """Samples-per-insert: one learner step per batch_size / samples_per_insert actor steps."""
+    c = self.config
+    return int(actor_steps_since_start * c.samples_per_insert // c.batch_size)
+
+  # --- Acme's builder contract --------------------------------------------------------
+  def make_replay_tables(self, environment_spec: specs.EnvironmentSpec, policy=None,
+                         rate_limited: bool = False) -> List[reverb.Table]:
+    """One transition table. `rate_limited`: enforce samples_per_insert in Reverb
+    (distributed); the single-process loop enforces it itself and uses MinSize."""
+    del policy
+    c = self.config
+    return [replay.transition_table(
+        c.replay_table_name, environment_spec, max_size=c.max_replay_size,
+        min_size=c.min_replay_size,
+        samples_per_insert=c.samples_per_insert if rate_limited else None)]
+
+  def make_dataset_iterator(self, replay_client: reverb.Client) -> Iterator[reverb.ReplaySample]:
+    ds = replay.make_dataset(replay_client.server_address, self.config.replay_table_name,
+                             self.config.batch_size)
+    return replay.numpy_iterator(ds)
+
+  def make_adder(self, replay_client: reverb.Client, environment_spec: specs.EnvironmentSpec,
+                 policy=None) -> acme_adders.Adder:
+    del policy
+    c = self.config
+    adder = adders.NStepTransitionAdder(replay_client, n_step=c.n_step, discount=c.discount,
+                                        priority_fns={c.replay_table_name: None})
+    return replay.ValidatingAdder(adder, environment_spec)
+
+  def make_actor(self, random_key: jax.Array, policy, environment_spec: specs.EnvironmentSpec,
+                 variable_source: core.VariableSource,
+                 adder: Optional[acme_adders.Adder] = None) -> actors.FeedForwardActor:
+    """A feed-forward actor whose runtime executes `policy.spec` at `policy.precision`,
+    refreshed from `variable_source` every `variable_update_period` actor steps."""
+    del environment_spec
+    seed = int(jax.random.randint(random_key, (), 0, 2**31 - 1))
+    runtime = vc.make_runtime(policy.precision, policy.spec)
+    client = vc.VariableClient(variable_source, runtime, self.config.variable_update_period)
+    client.update_and_wait()
+    return actors.FeedForwardActor(runtime, policy.selector, client, adder, seed=seed)
