@@ -3,6 +3,7 @@ an episode end, jit/vmap, and a seeded learning run."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from actorq.agents.a2c import builder as builder_lib
 from actorq.agents.a2c import config as config_lib
@@ -56,3 +57,14 @@ def test_a2c_learns_cartpole_with_a_seed():
   result = local.run(builder, "gym:CartPole-v1", 10_000, seed=0, eval_every=10_000,
                      eval_episodes=5)
   assert result.final_eval_return >= 300, result.evaluations
+
+
+def test_a2c_linear_learning_rate_decay_per_learner_step():
+  # 8 rollouts of 20 steps per learner step: 48000 actor steps = 300 learner steps.
+  cfg = config_lib.A2CConfig(learning_rate=1e-3, learning_rate_decay_steps=48_000)
+  schedule = learning.learning_rate_schedule(cfg)
+  np.testing.assert_allclose([schedule(0), schedule(150), schedule(300), schedule(301)],
+                             [1e-3, 5e-4, 0.0, 0.0], atol=1e-9)
+  assert learning.learning_rate_schedule(config_lib.A2CConfig()) == 1e-3
+  with pytest.raises(ValueError, match="learning_rate_decay_steps"):
+    config_lib.A2CConfig(learning_rate_decay_steps=-1)
