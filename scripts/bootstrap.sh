@@ -23,7 +23,7 @@ if [ -z "$py" ]; then
   echo "        Install it (e.g. 'pyenv install 3.10.13') or set ACTORQ_PYTHON=/path/to/python3.10." >&2
   exit 1
 fi
-echo "actorq: creating $venv with $py (one-off, about a minute with a warm pip cache)" >&2
+echo "actorq: creating or refreshing $venv with $py (about a minute with a warm pip cache)" >&2
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
 log="$venv/pip-install.log"
 pip() {
