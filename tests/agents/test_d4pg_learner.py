@@ -87,7 +87,7 @@ def test_d4pg_learns_cartpole_balance_seeded():
   Reference returns: uniform random actions ~331, always-zero action ~755 (5 episodes).
   Measured with this config and seed (four runs; they differ because Reverb's uniform
   sampler is not seedable and two readers prefetch concurrently): 687 at 8k; 427 at
-  10k; 558 at 10k, 679 at 12.5k, 820 at 15k; 521 at 15k. The threshold, 1.27x the random
+  10k; 558 at 10k, 679 at 12.5k, 820, 521 and 460 at 15k. The threshold, 1.2x the random
   policy's return, is set below the lowest 15k value measured.
   """
   from actorq.launch import local
@@ -95,4 +95,4 @@ def test_d4pg_learns_cartpole_balance_seeded():
   result = local.run(builder_lib.D4PGBuilder(cfg), "dmc:cartpole-balance", 15_000, seed=0,
                      eval_every=15_000, eval_episodes=1)
   print("d4pg 15k-step greedy return", result.final_eval_return)
-  assert result.final_eval_return >= 420.0
+  assert result.final_eval_return >= 400.0

@@ -71,7 +71,7 @@ def test_ddpg_learns_cartpole_balance_seeded():
 
   Reference returns: uniform random actions ~331 (5 episodes). Measured with this config
   and seed (three runs; they differ because Reverb's uniform sampler is not seedable):
-  520 at 8k, 500 at 10k; 266 at 12k; 516 at 10k, 417 at 12.5k, 530 at 15k; 365 at 15k.
+  520 at 8k, 500 at 10k; 266 at 12k; 516 at 10k, 417 at 12.5k, 530, 365 and 801 at 15k.
   DDPG is slower than D4PG here (README), so this short run is a weak signal: the
   threshold only excludes no learning (untrained policies score 78-300); the README's
   60k-step runs reach >= 900.
