@@ -98,7 +98,12 @@ def test_impala_loss_hand_computed_and_under_jit_vmap():
 
 
 def test_impala_learns_cartpole_with_a_seed():
+  """Default config, seed 0, 4000 actor steps (25 learner steps): greedy return 488.6
+  measured (5 episodes; 500.0 at 2000 steps, 286.6 at 6000). Single-process actors pull
+  synchronously, so behaviour and target policy nearly coincide and V-trace reduces to
+  A2C-like n-step returns (hence numbers close to A2C's)."""
   builder = builder_lib.IMPALABuilder(config_lib.IMPALAConfig())
-  result = local.run(builder, "gym:CartPole-v1", 15_000, seed=0, eval_every=15_000,
+  result = local.run(builder, "gym:CartPole-v1", 4_000, seed=0, eval_every=4_000,
                      eval_episodes=5)
-  assert result.final_eval_return >= 150, result.evaluations
+  assert result.learner_steps >= 20  # one per 8 rollouts of 20 steps
+  assert result.final_eval_return >= 400, result.evaluations

@@ -112,11 +112,15 @@ def test_losses_under_jit_and_vmap():
 
 
 def test_ppo_learns_cartpole_with_a_seed():
+  """Default config, seed 0, 6000 actor steps: greedy return 423.6 measured (5 episodes;
+  318.8 at 4000 steps, 500.0 at 8000; a random policy's is about 9). The actors pull
+  parameters synchronously, so the run is reproducible; the threshold leaves room for
+  float differences on another CPU."""
   builder = builder_lib.PPOBuilder(config_lib.PPOConfig())
-  result = local.run(builder, "gym:CartPole-v1", 10_000, seed=0, eval_every=10_000,
+  result = local.run(builder, "gym:CartPole-v1", 6_000, seed=0, eval_every=6_000,
                      eval_episodes=5)
-  assert result.learner_steps >= 15  # one per 4 rollouts of 128 steps
-  assert result.final_eval_return >= 400, result.evaluations
+  assert result.learner_steps >= 10  # one per 4 rollouts of 128 steps
+  assert result.final_eval_return >= 350, result.evaluations
 
 
 def test_linear_learning_rate_decay_counts_optimizer_updates():
