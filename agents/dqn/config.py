@@ -16,7 +16,7 @@ class DQNConfig:
   learning_rate: float = 1e-3
   # Linear decay of the learning rate to learning_rate * final_learning_rate_fraction
   # over this many *learner* steps (None: constant).
-  learning_rate_decay_steps: Optional[int] = 50_000
+  learning_rate_decay_steps: Optional[int] = 25_000
   final_learning_rate_fraction: float = 0.1
   adam_eps: float = 1e-8
   max_gradient_norm: float = 10.0
