@@ -392,6 +392,9 @@ class CountingAdder(adders_base.Adder):
   def reset(self):
     self._adder.reset()
 
+  def close(self) -> None:
+    self._adder.close()
+
 
 def make_rollout_adder(client: reverb.Client, table: str, environment_spec: specs.EnvironmentSpec,
                        extras: Any, rollout_length: int) -> CountingAdder:

@@ -254,7 +254,7 @@ def run(builder, env_id: str, num_steps: int, seed: int = 0, logdir: Optional[st
   finally:
     for logger in (train_logger, eval_logger, logger_fn("learner")):
       logger.close()
-    adder.reset()  # flush pending items while the server is still up
+    adder.close()  # flush and close the writer while the server is still up
     server.stop()
 
   best = max(evaluations, key=lambda r: r["episode_return"])

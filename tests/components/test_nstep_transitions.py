@@ -1,4 +1,6 @@
 """Case E1: n-step returns never cross an episode; truncation is not termination."""
+import gc
+
 import dm_env
 import numpy as np
 import pytest
@@ -47,8 +49,14 @@ def _transitions(episodes):
       _episode(adder, *ep)
     adder.reset()
     size = client.server_info()["q"].current_size
-    items = replay.sample(client.server_address, "q", size, timeout_s=5)
-    return [s.data for s in items]
+    # The table holds `size` items, so this cannot block (replay.sample, with its timeout,
+    # keeps a sampler stream open that delays the server's shutdown by ~5 s).
+    items = client.sample("q", num_samples=size, emit_timesteps=False,
+                          unpack_as_table_signature=True)
+    data = [s.data for s in items]
+    del adder, items  # close the writer's stream: an open one delays server.stop by ~5 s
+    gc.collect()
+    return data
   finally:
     server.stop()
 
