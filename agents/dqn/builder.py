@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator, Optional
+from typing import Iterator, List, Optional
 
 import jax
 import numpy as np
@@ -12,7 +12,7 @@ from acme import specs
 
 from actorq.agents.dqn import learning
 from actorq.agents.dqn import networks as networks_lib
-from actorq.components import actors, builders
+from actorq.components import actors, builders, replay
 from actorq.quantization import network_spec as ns
 
 
@@ -25,22 +25,48 @@ class DQNPolicy:
   evaluation: bool
 
 
+def q_value_selector(selector: actors.Selector) -> actors.Selector:
+  """`selector` applied to `networks.dueling_q(outputs)`: an actor running a dueling
+  spec (outputs [V, A_1..A_n]) selects from Q-values [n]."""
+
+  def select(outputs: np.ndarray, rng: np.random.Generator, step: int):
+    return selector(networks_lib.dueling_q(np.asarray(outputs)), rng, step)
+
+  return select
+
+
 class DQNBuilder(builders.TransitionReplayBuilder):
-  """DQN's networks, policies and learner; replay, adder and actor come from
-  `TransitionReplayBuilder`."""
+  """DQN's networks, policies, replay table and learner; dataset, adder and actor come
+  from `TransitionReplayBuilder`."""
 
   def make_networks(self, environment_spec: specs.EnvironmentSpec) -> networks_lib.DQNNetworks:
-    return networks_lib.make_networks(environment_spec, self.config.hidden_sizes)
+    return networks_lib.make_networks(environment_spec, self.config.hidden_sizes,
+                                      dueling=self.config.dueling)
+
+  def make_replay_tables(self, environment_spec: specs.EnvironmentSpec, policy=None,
+                         rate_limited: bool = False) -> List[reverb.Table]:
+    """One transition table; Reverb's Prioritized(priority_exponent) selector when
+    `prioritized_replay`, else uniform (see `TransitionReplayBuilder`)."""
+    c = self.config
+    if not c.prioritized_replay:
+      return super().make_replay_tables(environment_spec, policy, rate_limited)
+    return [replay.transition_table(
+        c.replay_table_name, environment_spec, max_size=c.max_replay_size,
+        min_size=c.min_replay_size,
+        samples_per_insert=c.samples_per_insert if rate_limited else None,
+        prioritized=True, priority_exponent=c.priority_exponent)]
 
   def make_policy(self, networks: networks_lib.DQNNetworks,
                   environment_spec: specs.EnvironmentSpec, evaluation: bool = False) -> DQNPolicy:
     del environment_spec
     c = self.config
+    wrap = q_value_selector if networks.dueling else (lambda selector: selector)
     if evaluation:
       return DQNPolicy(networks.spec, c.evaluation_precision or c.actor_precision,
-                       actors.greedy, True)
+                       wrap(actors.greedy), True)
     epsilon = actors.linear_schedule(c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps)
-    return DQNPolicy(networks.spec, c.actor_precision, actors.epsilon_greedy(epsilon), False)
+    return DQNPolicy(networks.spec, c.actor_precision, wrap(actors.epsilon_greedy(epsilon)),
+                     False)
 
   def make_optimizer(self) -> optax.GradientTransformation:
     c = self.config
@@ -56,8 +82,17 @@ class DQNBuilder(builders.TransitionReplayBuilder):
                    environment_spec: specs.EnvironmentSpec,
                    replay_client: Optional[reverb.Client] = None,
                    counter=None) -> learning.DQNLearner:
-    del replay_client
+    """Raises ValueError when `prioritized_replay` is set and no `replay_client` is
+    given (priorities are written through it)."""
     c = self.config
+    prioritized = None
+    if c.prioritized_replay:
+      if replay_client is None:
+        raise ValueError("prioritized_replay=True needs the replay_client to update "
+                         "priorities through; got None")
+      prioritized = learning.PrioritizedReplay(
+          replay_client, c.replay_table_name, c.importance_sampling_exponent,
+          c.importance_sampling_annealing_steps, c.priority_epsilon)
     transform = None
     if c.qat_bits is not None:
       from actorq.quantization import qat
@@ -66,4 +101,4 @@ class DQNBuilder(builders.TransitionReplayBuilder):
     return learning.DQNLearner(
         networks.network, dataset, random_key, dummy, self.make_optimizer(), c.discount,
         c.target_update_period, c.huber_delta, c.double_q, transform,
-        logger=logger_fn("learner"), counter=counter)
+        logger=logger_fn("learner"), counter=counter, prioritized=prioritized)

@@ -11,6 +11,9 @@ class DQNConfig:
   """Double DQN with n-step returns (Mnih et al. 2015; van Hasselt et al. 2016).
 
   The defaults solve CartPole-v1 (greedy return >= 475) within 100k actor steps.
+  Rainbow-style options (Hessel et al. 2018), all off by default: prioritized replay
+  with importance-sampling weights (`prioritized_replay`, Schaul et al. 2016) and a
+  dueling head (`dueling`, Wang et al. 2016); n-step returns are `n_step`.
   """
   hidden_sizes: Tuple[int, ...] = (256, 256)
   learning_rate: float = 1e-3
@@ -45,6 +48,18 @@ class DQNConfig:
   # Quantization-aware training: fake-quant the online network's weights (bits) or None.
   qat_bits: Optional[int] = None
   replay_table_name: str = "priority_table"
+  # Prioritized replay (Schaul et al. 2016): P(i) = p_i^alpha / sum_k p_k^alpha through
+  # Reverb's Prioritized selector, p_i = |TD error| + priority_epsilon after each learner
+  # step, and the loss weighted by w_i = (N P(i))^-beta / max_j w_j, beta annealed
+  # linearly from importance_sampling_exponent to 1 over this many *learner* steps.
+  prioritized_replay: bool = False
+  priority_exponent: float = 0.6  # alpha
+  importance_sampling_exponent: float = 0.4  # beta at learner step 0
+  importance_sampling_annealing_steps: int = 25_000
+  priority_epsilon: float = 1e-6
+  # Dueling head (Wang et al. 2016): the network's last layer outputs [V, A_1..A_n] and
+  # Q = V + A - mean_a A (actors still run one plain sequential spec).
+  dueling: bool = False
 
   def __post_init__(self):
     if self.n_step < 1:
@@ -55,3 +70,13 @@ class DQNConfig:
       raise ValueError("batch_size and target_update_period must be >= 1")
     if self.samples_per_insert <= 0:
       raise ValueError(f"samples_per_insert must be > 0, got {self.samples_per_insert}")
+    if self.priority_exponent < 0:
+      raise ValueError(f"priority_exponent (alpha) must be >= 0, got {self.priority_exponent}")
+    if not 0.0 <= self.importance_sampling_exponent <= 1.0:
+      raise ValueError("importance_sampling_exponent (beta) must be in [0, 1], got "
+                       f"{self.importance_sampling_exponent}")
+    if self.importance_sampling_annealing_steps < 0:
+      raise ValueError("importance_sampling_annealing_steps must be >= 0 learner steps, got "
+                       f"{self.importance_sampling_annealing_steps}")
+    if not self.priority_epsilon >= 0:
+      raise ValueError(f"priority_epsilon must be >= 0, got {self.priority_epsilon}")

@@ -1,6 +1,8 @@
-"""Double-DQN learner: n-step TD with a Huber loss, Adam, periodic target copies."""
+"""Double-DQN learner: n-step TD with a Huber loss, Adam, periodic target copies;
+optionally prioritized replay with importance-sampling weights (Schaul et al. 2016)."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, Callable, Iterator, NamedTuple, Optional
 
@@ -13,12 +15,24 @@ import rlax
 from acme import core, types
 from acme.utils import counting, loggers
 
+from actorq.components import replay as replay_lib
+
 
 class TrainingState(NamedTuple):
   params: hk.Params
   target_params: hk.Params
   opt_state: optax.OptState
   steps: jnp.ndarray  # int32 scalar: learner steps taken
+
+
+def dqn_td_errors(q_tm1: jnp.ndarray, a_tm1: jnp.ndarray, r_t: jnp.ndarray,
+                  discount_t: jnp.ndarray, q_t_value: jnp.ndarray, q_t_selector: jnp.ndarray,
+                  double_q: bool = True) -> jnp.ndarray:
+  """float32 [B] (double) Q-learning TD errors target - q_tm1[a_tm1]; args as `dqn_loss`."""
+  if double_q:
+    return jax.vmap(rlax.double_q_learning)(q_tm1, a_tm1, r_t, discount_t, q_t_value,
+                                            q_t_selector)
+  return jax.vmap(rlax.q_learning)(q_tm1, a_tm1, r_t, discount_t, q_t_value)
 
 
 def dqn_loss(q_tm1: jnp.ndarray, a_tm1: jnp.ndarray, r_t: jnp.ndarray,
@@ -46,11 +60,63 @@ def dqn_loss(q_tm1: jnp.ndarray, a_tm1: jnp.ndarray, r_t: jnp.ndarray,
   Returns:
     float32 scalar loss.
   """
-  if double_q:
-    td = jax.vmap(rlax.double_q_learning)(q_tm1, a_tm1, r_t, discount_t, q_t_value, q_t_selector)
-  else:
-    td = jax.vmap(rlax.q_learning)(q_tm1, a_tm1, r_t, discount_t, q_t_value)
+  td = dqn_td_errors(q_tm1, a_tm1, r_t, discount_t, q_t_value, q_t_selector, double_q)
   return jnp.mean(rlax.huber_loss(td, huber_delta))
+
+
+def importance_sampling_weights(probabilities: jnp.ndarray, table_size: jnp.ndarray,
+                                beta) -> jnp.ndarray:
+  """Normalised importance-sampling weights of prioritized replay.
+
+  w_i = (N * P(i))^-beta / max_j w_j (Schaul et al. 2016, Algorithm 1 line 10), the max
+  taken over the batch (as in the paper's implementation and Acme).
+
+  Args:
+    probabilities: float [B] P(i) each item was sampled with (Reverb's
+      `info.probability`), in (0, 1].
+    table_size: int or float [B] (or scalar) N, items in the table when sampled
+      (`info.table_size`).
+    beta: scalar exponent in [0, 1] (0: no correction, 1: full correction).
+
+  Returns:
+    float32 [B] weights in (0, 1]; the largest is 1.
+
+  Raises:
+    ValueError: `probabilities` is not one-dimensional.
+  """
+  p = jnp.asarray(probabilities, jnp.float32)
+  n = jnp.asarray(table_size, jnp.float32)
+  if p.ndim != 1:
+    raise ValueError(f"probabilities must be a batch [B], got shape {p.shape}")
+  log_w = -jnp.asarray(beta, jnp.float32) * (jnp.log(n) + jnp.log(p))
+  return jnp.exp(log_w - jnp.max(log_w))
+
+
+def annealed_exponent(beta_0: float, annealing_steps: int, step: int) -> float:
+  """beta linearly from `beta_0` at learner step 0 to 1 at `annealing_steps`, then 1
+  (Schaul et al. 2016, section 3.4)."""
+  if annealing_steps <= 0:
+    return 1.0
+  frac = min(max(step, 0) / annealing_steps, 1.0)
+  return float(beta_0 + frac * (1.0 - beta_0))
+
+
+@dataclasses.dataclass(frozen=True)
+class PrioritizedReplay:
+  """Prioritized-replay settings of a `DQNLearner` (Schaul et al. 2016).
+
+  Attributes:
+    client: the Reverb client priorities are written through (`mutate_priorities`).
+    table: the replay table's name.
+    importance_sampling_exponent: beta at learner step 0, in [0, 1].
+    annealing_steps: learner steps over which beta goes linearly to 1.
+    priority_epsilon: p_i = |TD error_i| + priority_epsilon (>= 0).
+  """
+  client: Any
+  table: str
+  importance_sampling_exponent: float = 0.4
+  annealing_steps: int = 25_000
+  priority_epsilon: float = 1e-6
 
 
 class DQNLearner(core.Learner):
@@ -66,6 +132,11 @@ class DQNLearner(core.Learner):
     target_update_period: in learner steps: the target network equals the online one
       right after learner steps K, 2K, 3K, ... (case E5).
     params_transform: applied to the online params inside the loss (e.g. QAT fake quant).
+    prioritized: None (uniform replay, unweighted loss), or `PrioritizedReplay`: the loss
+      is the mean of w_i * Huber(td_i) with `importance_sampling_weights` from the
+      sample's `info.probability` and `info.table_size`, and after each step the sampled
+      items' priorities become |td_i| + epsilon, validated by
+      `replay.update_priorities` (ValueError, nothing written, on NaN/inf/negative).
 
   `get_variables(["policy", "version"])` returns `[params, learner steps]`.
   """
@@ -74,8 +145,10 @@ class DQNLearner(core.Learner):
                dummy_observation: np.ndarray, optimizer: optax.GradientTransformation,
                discount: float, target_update_period: int, huber_delta: float = 1.0,
                double_q: bool = True, params_transform: Optional[Callable] = None,
-               logger: Optional[loggers.Logger] = None, counter: Optional[counting.Counter] = None):
+               logger: Optional[loggers.Logger] = None, counter: Optional[counting.Counter] = None,
+               prioritized: Optional[PrioritizedReplay] = None):
     self._iterator = iterator
+    self._prioritized = prioritized
     self._logger = logger or loggers.NoOpLogger()
     self._counter = counter or counting.Counter()
     transform = params_transform or (lambda p: p)
@@ -99,7 +172,30 @@ class DQNLearner(core.Learner):
       return TrainingState(params, target_params, opt_state, steps), {
           "loss": loss, "gradient_norm": optax.global_norm(grads)}
 
+    def prioritized_loss_fn(params, target_params, transitions: types.Transition, weights):
+      online = transform(params)
+      q_tm1 = network.apply(online, transitions.observation)
+      q_t_selector = network.apply(online, transitions.next_observation)
+      q_t_value = network.apply(target_params, transitions.next_observation)
+      td = dqn_td_errors(q_tm1, transitions.action.astype(jnp.int32), transitions.reward,
+                         discount * transitions.discount, q_t_value, q_t_selector, double_q)
+      return jnp.mean(weights * rlax.huber_loss(td, huber_delta)), td
+
+    def prioritized_sgd_step(state: TrainingState, transitions: types.Transition,
+                             probabilities, table_size, beta):
+      weights = importance_sampling_weights(probabilities, table_size, beta)
+      (loss, td), grads = jax.value_and_grad(prioritized_loss_fn, has_aux=True)(
+          state.params, state.target_params, transitions, weights)
+      updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+      params = optax.apply_updates(state.params, updates)
+      steps = state.steps + 1
+      target_params = jax.lax.cond(steps % period == 0, lambda: params, lambda: state.target_params)
+      return TrainingState(params, target_params, opt_state, steps), td, {
+          "loss": loss, "gradient_norm": optax.global_norm(grads), "beta": beta,
+          "mean_abs_td": jnp.mean(jnp.abs(td)), "min_is_weight": jnp.min(weights)}
+
     self._sgd_step = jax.jit(sgd_step)
+    self._prioritized_sgd_step = jax.jit(prioritized_sgd_step)
     params = network.init(random_key, np.asarray(dummy_observation)[None])
     self._state = TrainingState(params, params, optimizer.init(params), jnp.zeros((), jnp.int32))
     self._timestamp = None
@@ -110,7 +206,17 @@ class DQNLearner(core.Learner):
 
   def step(self) -> None:
     sample = next(self._iterator)
-    self._state, metrics = self._sgd_step(self._state, sample.data)
+    if self._prioritized is None:
+      self._state, metrics = self._sgd_step(self._state, sample.data)
+    else:
+      pr = self._prioritized
+      beta = annealed_exponent(pr.importance_sampling_exponent, pr.annealing_steps,
+                               self.step_count)
+      self._state, td, metrics = self._prioritized_sgd_step(
+          self._state, sample.data, np.asarray(sample.info.probability, np.float32),
+          np.asarray(sample.info.table_size, np.float32), np.float32(beta))
+      priorities = np.abs(np.asarray(td, np.float64)) + pr.priority_epsilon
+      replay_lib.update_priorities(pr.client, pr.table, sample.info.key, priorities)
     now = time.time()
     elapsed = now - self._timestamp if self._timestamp else 0.0
     self._timestamp = now

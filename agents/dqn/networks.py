@@ -1,4 +1,5 @@
-"""DQN networks: an MLP Q-network (vector observations) or the Nature CNN (images)."""
+"""DQN networks: an MLP Q-network (vector observations) or the Nature CNN (images),
+optionally with a dueling head (Wang et al. 2016)."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,17 +13,46 @@ from actorq.quantization import network_spec as ns
 
 @dataclasses.dataclass
 class DQNNetworks:
-  """`spec` describes the Q-network; `network.apply(params, obs[B, ...]) -> q[B, A]`."""
+  """`spec` describes the network the actors run; `network.apply(params, obs[B, ...])
+  -> q[B, A]` (for a dueling network, `dueling_q` of the spec's [B, A + 1] outputs)."""
   spec: ns.NetworkSpec
   network: hk.Transformed
+  dueling: bool = False
+
+
+def dueling_q(outputs):
+  """Q-values from a dueling head's outputs (Wang et al. 2016, eq. 9).
+
+  Args:
+    outputs: float [..., A + 1] = [V, A_1, ..., A_A] (numpy or JAX array).
+
+  Returns:
+    float [..., A]: Q_a = V + A_a - mean_b A_b (same array type), so
+    argmax_a Q_a = argmax_a A_a.
+
+  Raises:
+    ValueError: when the last axis has fewer than 2 entries (no advantage).
+  """
+  if outputs.shape[-1] < 2:
+    raise ValueError(f"a dueling head outputs [V, A_1..A_n] with n >= 1, got last axis "
+                     f"{outputs.shape[-1]}")
+  value, advantage = outputs[..., :1], outputs[..., 1:]
+  return value + advantage - advantage.mean(axis=-1, keepdims=True)
+
+
+def dueling_network(base: hk.Transformed) -> hk.Transformed:
+  """`base` (outputs [B, A + 1]) with `dueling_q` applied: same params, Q [B, A]."""
+  return hk.Transformed(init=base.init, apply=lambda params, x: dueling_q(base.apply(params, x)))
 
 
 class UnsupportedEnvironmentError(ValueError):
   """The agent cannot act in this environment (e.g. continuous actions for DQN)."""
 
 
-def make_networks(environment_spec: specs.EnvironmentSpec, hidden_sizes=(256, 256)) -> DQNNetworks:
-  """Q-network for a discrete action spec.
+def make_networks(environment_spec: specs.EnvironmentSpec, hidden_sizes=(256, 256),
+                  dueling: bool = False) -> DQNNetworks:
+  """Q-network for a discrete action spec; with `dueling`, the spec's last Dense layer
+  has A + 1 outputs [V, A_1..A_A] and `network` returns `dueling_q` of them.
 
   Raises:
     UnsupportedEnvironmentError: for a non-discrete action spec.
@@ -34,11 +64,15 @@ def make_networks(environment_spec: specs.EnvironmentSpec, hidden_sizes=(256, 25
         f"(shape {actions.shape}, dtype {actions.dtype}); use a continuous-control agent "
         "or a Discrete-action environment such as gym:CartPole-v1")
   obs_shape = tuple(environment_spec.observations.shape)
+  outputs = actions.num_values + 1 if dueling else actions.num_values
   if len(obs_shape) == 3:
-    spec = ns.nature_cnn(obs_shape, actions.num_values)
+    spec = ns.nature_cnn(obs_shape, outputs)
   elif len(obs_shape) == 1:
-    spec = ns.mlp(obs_shape[0], hidden_sizes, actions.num_values)
+    spec = ns.mlp(obs_shape[0], hidden_sizes, outputs)
   else:
     raise UnsupportedEnvironmentError(
         f"observation shape {obs_shape} is not supported: use a vector [D] or an image [H, W, C]")
-  return DQNNetworks(spec=spec, network=networks_lib.haiku_network(spec))
+  network = networks_lib.haiku_network(spec)
+  if dueling:
+    network = dueling_network(network)
+  return DQNNetworks(spec=spec, network=network, dueling=dueling)
