@@ -501,7 +501,11 @@ class OnPolicyBuilder:
     the queue (stale data) or, rounded the other way, wait for a rollout never written.
     """
     if not self._adders:
-      return 0
+      # No adder in this process (e.g. the distributed launcher converting
+      # `--eval-every` to learner steps): the nominal rate, T * batch_size actor steps
+      # per learner step (episode ends add terminal steps, so the real rate is a bit higher).
+      c = self.config
+      return int(actor_steps_since_start) // (c.rollout_length * c.batch_size)
     return sum(a.items_written for a in self._adders) // self.config.batch_size
 
   # --- Acme's builder contract ------------------------------------------------------
@@ -514,8 +518,11 @@ class OnPolicyBuilder:
                           evaluation)
 
   def make_replay_tables(self, environment_spec: specs.EnvironmentSpec,
-                         policy: Optional[OnPolicyPolicy] = None) -> List[reverb.Table]:
-    del policy
+                         policy: Optional[OnPolicyPolicy] = None,
+                         rate_limited: bool = True) -> List[reverb.Table]:
+    """The rollout queue. `rate_limited` (the distributed launcher's argument) changes
+    nothing: a queue is always rate-limited (a full queue blocks the actors)."""
+    del policy, rate_limited
     c = self.config
     head = policy_head(environment_spec)
     return [rollout_queue(c.replay_table_name, environment_spec, extras_spec(head),

@@ -18,6 +18,9 @@ class IMPALAConfig:
   value_hidden: Tuple[int, ...] = (64, 64)
   activation: str = "tanh"
   learning_rate: float = 1e-3
+  # Linear decay of the learning rate to 0 over this many actor steps, summed over
+  # actors (None: constant); see `learning.learning_rate_schedule`.
+  learning_rate_decay_steps: Optional[int] = None
   adam_eps: float = 1e-5
   max_gradient_norm: float = 40.0  # clipped separately for the policy and value nets
   discount: float = 0.99
@@ -44,5 +47,8 @@ class IMPALAConfig:
     for name in ("rollout_length", "batch_size", "max_queue_size", "variable_update_period"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+    if self.learning_rate_decay_steps is not None and self.learning_rate_decay_steps < 1:
+      raise ValueError(f"learning_rate_decay_steps must be >= 1 or None, got "
+                       f"{self.learning_rate_decay_steps}")
     if self.activation not in ("tanh", "relu"):
       raise ValueError(f"activation must be 'tanh' or 'relu', got {self.activation!r}")

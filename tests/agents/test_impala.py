@@ -107,3 +107,61 @@ def test_impala_learns_cartpole_with_a_seed():
                      eval_episodes=5)
   assert result.learner_steps >= 20  # one per 8 rollouts of 20 steps
   assert result.final_eval_return >= 400, result.evaluations
+
+
+def test_learning_rate_decays_linearly_over_the_actor_steps_it_names():
+  """1e-3 decayed over 6400 actor steps = 6400 / (8 * 20) = 40 learner steps:
+  1e-3 at step 0, 5e-4 at 20, 0 from 40 on; None keeps it constant."""
+  sched = learning.learning_rate_schedule(
+      config_lib.IMPALAConfig(learning_rate=1e-3, learning_rate_decay_steps=6_400))
+  np.testing.assert_allclose([float(sched(s)) for s in (0, 20, 40, 80)],
+                             [1e-3, 5e-4, 0.0, 0.0], atol=1e-9)
+  assert learning.learning_rate_schedule(config_lib.IMPALAConfig()) == 1e-3
+  with pytest.raises(ValueError, match="learning_rate_decay_steps"):
+    config_lib.IMPALAConfig(learning_rate_decay_steps=0)
+
+
+def test_impala_builder_fits_the_distributed_launcher():
+  """The launcher's calls on a builder without adders in its process: the queue under
+  `rate_limited=True`, and `--eval-every` in actor steps converted at the nominal rate
+  (T * batch_size = 160 actor steps per learner step), never 0."""
+  from acme import specs as acme_specs
+  from actorq.launch import distributed_train
+  builder = builder_lib.IMPALABuilder(config_lib.IMPALAConfig())
+  env_spec = acme_specs.EnvironmentSpec(
+      observations=acme_specs.Array((4,), np.float32),
+      actions=acme_specs.DiscreteArray(2),
+      rewards=acme_specs.Array((), np.float32),
+      discounts=acme_specs.BoundedArray((), np.float32, 0.0, 1.0))
+  tables = builder.make_replay_tables(env_spec, None, rate_limited=True)
+  assert [t.name for t in tables] == ["impala_rollouts"]
+  assert builder.learner_steps_owed(5_000) == 31
+  assert distributed_train.eval_every_learner_steps(builder, 5_000) == 31
+  assert distributed_train.eval_every_learner_steps(builder, 100) == 1
+
+
+def test_impala_program_with_two_actors_under_test_mt(tmp_path):
+  """IMPALA as a Launchpad program (threads): two actors feed the rollout queue, the
+  learner steps on their rollouts (clipped importance ratios in (0, 1], finite losses),
+  and the actors act with updated policies. (No upper bound on learner steps from the
+  counter: actors and learner keep going between the limit and their stop, and steps
+  counted then are dropped.)"""
+  import csv
+  from actorq.launch import distributed
+  builder = builder_lib.IMPALABuilder(config_lib.IMPALAConfig())
+  dc = distributed.DistributedConfig(env_id="gym:CartPole-v1", num_actors=2, num_steps=2_000,
+                                     logdir=str(tmp_path), eval_every=5, eval_episodes=1)
+  result = distributed.launch(distributed.make_program(builder, dc), "test_mt")
+  assert (result.exit_code, result.reason) == (0, "finished")
+  actor_steps, learner_steps = result.counts["actor_steps"], result.counts["learner_steps"]
+  assert actor_steps >= 2_000 and learner_steps >= 5
+  with open(tmp_path / "learner.csv", encoding="utf-8") as f:
+    learner_rows = list(csv.DictReader(f))
+  rho = np.array([float(r["mean_clipped_rho"]) for r in learner_rows])
+  assert learner_rows and np.all((rho > 0) & (rho <= 1.0 + 1e-6))
+  assert np.all(np.isfinite([float(r["loss"]) for r in learner_rows]))
+  for i in range(2):
+    with open(tmp_path / f"actor_{i}.csv", encoding="utf-8") as f:
+      rows = list(csv.DictReader(f))
+    assert rows and max(int(r["policy_version"]) for r in rows) > 0
+  assert result.evaluations and result.evaluations[0]["policy_version"] >= 5
