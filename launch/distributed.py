@@ -6,15 +6,28 @@
 
 Groups (`describe(program)` lists them; `actorq train --dry-run` prints it):
   replay     a ReverbNode with the builder's tables (`rate_limited=True`: samples-per-insert
-             is enforced by Reverb) and Reverb's checkpointer writing to `<logdir>/reverb`;
+             is enforced by Reverb) and Reverb's checkpointer
+             (`components.checkpointing.reverb_checkpointer(<logdir>/checkpoints, ...)`);
   counter    acme's Counter as a Courier service;
   learner    the builder's learner, also the actors' variable source: a `PolicyPublisher`
              per precision converts each parameter version once (int8 payloads are made on
-             the learner, actors pull them);
+             the learner, actors pull them); it writes the run checkpoints;
   actor      N actors, each with its own seed (seed + 1 + i), environment, adder and
              variable client;
   evaluator  greedy evaluation every `eval_every` learner steps, `<logdir>/eval.csv`;
   limiter    ends the run at `num_steps` actor steps (summed over actors).
+
+Checkpoints (`<logdir>/checkpoints`, `components.checkpointing.save_run`, the same format
+as a single-process run): the learner node writes one every `checkpoint_every` minutes,
+and the launcher asks it for one when the run finishes or is signalled. Each holds the
+learner's state, the counter's totals (its `learner_steps` set to the saved learner's
+steps) and, beside it, the Reverb tables (Reverb's checkpointer, triggered by the
+learner while its step loop is paused). `DistributedConfig(resume=True)` continues from
+the newest readable one: the Reverb node loads the tables (and their rate limiters), the
+counter node starts from the saved totals (so the limiter counts on from them), the
+learner restores its state, and each actor's exploration schedule continues from
+`actor_steps // num_actors`. Not restored: episodes in progress, actors' RNG streams
+(a resumed actor i uses seed `seed + 1 + i + actor_steps`).
 
 Launch types: `local_mt` / `test_mt` (threads, through `lp.launch`) and `local_mp` (one
 process per node). For `local_mp` this module starts the node processes itself from
@@ -48,6 +61,7 @@ import launchpad as lp
 import psutil
 import reverb
 
+from actorq.components import checkpointing
 from actorq.launch import distributed_nodes as nodes_lib
 
 LAUNCH_TYPES = ("local_mt", "local_mp")
@@ -74,6 +88,11 @@ class DistributedConfig:
     reverb_timeout_s: the longest one Reverb write or server_info may block.
     courier_timeout_s: the longest one Courier call (variables, counter) may take.
     stop_grace_s: seconds a node has to stop before it is killed.
+    checkpoint_every: minutes between the learner's checkpoints (None or 0: only at the
+      end); needs `logdir`.
+    keep_checkpoints: how many checkpoints to keep (>= 1).
+    resume: continue from the newest readable checkpoint in `<logdir>/checkpoints`
+      (`num_steps` stays the run's total, not additional steps).
   """
   env_id: str
   num_actors: int = 2
@@ -85,6 +104,9 @@ class DistributedConfig:
   reverb_timeout_s: float = 120.0
   courier_timeout_s: float = 60.0
   stop_grace_s: float = 20.0
+  checkpoint_every: Optional[float] = 10.0
+  keep_checkpoints: int = 3
+  resume: bool = False
 
   def __post_init__(self):
     for name in ("num_actors", "num_steps", "eval_every", "eval_episodes"):
@@ -92,6 +114,13 @@ class DistributedConfig:
         raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
     if not 0 < self.stop_grace_s <= 25:
       raise ValueError(f"stop_grace_s must be in (0, 25] seconds, got {self.stop_grace_s}")
+    if int(self.keep_checkpoints) < 1:
+      raise ValueError(f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}")
+    if self.checkpoint_every is not None and self.checkpoint_every < 0:
+      raise ValueError(f"checkpoint_every must be >= 0 minutes (or None), "
+                       f"got {self.checkpoint_every}")
+    if self.resume and self.logdir is None:
+      raise ValueError("resume=True needs the run's logdir")
 
 
 @dataclasses.dataclass
@@ -104,6 +133,8 @@ class DistributedProgram:
   learner: Any        # CourierHandle
   actors: List[Any]   # CourierHandles
   descriptions: Dict[str, List[str]]
+  resumed_from: Optional[str] = None  # the checkpoint a resumed program starts from
+  resumed_counts: Optional[Dict[str, float]] = None  # its counter totals
 
 
 @dataclasses.dataclass
@@ -115,6 +146,7 @@ class DistributedResult:
   counts: Dict[str, float]
   wall_seconds: float
   evaluations: List[Dict[str, float]]
+  checkpoint: Optional[str] = None  # the checkpoint written at the end (None: none)
 
   @property
   def final_eval_return(self) -> float:
@@ -152,6 +184,9 @@ def make_program(builder, config: DistributedConfig, launcher_pid: Optional[int]
       optional `min_replay_size()` / `replay_table_name()` delay the first learner step).
     config: see `DistributedConfig`.
     launcher_pid: the pid node processes watch (default: this process).
+
+  Raises:
+    checkpointing.CheckpointError: `config.resume` and no readable checkpoint.
   """
   c = config
   launcher_pid = os.getpid() if launcher_pid is None else launcher_pid
@@ -161,39 +196,57 @@ def make_program(builder, config: DistributedConfig, launcher_pid: Optional[int]
   program = lp.Program(name)
   descriptions: Dict[str, List[str]] = {}
 
+  ckpt_dir = None if logdir is None else os.path.join(logdir, "checkpoints")
+  resumed_from, restored = None, None
+  if c.resume:
+    resumed_from, restored = checkpointing.restore_latest(ckpt_dir, checkpointing.validate_run)
+    if restored is None:
+      raise checkpointing.CheckpointError(f"no readable checkpoint in {ckpt_dir} to resume from")
+  counts = None if restored is None else nodes_lib.restored_counts(restored)
+  actor_steps = 0 if counts is None else int(counts[nodes_lib.ACTOR_STEPS])
+
   checkpoint_ctor = None
-  if logdir is not None:
-    path = os.path.join(logdir, "reverb")
-    checkpoint_ctor = lambda: reverb.checkpointers.DefaultCheckpointer(path=path)
+  if ckpt_dir is not None:
+    replay_name = restored.get("replay_checkpoint") if restored else None
+    checkpoint_ctor = lambda: checkpointing.reverb_checkpointer(ckpt_dir, replay_name)
   with program.group("replay"):
     replay = program.add_node(_ReverbNode(
         lambda: nodes_lib.make_tables(builder, c.env_id, c.seed, launcher_pid),
         checkpoint_ctor))
   descriptions["replay"] = [f"ReverbNode: {type(builder).__name__}.make_replay_tables"
-                            f"(rate_limited=True), checkpoints "
-                            f"{os.path.join(logdir, 'reverb') if logdir else 'off'}"]
+                            f"(rate_limited=True), checkpoints {ckpt_dir or 'off'}"
+                            + (f", loads {restored.get('replay_checkpoint')}" if restored else "")]
 
   with program.group("counter"):
-    counter = _with_timeout(program.add_node(lp.CourierNode(nodes_lib.CounterNode, launcher_pid)),
+    counter = _with_timeout(program.add_node(lp.CourierNode(nodes_lib.CounterNode, launcher_pid, counts)),
                             c.courier_timeout_s)
-  descriptions["counter"] = ["CourierNode: acme Counter"]
+  descriptions["counter"] = ["CourierNode: acme Counter" + (
+      f" (from {int(actor_steps)} actor steps)" if counts else "")]
 
   with program.group("learner"):
     learner = _with_timeout(program.add_node(lp.CourierNode(
         nodes_lib.LearnerNode, builder, c.env_id, c.seed, replay, counter, logdir,
-        c.reverb_timeout_s, launcher_pid)), c.courier_timeout_s)
+        c.reverb_timeout_s, launcher_pid, checkpoint_dir=ckpt_dir,
+        checkpoint_every=c.checkpoint_every, keep_checkpoints=c.keep_checkpoints,
+        num_actors=c.num_actors, num_steps=c.num_steps, restore_path=resumed_from)),
+        c.courier_timeout_s)
   descriptions["learner"] = [f"CourierNode: LearnerNode({type(builder).__name__}), "
-                             "variable source (PolicyPublisher per precision)"]
+                             "variable source (PolicyPublisher per precision)"
+                             + (f", restores {resumed_from}" if resumed_from else "")]
 
   actors = []
   precision = getattr(getattr(builder, "config", None), "actor_precision", "?")
+  # A resumed actor continues its share of the exploration schedule, with new seeds.
+  initial_steps = actor_steps // c.num_actors
   with program.group("actor"):
     for i in range(c.num_actors):
       actors.append(_with_timeout(program.add_node(lp.CourierNode(
-          nodes_lib.ActorNode, builder, c.env_id, c.seed + 1 + i, i, replay, learner, counter,
-          logdir, c.reverb_timeout_s, launcher_pid)), c.courier_timeout_s))
-  descriptions["actor"] = [f"CourierNode: ActorNode {i} (seed {c.seed + 1 + i}, {precision})"
-                           for i in range(c.num_actors)]
+          nodes_lib.ActorNode, builder, c.env_id, c.seed + 1 + i + actor_steps, i, replay,
+          learner, counter, logdir, c.reverb_timeout_s, launcher_pid,
+          initial_steps=initial_steps)), c.courier_timeout_s))
+  descriptions["actor"] = [f"CourierNode: ActorNode {i} (seed {c.seed + 1 + i + actor_steps}, "
+                           f"{precision}" + (f", from step {initial_steps}" if restored else "")
+                           + ")" for i in range(c.num_actors)]
 
   with program.group("evaluator"):
     program.add_node(lp.CourierNode(
@@ -206,7 +259,8 @@ def make_program(builder, config: DistributedConfig, launcher_pid: Optional[int]
     program.add_node(lp.PyClassNode(nodes_lib.StepsLimiter, counter, c.num_steps, logdir,
                                     launcher_pid))
   descriptions["limiter"] = [f"PyClassNode: StepsLimiter({c.num_steps} actor steps)"]
-  return DistributedProgram(program, c, counter, replay, learner, actors, descriptions)
+  return DistributedProgram(program, c, counter, replay, learner, actors, descriptions,
+                            resumed_from, counts)
 
 
 def describe(dp: DistributedProgram, launch_type: str = "local_mp") -> str:
@@ -377,21 +431,24 @@ def _counts(dp: DistributedProgram, client_box: Dict[str, Any]) -> Dict[str, flo
   return dict(client_box["counter"].get_counts())
 
 
-def _checkpoint_replay(dp: DistributedProgram, timeout_s: float = 15.0) -> Optional[str]:
-  """Asks the Reverb server for a checkpoint (in `<logdir>/reverb`); its path or None."""
+def _final_checkpoint(dp: DistributedProgram, timeout_s: float = 60.0) -> Optional[str]:
+  """Asks the learner node for a run checkpoint; its path, or None (no logdir, the
+  learner cannot save, or it did not answer within `timeout_s`)."""
   if dp.config.logdir is None:
     return None
   box = {}
 
   def call():
     try:
-      box["path"] = dp.replay.dereference().checkpoint()
+      box["path"] = dp.learner.dereference().checkpoint()
     except Exception as e:  # pylint: disable=broad-except
       box["error"] = e
 
   t = threading.Thread(target=call, daemon=True)
   t.start()
   t.join(timeout_s)
+  if "error" in box:
+    print(f"actorq: no final checkpoint: {box['error']!r}", file=sys.stderr, flush=True)
   return box.get("path")
 
 
@@ -415,6 +472,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
   box: Dict[str, Any] = {}
   counts: Dict[str, float] = {}
   reason, detail = "failed", ""
+  checkpoint = None
   logs = None if c.logdir is None else os.path.join(os.path.abspath(c.logdir), "logs")
 
   with _Signals() as sigs:
@@ -444,6 +502,8 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
         if sigs.received is not None or (external_stop() and reason != "finished"):
           reason = "signal"
           detail = f"signal {sigs.received or signal.SIGTERM} to the launcher"
+          if sigs.received is not None:  # the nodes still run: keep the progress made
+            checkpoint = _final_checkpoint(dp, timeout_s=min(15.0, dp.config.stop_grace_s))
           break
         problem = check()
         if problem is not None:
@@ -458,9 +518,9 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
           on_poll(counts)
         if counts.get(nodes_lib.LIMIT_REACHED, 0) >= 1:
           reason, detail = "finished", f"step limit {c.num_steps} reached"
-          ckpt = _checkpoint_replay(dp)
-          if ckpt:
-            detail += f"; replay checkpoint {ckpt}"
+          checkpoint = _final_checkpoint(dp)
+          if checkpoint:
+            detail += f"; checkpoint {checkpoint}"
           break
         time.sleep(0.5)
     finally:
@@ -473,7 +533,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
   else:
     code = EXIT_FAILED
   return DistributedResult(code, reason, detail, counts, time.time() - start,
-                           read_evaluations(c.logdir))
+                           read_evaluations(c.logdir), checkpoint)
 
 
 def summary_line(result: DistributedResult) -> str:

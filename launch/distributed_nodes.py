@@ -24,6 +24,7 @@ import launchpad as lp
 import numpy as np
 from acme.utils import counting
 
+from actorq.components import checkpointing
 from actorq.components import environments
 from actorq.components import logging as logging_lib
 from actorq.components import reverb_timeouts
@@ -128,12 +129,30 @@ def make_tables(builder, env_id: str, seed: int, launcher_pid: Optional[int] = N
   return builder.make_replay_tables(env_spec, policy, rate_limited=True)
 
 
-class CounterNode(counting.Counter):
-  """acme's thread-safe Counter as a Courier service (`increment`, `get_counts`)."""
+def restored_counts(state: Dict[str, Any]) -> Dict[str, float]:
+  """The counter totals a resumed program starts from, from a run checkpoint (of a
+  distributed or a single-process run): the saved counter's counts, with actor steps,
+  episodes and learner steps taken from the checkpoint itself and `limit_reached` dropped.
+  """
+  saved = state.get("counter") or {}
+  counts = dict(saved.get("counts", {})) if isinstance(saved, dict) else {}
+  counts.pop(LIMIT_REACHED, None)
+  counts[ACTOR_STEPS] = int(state["actor_steps"])
+  counts[ACTOR_EPISODES] = int(state.get("episodes", counts.get(ACTOR_EPISODES, 0)))
+  counts[LEARNER_STEPS] = int(state["learner_steps"])
+  return counts
 
-  def __init__(self, launcher_pid: Optional[int] = None):
+
+class CounterNode(counting.Counter):
+  """acme's thread-safe Counter as a Courier service (`increment`, `get_counts`),
+  starting from `counts` (a resumed run's totals) if given."""
+
+  def __init__(self, launcher_pid: Optional[int] = None,
+               counts: Optional[Dict[str, float]] = None):
     super().__init__()
     watch_launcher(launcher_pid)
+    if counts:
+      self.restore({"counts": dict(counts), "cache": {}})
 
 
 class PrecisionSource:
@@ -156,11 +175,24 @@ class LearnerNode:
     get_policy(precision) -> payload of the newest version, converted once per
       version and precision by a `components.variable_client.PolicyPublisher`;
     get_version() -> int learner steps;
-    get_variables(names) -> the learner's own variables (fp32).
+    get_variables(names) -> the learner's own variables (fp32);
+    checkpoint() -> path of a new run checkpoint in `checkpoint_dir` (None without one).
+
+  Checkpoints are written every `checkpoint_every` minutes (None or 0: only when asked)
+  with `checkpointing.save_run`: the step loop is paused while Reverb writes its tables
+  and the pickle (learner state, counter totals with `learner_steps` set to the saved
+  learner's steps) is written, so the two halves match. `restore_path`: a run
+  checkpoint whose learner state this learner starts from.
+
+  Raises (at construction):
+    checkpointing.CheckpointError: `restore_path` with a learner that has no `restore`.
   """
 
   def __init__(self, builder, env_id: str, seed: int, replay, counter, logdir: Optional[str],
-               reverb_timeout_s: float, launcher_pid: Optional[int] = None):
+               reverb_timeout_s: float, launcher_pid: Optional[int] = None, *,
+               checkpoint_dir: Optional[str] = None, checkpoint_every: Optional[float] = None,
+               keep_checkpoints: int = 3, num_actors: int = 1, num_steps: int = 0,
+               restore_path: Optional[str] = None):
     watch_launcher(launcher_pid)
     env = environments.make_environment(env_id, seed=seed)
     self._env_spec = environments.environment_spec(env)
@@ -178,6 +210,47 @@ class LearnerNode:
     self._publishers: Dict[str, vc.PolicyPublisher] = {}
     self._publishers_lock = threading.Lock()
     self._error: Optional[BaseException] = None
+    self._counter_client = counter
+    self._seed, self._env_id = seed, env_id
+    self._ckpt_dir = checkpoint_dir
+    self._ckpt_every = float(checkpoint_every or 0.0)
+    self._keep = int(keep_checkpoints)
+    self._num_actors, self._num_steps = int(num_actors), int(num_steps)
+    self._step_lock = threading.Lock()  # held by each learner step and by a checkpoint
+    self._ckpt_lock = threading.Lock()
+    self._start = time.time()
+    self._wall_offset = 0.0
+    if restore_path is not None:
+      if not hasattr(self._learner, "restore"):
+        raise checkpointing.CheckpointError(
+            f"{type(self._learner).__name__} has no restore(): this agent cannot resume")
+      state = checkpointing.load(restore_path)
+      self._learner.restore(state["learner"])
+      self._wall_offset = float(state.get("wall_seconds", 0.0))
+
+  def checkpoint(self) -> Optional[str]:
+    """Writes a run checkpoint; returns its path (None: no checkpoint_dir, or a learner
+    without `save()`)."""
+    if self._ckpt_dir is None or not hasattr(self._learner, "save"):
+      return None
+    with self._ckpt_lock, self._step_lock:
+      counts = dict(self._counter_client.get_counts())
+      counts.pop(LIMIT_REACHED, None)
+      learner_steps = int(self._learner.step_count)
+      counts[LEARNER_STEPS] = learner_steps
+      actor_steps = int(counts.get(ACTOR_STEPS, 0))
+      state = {"learner": self._learner.save(),
+               "policy_params": jax.device_get(self._learner.get_variables(["policy"])[0]),
+               "learner_steps": learner_steps, "actor_steps": actor_steps,
+               "episodes": int(counts.get(ACTOR_EPISODES, 0)),
+               "actor_num_steps": actor_steps // self._num_actors,
+               "counter": {"counts": counts, "cache": {}},
+               "learning_started": learner_steps > 0,
+               "wall_seconds": self._wall_offset + time.time() - self._start,
+               "env_id": self._env_id, "seed": self._seed, "num_steps": self._num_steps,
+               "launch": "distributed", "num_actors": self._num_actors}
+      return checkpointing.save_run(self._ckpt_dir, state, step=actor_steps, keep=self._keep,
+                                    replay_client=self._replay)
 
   def get_policy(self, precision: str):
     with self._publishers_lock:
@@ -206,7 +279,8 @@ class LearnerNode:
           break
         stop.wait(0.5)
       while not stop.is_set():
-        self._learner.step()
+        with self._step_lock:
+          self._learner.step()
     except BaseException as e:  # pylint: disable=broad-except
       if not stop.is_set():
         self._error = e
@@ -216,12 +290,16 @@ class LearnerNode:
     stepper = threading.Thread(target=self._step_loop, args=(stop,), name="learner-steps",
                                daemon=True)
     stepper.start()
+    last_checkpoint = time.time()
     try:
       while not stop.wait(0.5):
         if self._error is not None:
           raise RuntimeError(f"learner failed: {self._error!r}") from self._error
         if not stepper.is_alive():
           raise RuntimeError("learner step loop ended without a stop request")
+        if self._ckpt_every and time.time() - last_checkpoint >= 60.0 * self._ckpt_every:
+          self.checkpoint()
+          last_checkpoint = time.time()
     finally:
       stepper.join(timeout=2.0)  # it may sit in a sample until the dataset's timeout
       self._logger_fn("learner").close()
@@ -230,12 +308,15 @@ class LearnerNode:
 class ActorNode:
   """One actor: its own environment (seeded), adder, variable client and policy.
 
+  `initial_steps`: the actor's step count to start from (its exploration schedule
+  continues from there in a resumed run).
+
   Courier method `status() -> {"steps", "episodes", "policy_version"}`.
   """
 
   def __init__(self, builder, env_id: str, seed: int, actor_id: int, replay, learner, counter,
                logdir: Optional[str], reverb_timeout_s: float,
-               launcher_pid: Optional[int] = None):
+               launcher_pid: Optional[int] = None, *, initial_steps: int = 0):
     watch_launcher(launcher_pid)
     self._stop = lp.stop_event()
     learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
@@ -254,11 +335,13 @@ class ActorNode:
     self._adder = builder.make_adder(client, env_spec, policy)
     self._actor = builder.make_actor(jax.random.PRNGKey(seed), policy, env_spec,
                                      PrecisionSource(learner, policy.precision), self._adder)
+    if initial_steps and hasattr(self._actor, "num_steps"):
+      self._actor.num_steps = int(initial_steps)
     self._counter = counter
     self._label = f"actor_{actor_id}"
     self._logger = logging_lib.make_logger_factory(logdir)(self._label)
     self._precision = policy.precision
-    self._steps = 0
+    self._steps = int(initial_steps)
     self._episodes = 0
 
   def status(self) -> Dict[str, Any]:
@@ -351,10 +434,11 @@ class EvaluatorNode:
     self._start = time.time()
 
   def run(self) -> None:
-    next_eval = self._every
     if self._actor is None:
       return
     try:
+      # A resumed learner starts past 0: the next evaluation is at the next multiple.
+      next_eval = (int(self._learner.get_version()) // self._every + 1) * self._every
       while not self._stop.is_set():
         version = int(self._learner.get_version())
         if version < next_eval:
@@ -415,5 +499,5 @@ class StepsLimiter:
       self._logger.close()
 
 
-__all__ = ["CounterNode", "LearnerNode", "ActorNode", "EvaluatorNode", "StepsLimiter",
+__all__ = ["restored_counts", "CounterNode", "LearnerNode", "ActorNode", "EvaluatorNode", "StepsLimiter",
            "PrecisionSource", "make_tables", "watch_launcher", "ReplayTimeoutError"]

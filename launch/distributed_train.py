@@ -37,15 +37,31 @@ def check_args(args) -> None:
   if args.launch == "local" and args.num_actors not in (None, 1):
     raise cli.UsageError("--num-actors needs --launch local_mt or local_mp "
                          "(--launch local runs one actor)")
-  if args.launch != "local" and getattr(args, "resume", None):
-    raise cli.UsageError("--resume is supported with --launch local only")
+  if args.dry_run and getattr(args, "resume", None):
+    raise cli.UsageError("--dry-run cannot be combined with --resume")
+
+
+def _write_run_info(logdir, args, builder, num_actors) -> None:
+  """run.json as `actorq train` writes it, plus the launch type and actor count."""
+  import json
+  from actorq.launch import run_dir, train_cmd
+  train_cmd.write_run_info(logdir, args, builder.config)
+  path = os.path.join(logdir, run_dir.RUN_INFO)
+  with open(path, encoding="utf-8") as f:
+    info = json.load(f)
+  info["train"].update(launch=args.launch, num_actors=num_actors)
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(info, f, indent=2, sort_keys=True)
 
 
 def run(args, builder) -> int:
   """Dry run (any launch type) or a distributed run; returns the exit status."""
   from actorq.launch import distributed
+  from actorq.components import checkpointing
   check_args(args)
-  num_actors = args.num_actors or 2
+  resume = bool(getattr(args, "resume", None))
+  info = getattr(args, "resume_info", None) or {}
+  num_actors = args.num_actors or int(info.get("train", {}).get("num_actors", 2))
   if args.dry_run and args.launch == "local":
     print(f"launch local: one process (embedded Reverb server, 1 actor, learner, evaluation "
           f"every {args.eval_every} actor steps); no Launchpad program")
@@ -57,20 +73,32 @@ def run(args, builder) -> int:
                                   f"{args.launch}-{stamp}")
   if not args.dry_run:
     logdir = cli.ensure_writable_dir(logdir)
+    if not resume:
+      _write_run_info(logdir, args, builder, num_actors)
   config = distributed.DistributedConfig(
       env_id=args.env, num_actors=num_actors, num_steps=args.steps, seed=args.seed,
       logdir=None if args.dry_run else logdir,
       eval_every=eval_every_learner_steps(builder, args.eval_every),
-      eval_episodes=args.eval_episodes)
-  dp = distributed.make_program(builder, config, name=f"actorq-{args.agent}")
+      eval_episodes=args.eval_episodes,
+      checkpoint_every=getattr(args, "checkpoint_every", 10.0),
+      keep_checkpoints=getattr(args, "keep_checkpoints", 3), resume=resume)
+  try:
+    dp = distributed.make_program(builder, config, name=f"actorq-{args.agent}")
+  except checkpointing.CheckpointError as e:
+    raise cli.UsageError(f"--resume {logdir}: {e}") from None
   if args.dry_run:
     print(distributed.describe(dp, args.launch))
     return 0
 
   precision = getattr(builder.config, "actor_precision", "fp32")
-  print(f"actorq: training {args.agent} on {args.env} for {args.steps} actor steps with "
-        f"{num_actors} actors ({args.launch}, seed {args.seed}, actors {precision}); "
-        f"logs in {logdir}", flush=True)
+  print(f"actorq: {'resuming' if resume else 'training'} {args.agent} on {args.env} for "
+        f"{args.steps} actor steps with {num_actors} actors ({args.launch}, seed {args.seed}, "
+        f"actors {precision}); logs in {logdir}", flush=True)
+  if dp.resumed_from:
+    from actorq.launch import distributed_nodes as n
+    print(f"actorq: resuming from {dp.resumed_from} (actor step "
+          f"{int(dp.resumed_counts[n.ACTOR_STEPS])}, learner step "
+          f"{int(dp.resumed_counts[n.LEARNER_STEPS])})", flush=True)
   last = {"t": 0.0}
 
   def on_poll(counts):

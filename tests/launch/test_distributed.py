@@ -57,7 +57,10 @@ def test_dqn_program_with_two_actors_under_test_mt(tmp_path):
     assert rows, f"actor {i} finished no episode"
     assert max(int(r["policy_version"]) for r in rows) > 0
   assert result.evaluations and result.evaluations[0]["policy_version"] >= 100
-  assert os.listdir(tmp_path / "reverb")  # Reverb checkpoint at the clean finish
+  # A run checkpoint at the clean finish: the learner's pickle and Reverb's tables.
+  names = os.listdir(tmp_path / "checkpoints")
+  assert result.checkpoint and os.path.basename(result.checkpoint) in names
+  assert any(n.startswith("replay-") for n in names)
 
 
 _FAILING = textwrap.dedent("""
