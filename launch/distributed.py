@@ -40,7 +40,8 @@ and echoed to the terminal with a `[group/i]` prefix.
 Stopping (acme#137, acme#213): the run ends when the limiter records the limit (clean
 finish, exit 0), when any node fails or exits on its own (exit 1), or on SIGINT/SIGTERM
 to the launcher (exit 128 + signal). In every case each node gets its stop event
-(SIGTERM to a node process), the launcher waits `stop_grace_s` (20 s) and then SIGKILLs
+(SIGTERM to a node process; on a signal to a `local_mp` launcher the learner is first
+given up to 5 s for a checkpoint), the launcher waits `stop_grace_s` (20 s) and then SIGKILLs
 whatever is left of each node's process tree, so nothing outlives the launcher and the
 whole program is gone within 30 s. A node process whose launcher vanished stops itself.
 """
@@ -503,7 +504,8 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
           reason = "signal"
           detail = f"signal {sigs.received or signal.SIGTERM} to the launcher"
           if sigs.received is not None:  # the nodes still run: keep the progress made
-            checkpoint = _final_checkpoint(dp, timeout_s=min(15.0, dp.config.stop_grace_s))
+            # (at most 5 s, so the program is still gone within 30 s of the signal)
+            checkpoint = _final_checkpoint(dp, timeout_s=5.0)
           break
         problem = check()
         if problem is not None:
