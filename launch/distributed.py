@@ -60,7 +60,6 @@ from typing import Any, Dict, List, Optional
 
 import launchpad as lp
 import psutil
-import reverb
 
 from actorq.components import checkpointing
 from actorq.launch import distributed_nodes as nodes_lib
