@@ -12,7 +12,9 @@ class IMPALAConfig:
   (Espeholt et al. 2018, eq. 1 and 4). The actors' behaviour log-probs (from their own,
   possibly int8, policy) are the `mu` of the importance ratios.
 
-  The defaults solve gym:CartPole-v1 (greedy return >= 475); see agents/impala/README.md.
+  gym:CartPole-v1 (greedy return >= 475, seed 0): `configs/cartpole.json` single-process
+  (fp32 and int8 actors), `configs/cartpole_distributed.json` or the defaults with
+  `--launch local_mp --num-actors 2` (fp32; int8 not reliably); see agents/impala/README.md.
   """
   policy_hidden: Tuple[int, ...] = (64, 64)
   value_hidden: Tuple[int, ...] = (64, 64)
