@@ -476,10 +476,18 @@ class OnPolicyPolicy:
 
 
 class OnPolicyBuilder:
-  """Acme's builder methods for a rollout-queue agent. Subclasses provide
-  `make_networks` and `make_learner`; the config needs `rollout_length`, `batch_size`
-  (rollouts per learner step), `max_queue_size`, `replay_table_name`,
-  `variable_update_period`, `actor_precision`, `evaluation_precision`, `seed`-free."""
+  """Acme's builder methods for a rollout-queue agent.
+
+  A subclass names its agent's modules as class attributes:
+    networks_lib: has `make_networks(environment_spec, config) -> ActorCriticNetworks`;
+    learning_lib: has `make_optimizer(config)` and `make_update(networks, optimizer, config)`
+      (the pure, jitted update `OnPolicyLearner` runs).
+  The config needs `rollout_length`, `batch_size` (rollouts per learner step),
+  `max_queue_size`, `replay_table_name`, `variable_update_period`, `actor_precision`,
+  `evaluation_precision`.
+  """
+  networks_lib: Any = None
+  learning_lib: Any = None
 
   def __init__(self, config):
     self.config = config
@@ -509,6 +517,23 @@ class OnPolicyBuilder:
     return sum(a.items_written for a in self._adders) // self.config.batch_size
 
   # --- Acme's builder contract ------------------------------------------------------
+  def make_networks(self, environment_spec: specs.EnvironmentSpec) -> ActorCriticNetworks:
+    return self.networks_lib.make_networks(environment_spec, self.config)
+
+  def make_learner(self, random_key: jax.Array, networks: ActorCriticNetworks,
+                   dataset: Iterator[reverb.ReplaySample], logger_fn,
+                   environment_spec: specs.EnvironmentSpec,
+                   replay_client: Optional[reverb.Client] = None,
+                   counter=None) -> "OnPolicyLearner":
+    del replay_client
+    key_init, key_learn = jax.random.split(random_key)
+    dummy = np.zeros(environment_spec.observations.shape, np.float32)
+    params = networks.init(key_init, dummy)
+    optimizer = self.learning_lib.make_optimizer(self.config)
+    update = self.learning_lib.make_update(networks, optimizer, self.config)
+    return OnPolicyLearner(update, params, optimizer, dataset, key_learn,
+                           logger=logger_fn("learner"), counter=counter)
+
   def make_policy(self, networks: ActorCriticNetworks, environment_spec: specs.EnvironmentSpec,
                   evaluation: bool = False) -> OnPolicyPolicy:
     del environment_spec
