@@ -35,6 +35,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import reverb
 from acme import core, specs
 from acme.adders import base as adders_base
@@ -473,6 +474,35 @@ class OnPolicyPolicy:
   precision: str
   selector: actors.Selector
   evaluation: bool
+
+
+def learning_rate_schedule(config, updates_per_learner_step: int = 1):
+  """The learning rate per optimizer update of an on-policy learner.
+
+  Constant `config.learning_rate`, or, with `config.learning_rate_decay_steps` = N actor
+  steps, linear from `learning_rate` to 0 over the updates of the first N actor steps:
+  N / (batch_size * rollout_length) learner steps of `updates_per_learner_step` updates
+  each (episode ends add terminal steps, so the decay ends slightly before N actor
+  steps). PPO anneals it so over training (Schulman et al. 2017, sec. 6.1).
+  """
+  if config.learning_rate_decay_steps is None:
+    return config.learning_rate
+  learner_steps = max(1, config.learning_rate_decay_steps
+                      // (config.batch_size * config.rollout_length))
+  return optax.linear_schedule(config.learning_rate, 0.0,
+                               learner_steps * int(updates_per_learner_step))
+
+
+def make_optimizer(config, updates_per_learner_step: int = 1) -> optax.GradientTransformation:
+  """Adam with gradient-norm clipping applied to the policy and value nets separately
+  (the value gradients, in return units, would otherwise swamp the policy's); the
+  learning rate follows `learning_rate_schedule`."""
+  def one():
+    return optax.chain(optax.clip_by_global_norm(config.max_gradient_norm),
+                       optax.adam(learning_rate_schedule(config, updates_per_learner_step),
+                                  eps=config.adam_eps))
+  return optax.multi_transform({"policy": one(), "value": one()},
+                               {"policy": "policy", "value": "value"})
 
 
 class OnPolicyBuilder:

@@ -54,25 +54,9 @@ def a2c_loss(head: onpolicy.PolicyHead, outputs: jnp.ndarray, values: jnp.ndarra
   return loss, {"pg_loss": pg_loss, "value_loss": value_loss, "entropy": ent}
 
 
-def learning_rate_schedule(config):
-  """The learning rate per learner step (one Adam update each): constant, or with
-  `learning_rate_decay_steps` = N actor steps, linear from `learning_rate` to 0 over the
-  N / (batch_size * rollout_length) learner steps those actor steps feed."""
-  if config.learning_rate_decay_steps is None:
-    return config.learning_rate
-  learner_steps = max(1, config.learning_rate_decay_steps
-                      // (config.batch_size * config.rollout_length))
-  return optax.linear_schedule(config.learning_rate, 0.0, learner_steps)
-
-
-def make_optimizer(config) -> optax.GradientTransformation:
-  """Adam (learning rate from `learning_rate_schedule`), gradient norms clipped
-  separately for the policy and the value net."""
-  def one():
-    return optax.chain(optax.clip_by_global_norm(config.max_gradient_norm),
-                       optax.adam(learning_rate_schedule(config), eps=config.adam_eps))
-  return optax.multi_transform({"policy": one(), "value": one()},
-                               {"policy": "policy", "value": "value"})
+# The shared on-policy schedule and optimizer (one Adam update per learner step).
+learning_rate_schedule = onpolicy.learning_rate_schedule
+make_optimizer = onpolicy.make_optimizer
 
 
 def make_update(networks: onpolicy.ActorCriticNetworks, optimizer: optax.GradientTransformation,

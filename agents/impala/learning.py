@@ -99,26 +99,9 @@ def impala_loss(head: onpolicy.PolicyHead, outputs: jnp.ndarray, values: jnp.nda
                 "mean_clipped_rho": onpolicy.masked_mean(vt.clipped_rho, mask)}
 
 
-def learning_rate_schedule(config):
-  """The learning rate per learner step: constant, or with `learning_rate_decay_steps`
-  = N actor steps, linear from `learning_rate` to 0 over the N / (batch_size *
-  rollout_length) learner steps those actor steps feed (episode ends add terminal
-  steps, so the decay ends slightly before N actor steps)."""
-  if config.learning_rate_decay_steps is None:
-    return config.learning_rate
-  learner_steps = max(1, config.learning_rate_decay_steps
-                      // (config.batch_size * config.rollout_length))
-  return optax.linear_schedule(config.learning_rate, 0.0, learner_steps)
-
-
-def make_optimizer(config) -> optax.GradientTransformation:
-  """Adam (learning rate from `learning_rate_schedule`), gradient norms clipped
-  separately for the policy and the baseline."""
-  def one():
-    return optax.chain(optax.clip_by_global_norm(config.max_gradient_norm),
-                       optax.adam(learning_rate_schedule(config), eps=config.adam_eps))
-  return optax.multi_transform({"policy": one(), "value": one()},
-                               {"policy": "policy", "value": "value"})
+# The shared on-policy schedule and optimizer (one Adam update per learner step).
+learning_rate_schedule = onpolicy.learning_rate_schedule
+make_optimizer = onpolicy.make_optimizer
 
 
 def make_update(networks: onpolicy.ActorCriticNetworks, optimizer: optax.GradientTransformation,

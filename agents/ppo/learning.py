@@ -91,28 +91,13 @@ def sgd_updates_per_learner_step(config) -> int:
 
 
 def learning_rate_schedule(config):
-  """The learning rate per optimizer update: constant, or (with
-  `learning_rate_decay_steps` = N actor steps) linear from `learning_rate` to 0 over the
-  updates of the first N actor steps, i.e. N / (B T) learner steps of
-  `sgd_updates_per_learner_step` updates each, as PPO's continuous-control setup
-  anneals it over training (Schulman et al. 2017, sec. 6.1)."""
-  if config.learning_rate_decay_steps is None:
-    return config.learning_rate
-  learner_steps = max(1, config.learning_rate_decay_steps
-                      // (config.batch_size * config.rollout_length))
-  return optax.linear_schedule(config.learning_rate, 0.0,
-                               learner_steps * sgd_updates_per_learner_step(config))
+  """The shared on-policy schedule, per optimizer update: PPO takes
+  `sgd_updates_per_learner_step(config)` updates per learner step."""
+  return onpolicy.learning_rate_schedule(config, sgd_updates_per_learner_step(config))
 
 
 def make_optimizer(config) -> optax.GradientTransformation:
-  """Adam with gradient-norm clipping applied to the policy and value nets separately
-  (the value gradients, in return units, would otherwise swamp the policy's); the
-  learning rate follows `learning_rate_schedule`."""
-  def one():
-    return optax.chain(optax.clip_by_global_norm(config.max_gradient_norm),
-                       optax.adam(learning_rate_schedule(config), eps=config.adam_eps))
-  return optax.multi_transform({"policy": one(), "value": one()},
-                               {"policy": "policy", "value": "value"})
+  return onpolicy.make_optimizer(config, sgd_updates_per_learner_step(config))
 
 
 def make_update(networks: onpolicy.ActorCriticNetworks, optimizer: optax.GradientTransformation,
