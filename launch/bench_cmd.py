@@ -16,20 +16,6 @@ import time
 from actorq.launch import cli
 
 
-def _positive_float(name):
-  import argparse
-
-  def parse(text):
-    try:
-      value = float(text)
-    except ValueError:
-      raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text!r}") from None
-    if not value > 0:
-      raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text!r}")
-    return value
-  return parse
-
-
 def _float(name):
   import argparse
 
@@ -66,9 +52,9 @@ def add_parser(subparsers):
   p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                  help="override one agent config field (repeatable), after the preset's, "
                       "e.g. --set hidden_sizes=[512,512]")
-  p.add_argument("--watts-per-core", type=_positive_float("--watts-per-core"), default=5.0,
+  p.add_argument("--watts-per-core", type=cli.positive_float("--watts-per-core"), default=5.0,
                  help="energy assumption: watts per busy CPU core (default: 5)")
-  p.add_argument("--watts-per-gpu", type=_positive_float("--watts-per-gpu"), default=300.0,
+  p.add_argument("--watts-per-gpu", type=cli.positive_float("--watts-per-gpu"), default=300.0,
                  help="energy assumption: watts per busy GPU (default: 300)")
   p.add_argument("--logdir", default=None,
                  help="output directory (default: runs/bench-<preset>-<agent>-<env>-<time>)")

@@ -46,6 +46,19 @@ def positive_int(name):
   return parse
 
 
+def positive_float(name):
+  """argparse type: a number > 0."""
+  def parse(text):
+    try:
+      value = float(text)
+    except ValueError:
+      raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text!r}") from None
+    if not value > 0:
+      raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text!r}")
+    return value
+  return parse
+
+
 def nonnegative_int(name):
   """argparse type: an integer >= 0."""
   def parse(text):

@@ -13,21 +13,6 @@ DEFAULT_STEPS = 100_000
 DEFAULT_PRECISION = "fp32"
 
 
-def positive_float(name):
-  """argparse type: a number > 0."""
-  import argparse
-
-  def parse(text):
-    try:
-      value = float(text)
-    except ValueError:
-      raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text!r}") from None
-    if not value > 0:
-      raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text!r}")
-    return value
-  return parse
-
-
 def add_parser(subparsers):
   train = subparsers.add_parser("train", help="train an agent (default: DQN on gym:CartPole-v1)")
   train.add_argument("--agent", default=DEFAULT_AGENT, help="agent name (default: dqn)")
@@ -57,7 +42,7 @@ def add_parser(subparsers):
   train.add_argument("--resume", default=None, metavar="RUN_DIR",
                      help="continue a run of 'actorq train' from its newest readable checkpoint "
                           "(agent, environment, seed and config come from its run.json)")
-  train.add_argument("--checkpoint-every", type=positive_float("--checkpoint-every"), default=10.0,
+  train.add_argument("--checkpoint-every", type=cli.positive_float("--checkpoint-every"), default=10.0,
                      metavar="MINUTES", help="minutes between checkpoints (default: 10; one is "
                      "also written at the end and on Ctrl-C)")
   train.add_argument("--keep-checkpoints", type=cli.positive_int("--keep-checkpoints"), default=3,
