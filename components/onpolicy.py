@@ -476,6 +476,32 @@ class OnPolicyPolicy:
   evaluation: bool
 
 
+def rollout_forward(networks: "ActorCriticNetworks", params, traj):
+  """The learner-side forward pass over a batch of rollouts `[B, T + 1]`.
+
+  Returns:
+    (policy outputs `[B, T, out]`, values `[B, T + 1]`, behaviour actions `[B, T, ...]`,
+    transition mask `[B, T]`).
+  """
+  outputs = networks.policy.apply(params["policy"], traj.observation[:, :-1])
+  values = networks.value.apply(params["value"], traj.observation)
+  actions = behaviour_actions(networks.head, traj)[:, :-1]
+  return outputs, values, actions, transition_mask(traj.start_of_episode)
+
+
+def gradient_update(loss_fn, optimizer: optax.GradientTransformation):
+  """`update(state, traj) -> (state, metrics)`: one optimizer step on
+  `loss_fn(params, traj) -> (loss, metrics)`."""
+
+  def update(state: "TrainingState", traj):
+    (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, traj)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    return TrainingState(params, opt_state, state.key, state.steps + 1), {"loss": loss, **metrics}
+
+  return update
+
+
 def learning_rate_schedule(config, updates_per_learner_step: int = 1):
   """The learning rate per optimizer update of an on-policy learner.
 

@@ -3,7 +3,7 @@
 (Mnih et al. 2016, Algorithm S3, synchronous), one SGD step per batch of rollouts."""
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Dict, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -65,21 +65,11 @@ def make_update(networks: onpolicy.ActorCriticNetworks, optimizer: optax.Gradien
   head = networks.head
 
   def loss_fn(params, traj):
-    outputs = networks.policy.apply(params["policy"], traj.observation[:, :-1])
-    values = networks.value.apply(params["value"], traj.observation)
-    mask = onpolicy.transition_mask(traj.start_of_episode)
-    actions = onpolicy.behaviour_actions(head, traj)[:, :-1]
+    outputs, values, actions, mask = onpolicy.rollout_forward(networks, params, traj)
     per_rollout = jax.vmap(lambda o, v, a, r, d, m: a2c_loss(
         head, o, v, a, r, d, m, config.gae_lambda, config.value_cost, config.entropy_cost))
     losses, metrics = per_rollout(outputs, values, actions, traj.reward[:, :-1],
                                   config.discount * traj.discount[:, :-1], mask)
     return jnp.mean(losses), jax.tree_util.tree_map(jnp.mean, metrics)
 
-  def update(state: onpolicy.TrainingState, traj) -> Tuple[onpolicy.TrainingState, Dict[str, Any]]:
-    (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, traj)
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
-    return onpolicy.TrainingState(params, opt_state, state.key, state.steps + 1), {
-        "loss": loss, **metrics}
-
-  return update
+  return onpolicy.gradient_update(loss_fn, optimizer)
