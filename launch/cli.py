@@ -130,4 +130,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  # `python -m actorq.launch.cli`: run the imported module's main, not this __main__
+  # copy, so that commands' `cli.UsageError` is the class `main` catches (exit 2).
+  from actorq.launch import cli as _cli  # pylint: disable=import-self
+  sys.exit(_cli.main())

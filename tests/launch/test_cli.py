@@ -67,3 +67,17 @@ def test_train_and_quantize_end_to_end(capsys, tmp_path):
   code = cli.main(["quantize", "--checkpoint", str(logdir), "--episodes", "2"])
   out = capsys.readouterr().out
   assert code == 0 and "int8/fp32: return ratio" in out and "model bytes ratio 0.26" in out
+
+
+def test_python_dash_m_usage_error_is_one_line_exit_2(tmp_path):
+  """`python -m actorq.launch.cli` runs the module as __main__; a command's UsageError
+  (raised with the imported module's class) must still be caught: exit 2, one line."""
+  import subprocess
+  import sys
+  logdir = tmp_path / "run"
+  proc = subprocess.run([sys.executable, "-m", "actorq.launch.cli", "train", "--agent", "nope",
+                         "--logdir", str(logdir)], capture_output=True, text=True, check=False,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu"))
+  assert proc.returncode == 2, proc.stderr
+  assert "unknown agent 'nope'; allowed: " in proc.stderr and "Traceback" not in proc.stderr
+  assert not logdir.exists()
