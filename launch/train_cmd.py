@@ -10,6 +10,8 @@ PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 DEFAULT_AGENT = "dqn"
 DEFAULT_ENV = "gym:CartPole-v1"
 DEFAULT_STEPS = 100_000
+DEFAULT_EVAL_EVERY = 5_000
+DEFAULT_EVAL_EPISODES = 10
 DEFAULT_PRECISION = "fp32"
 
 
@@ -27,11 +29,13 @@ def add_parser(subparsers):
   train.add_argument("--actor-precision", choices=PRECISIONS, default=None,
                      help="precision the actors act with (the learner is always fp32); "
                           "overrides the config file (default: fp32)")
-  train.add_argument("--eval-every", type=cli.positive_int("--eval-every"), default=5_000,
-                     help="actor steps between greedy evaluations")
-  train.add_argument("--eval-episodes", type=cli.positive_int("--eval-episodes"), default=10,
-                     help="greedy episodes per evaluation (default: 10; Atari episodes are long, "
-                          "e.g. ~760 steps of Pong: use 1 for a smoke run)")
+  train.add_argument("--eval-every", type=cli.positive_int("--eval-every"), default=None,
+                     help="actor steps between greedy evaluations (default: 5000; with --resume: "
+                          "the run's own)")
+  train.add_argument("--eval-episodes", type=cli.positive_int("--eval-episodes"), default=None,
+                     help="greedy episodes per evaluation (default: 10, with --resume: the run's "
+                          "own; Atari episodes are long, e.g. ~760 steps of Pong: use 1 for a "
+                          "smoke run)")
   train.add_argument("--no-progress", action="store_true", help="no progress bar")
   train.add_argument("--config", default=None, metavar="FILE",
                      help="the agent's config as JSON (or YAML if PyYAML is installed); fields "
@@ -103,7 +107,7 @@ def resolve_config(args, config_cls):
 
 def apply_resume(args) -> None:
   """For `--resume RUN_DIR`: agent, environment, seed, logdir and (unless given) the
-  total steps come from the run's run.json.
+  total steps, evaluation period and episodes come from the run's run.json.
 
   Raises:
     cli.UsageError: not a run directory, or flags that would change the run.
@@ -126,8 +130,9 @@ def apply_resume(args) -> None:
   if args.logdir is not None and os.path.abspath(args.logdir) != run_path:
     raise cli.UsageError(f"--logdir {args.logdir} differs from --resume {run_path}")
   args.agent, args.env, args.seed, args.logdir = info["agent"], info["env"], info["seed"], run_path
-  if args.steps is None:
-    args.steps = int(info.get("train", {}).get("steps", DEFAULT_STEPS))
+  for key, value in info.get("train", {}).items():  # steps, eval_every, eval_episodes
+    if getattr(args, key, 0) is None:
+      setattr(args, key, int(value))
   args.resume_info = info
 
 
@@ -148,8 +153,10 @@ def run(args) -> int:
   args.resume_info = None
   if getattr(args, "resume", None):
     apply_resume(args)
-  if args.steps is None:
-    args.steps = DEFAULT_STEPS
+  for key, default in (("steps", DEFAULT_STEPS), ("eval_every", DEFAULT_EVAL_EVERY),
+                       ("eval_episodes", DEFAULT_EVAL_EPISODES)):
+    if getattr(args, key) is None:
+      setattr(args, key, default)
   builder = make_builder(args)
   if getattr(args, "launch", "local") != "local" or getattr(args, "dry_run", False):
     from actorq.launch import distributed_train

@@ -124,6 +124,17 @@ def test_resume_continues_counters_epsilon_optimizer_and_replay(killed_run, unin
   assert _adam_count(final["learner"]) == final["learner_steps"] == result.learner_steps
 
 
+def test_cli_resume_keeps_the_runs_steps_and_evaluation_settings(killed_run):
+  from actorq.launch import cli, train_cmd
+  args = cli.build_parser().parse_args(["train", "--resume", str(killed_run)])
+  train_cmd.apply_resume(args)
+  assert (args.steps, args.eval_every, args.eval_episodes, args.seed) == (STEPS, 100_000, 1, 3)
+  args = cli.build_parser().parse_args(["train", "--resume", str(killed_run),
+                                        "--eval-episodes", "4", "--steps", "5000"])
+  train_cmd.apply_resume(args)
+  assert (args.steps, args.eval_every, args.eval_episodes) == (5000, 100_000, 4)
+
+
 def test_a_truncated_newest_checkpoint_falls_back_to_the_previous(killed_run, tmp_path):
   logdir = tmp_path / "run"
   shutil.copytree(killed_run, logdir)
