@@ -13,8 +13,10 @@ seed gives every precision the same environment, network initialisation and repl
 sampling seeds; only the actors' (and evaluator's) precision differs.
 
 Per run (`runs.csv`): training wall-clock (the acting loop, evaluations taken out),
-the training time at which the greedy evaluation return first reached the target,
-final greedy return (mean over `eval_episodes` episodes), actor and learner steps/s,
+the training time at which the greedy evaluation return first reached the target
+(the median over seeds counts a run that never reached it as +inf: "not reached"),
+final greedy return (mean over `eval_episodes` episodes), the late return (mean of the
+last 3 evaluations), actor and learner steps/s,
 payload bytes per pull, process CPU seconds and an energy estimate.
 
 Per-actor-step breakdown (`breakdown.csv`, microseconds per actor step):
@@ -92,12 +94,24 @@ PRESETS = {
                     seeds=(0,), overrides={"epsilon_decay_steps": 5_000},
                     acting_steps=2_000),
     # ActorQ's setting: D4PG with a 3x2048 policy (the critic keeps Acme D4PG's
-    # 512-512-256), on dmc:cartpole-balance (or --env dmc:walker-stand).
-    "actorq": Preset(agent="d4pg", env="dmc:cartpole-balance", steps=200_000, eval_every=10_000,
+    # 512-512-256), on dmc:cartpole-balance (or --env dmc:walker-stand). Replay ratio,
+    # parameter-pull period and dQ/da clipping are Acme 0.4.0's D4PG defaults
+    # (samples_per_insert 32: one learner step per 8 actor steps at batch 256; actors
+    # pull every 1,000 steps as acme.agents.tf.d4pg does; dqda clipped to norm 1).
+    # The policy learning rate is 1e-5: at 3x2048, Adam at 3e-4 or 1e-4 drove the tanh
+    # output into saturation (pre-tanh -120..-9) within a few hundred learner steps and
+    # the return stayed at 136 (random actions: ~331) for 40k steps; a 2048-wide layer
+    # moves its output ~8x more per Adam step than a 256-wide one (measured, 2026-11-29).
+    # Sized for a 2-core CPU: the fp32 learner takes ~120 ms per step there, one run of
+    # 50k actor steps ~15 min. fp16 is left out by default (3x slower than fp32 on CPUs
+    # without fp16 kernels; see the small preset): add it with --precisions fp32,fp16,int8.
+    "actorq": Preset(agent="d4pg", env="dmc:cartpole-balance", steps=50_000, eval_every=5_000,
                      targets={"dmc:cartpole-balance": 900.0, "dmc:walker-stand": 900.0},
-                     precisions=("fp32", "fp16", "int8"), seeds=(0, 1),
+                     precisions=("fp32", "int8"), seeds=(0, 1),
                      overrides={"policy_hidden_sizes": [2048, 2048, 2048],
-                                "critic_hidden_sizes": [512, 512, 256]},
+                                "critic_hidden_sizes": [512, 512, 256],
+                                "samples_per_insert": 32.0, "variable_update_period": 1_000,
+                                "dqda_clipping": 1.0, "policy_learning_rate": 1e-5},
                      acting_steps=2_000),
 }
 
@@ -360,14 +374,23 @@ def _median(values):
 
 RUN_FIELDS = ("precision", "seed", "agent", "env", "target", "actor_steps", "learner_steps",
               "episodes", "train_seconds", "eval_seconds", "setup_seconds", "time_to_target_s",
-              "final_return", "best_return", "actor_steps_per_s", "actor_only_steps_per_s",
-              "acting_steps_per_s", "learner_steps_per_s", "learner_only_steps_per_s",
+              "final_return", "late_return", "best_return", "actor_steps_per_s",
+              "actor_only_steps_per_s", "acting_steps_per_s", "learner_steps_per_s", "learner_only_steps_per_s",
               "payload_bytes", "pulls", "bytes_per_pull", "versions_pulled", "conversions",
               "cpu_seconds", "gpu_seconds", "energy_j", "energy_j_per_1k_actor_steps",
               "jax_backend", "process_wall_seconds")
-SUMMARY_FIELDS = ("time_to_target_s", "final_return", "actor_steps_per_s",
+LATE_EVALS = 3  # late return: mean greedy return over a run's last LATE_EVALS evaluations
+SUMMARY_FIELDS = ("time_to_target_s", "final_return", "late_return", "actor_steps_per_s",
                   "actor_only_steps_per_s", "acting_steps_per_s", "learner_steps_per_s",
                   "bytes_per_pull", "energy_j", "train_seconds")
+
+
+def late_return(run: Dict[str, Any], evals: int = LATE_EVALS) -> float:
+  """Mean greedy return over the run's last `evals` evaluations (each itself a mean over
+  `eval_episodes` episodes): a less noisy end-of-training figure than the final one for
+  agents whose return oscillates between evaluations (D4PG at 3x2048 does)."""
+  returns = [c["episode_return"] for c in run["curve"]][-evals:]
+  return float(sum(returns) / len(returns)) if returns else float("nan")
 
 
 def summarize(runs: List[Dict[str, Any]], precisions: Sequence[str]) -> Dict[str, Dict[str, float]]:
@@ -377,7 +400,13 @@ def summarize(runs: List[Dict[str, Any]], precisions: Sequence[str]) -> Dict[str
     rs = [r for r in runs if r["precision"] == p]
     if not rs:
       continue
+    for r in rs:
+      r["late_return"] = late_return(r)
     row = {f: _median([r[f] for r in rs]) for f in SUMMARY_FIELDS}
+    # A run that never reached the target counts as +inf (censored), not as missing: the
+    # median over seeds is then "not reached" unless more than half of the runs got there.
+    row["time_to_target_s"] = float(statistics.median(
+        [math.inf if math.isnan(r["time_to_target_s"]) else r["time_to_target_s"] for r in rs]))
     for c in ACTOR_COMPONENTS + ASYNC_COMPONENTS:
       row[f"actor_{c}_us"] = _median([r["actor_us"][c] for r in rs])
     for c in LEARNER_COMPONENTS:
@@ -491,7 +520,8 @@ def plot(outdir, runs, peers, summary, meta) -> List[str]:
   fig, ax = plt.subplots(figsize=(8, 4.2))
   names, vals, colors = [], [], []
   for p in precs:
-    for field, lab in (("actor_steps_per_s", "end-to-end"), ("acting_steps_per_s", "acting only")):
+    for field, lab in (("actor_steps_per_s", "end-to-end"), ("actor_only_steps_per_s", "actor own"),
+                       ("acting_steps_per_s", "acting only")):
       names.append(f"{p}\n{lab}")
       vals.append(summary[p][field])
       colors.append(_COLORS.get(p, "grey"))
@@ -519,19 +549,27 @@ def plot(outdir, runs, peers, summary, meta) -> List[str]:
 def _fmt(v, digits=0):
   if v is None or (isinstance(v, float) and math.isnan(v)):
     return "n/a"
+  if v == math.inf:
+    return "not reached"
   return f"{v:,.{digits}f}"
 
 
 def _ratio(a, b):
   if any(x is None or (isinstance(x, float) and math.isnan(x)) for x in (a, b)) or b == 0:
     return "n/a"
+  if math.inf in (a, b):  # a median time to target that was not reached (censored)
+    return "n/a" if a == b else ("< 1x (fp32 not reached)" if b == math.inf
+                                 else "> 1x (not reached)")
   return f"{a / b:.2f}x"
 
 
 def format_table(summary, peers, meta) -> str:
   """The terminal/README table: medians per precision, then ratios vs fp32."""
   cols = [("time_to_target_s", "time to target (s)", 1), ("final_return", "final return", 1),
-          ("actor_steps_per_s", "actor steps/s", 0), ("acting_steps_per_s", "acting-only steps/s", 0),
+          ("late_return", f"last-{LATE_EVALS}-eval return", 1),
+          ("actor_steps_per_s", "actor steps/s", 0),
+          ("actor_only_steps_per_s", "actor own steps/s", 0),
+          ("acting_steps_per_s", "acting-only steps/s", 0),
           ("learner_steps_per_s", "learner steps/s", 1), ("bytes_per_pull", "bytes/pull", 0),
           ("energy_j", "energy (J, est.)", 0)]
   peer_vals = [p["acting_steps_per_s"] for p in peers if "acting_steps_per_s" in p]
@@ -570,9 +608,12 @@ def format_table(summary, peers, meta) -> str:
              f"(user+system, all threads)" + (f" + {meta['watts_per_gpu']:g} W x GPU seconds"
                                                " (learner step time when JAX runs on a GPU)")
              + "; idle, DRAM, uncore and cooling not counted.")
-  out.append("time to target and steps/s: training wall-clock with evaluations taken out; "
-             "deserialise is an estimate (pickle of the run's payload), pull_transfer is "
-             "asynchronous.")
+  out.append("time to target and steps/s: training wall-clock with evaluations taken out. "
+             "actor steps/s: end to end (the learner's inline steps included); actor own "
+             "steps/s: the actor's own work per step (env step + inference + adder + parameter "
+             "load), what an actor in its own process would sustain unthrottled; acting-only: "
+             "env step + inference of the trained policy, no adder, no learner. deserialise is "
+             "an estimate (pickle of the run's payload), pull_transfer is asynchronous.")
   return "\n".join(out)
 
 
@@ -600,13 +641,30 @@ def run_bench(agent, env, precisions, seeds, steps, eval_every, eval_episodes, t
       runs.append(res)
     else:
       peers.append(res)
-  summary = summarize(runs, precisions)
+  return report(outdir, runs, peers, meta)
+
+
+def report(outdir, runs, peers, meta):
+  """Summary, CSVs, plots and table.md from finished runs; returns (summary, table)."""
+  summary = summarize(runs, meta["precisions"])
   write_files(outdir, runs, peers, summary, meta)
   plot(outdir, runs, peers, summary, meta)
   table = format_table(summary, peers, meta)
   with open(os.path.join(outdir, "table.md"), "w", encoding="utf-8") as f:
     f.write(table + "\n")
   return summary, table
+
+
+def render(outdir):
+  """Rewrites a finished benchmark's CSVs, plots and table from its bench.json (after
+  a change to the report, without rerunning anything); returns (summary, table).
+
+  Raises:
+    FileNotFoundError: `outdir` has no bench.json.
+  """
+  with open(os.path.join(outdir, "bench.json"), encoding="utf-8") as f:
+    data = json.load(f)
+  return report(outdir, data["runs"], data["peers"], data["meta"])
 
 
 def main(argv=None) -> int:

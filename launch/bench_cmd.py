@@ -1,7 +1,8 @@
 """`actorq bench`: the ActorQ benchmark, one agent trained at each actor precision.
 
     actorq bench --preset small                 # DQN on gym:CartPole-v1, minutes on 2 cores
-    actorq bench --preset actorq --env dmc:walker-stand   # D4PG, 3x2048 policy (hours)
+    actorq bench --preset actorq --env dmc:walker-stand   # D4PG, 3x2048 policy (~1 h on 2 cores)
+    actorq bench --render RUN_DIR               # rewrite a finished run's files from bench.json
 
 Writes runs.csv, breakdown.csv, curves.csv, acting.csv, summary.csv, bench.json,
 table.md and returns_vs_wallclock.png, breakdown.png, throughput.png to the run
@@ -38,7 +39,7 @@ def add_parser(subparsers):
   p.add_argument("--env", default=None, help="environment id (default: the preset's)")
   p.add_argument("--precisions", default=None, metavar="P,P,...",
                  help=f"actor precisions, comma separated, from {','.join(ab.PRECISIONS)} "
-                      "(default: fp32,fp16,int8)")
+                      "(default: the preset's; small: fp32,fp16,int8, actorq: fp32,int8)")
   p.add_argument("--seeds", type=cli.nonnegative_int("--seeds"), nargs="+", default=None,
                  help="seeds; every precision runs with each (default: the preset's)")
   p.add_argument("--steps", type=cli.positive_int("--steps"), default=None,
@@ -56,6 +57,9 @@ def add_parser(subparsers):
                  help="energy assumption: watts per busy CPU core (default: 5)")
   p.add_argument("--watts-per-gpu", type=cli.positive_float("--watts-per-gpu"), default=300.0,
                  help="energy assumption: watts per busy GPU (default: 300)")
+  p.add_argument("--render", default=None, metavar="RUN_DIR",
+                 help="rewrite a finished benchmark's CSVs, plots and table from its bench.json "
+                      "(no runs)")
   p.add_argument("--logdir", default=None,
                  help="output directory (default: runs/bench-<preset>-<agent>-<env>-<time>)")
   return p
@@ -115,6 +119,13 @@ def resolve(args):
 
 def run(args) -> int:
   from actorq.benchmarks import actorq_bench as ab
+  if args.render:
+    if not os.path.isfile(os.path.join(args.render, "bench.json")):
+      raise cli.UsageError(f"--render {args.render}: no bench.json there (not the output "
+                           "directory of a finished 'actorq bench')")
+    _, table = ab.render(args.render)
+    print(table)
+    return 0
   settings = resolve(args)
   if args.logdir is None:
     stamp = time.strftime("%Y%m%d-%H%M%S")

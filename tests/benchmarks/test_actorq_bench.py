@@ -67,6 +67,7 @@ def test_files_plots_and_table(tiny_runs, tmp_path):
       peers[0]["unavailable"].strip())
   meta = {"agent": "dqn", "env": TINY["env"], "seeds": [0], "steps": 400, "target": 20.0,
           "eval_episodes": 2, "watts_per_core": 5.0, "watts_per_gpu": 300.0,
+          "precisions": ["fp32", "int8"],
           "machine": ab.machine_info()}
   summary = ab.summarize(tiny_runs, ("fp32", "int8"))
   ab.write_files(str(tmp_path), tiny_runs, peers, summary, meta)
@@ -87,12 +88,23 @@ def test_files_plots_and_table(tiny_runs, tmp_path):
   lines = table.splitlines()
   assert lines[0].startswith("| precision |") and "peer Acme TF acting steps/s" in lines[0]
   assert [l.split("|")[1].strip() for l in lines[2:5]] == ["fp32", "int8", "int8/fp32"]
-  ratio = lines[4].split("|")[4].strip()  # actor steps/s, int8/fp32
+  ratio = lines[4].split("|")[5].strip()  # actor steps/s, int8/fp32
   expected = summary["int8"]["actor_steps_per_s"] / summary["fp32"]["actor_steps_per_s"]
   assert ratio == f"{expected:.2f}x"
   if "unavailable" in peers[0]:
     assert "peer (Acme 0.4.0 TF FeedForwardActor): unavailable: " in table
   assert "Energy assumption: 5 W per busy core" in table
+  # The report can be rewritten from bench.json alone (actorq bench --render).
+  assert not (tmp_path / "table.md").exists()
+  _, rendered = ab.render(str(tmp_path))
+  assert rendered == table and (tmp_path / "table.md").read_text() == table + "\n"
+
+
+def test_late_return_is_the_mean_of_the_last_evaluations():
+  run = {"curve": [{"episode_return": r} for r in (100.0, 900.0, 950.0, 700.0)]}
+  assert ab.late_return(run) == pytest.approx((900.0 + 950.0 + 700.0) / 3)
+  assert ab.late_return(run, evals=1) == 700.0
+  assert math.isnan(ab.late_return({"curve": []}))
 
 
 def test_jobs_are_interleaved():
@@ -134,3 +146,25 @@ def test_cli_bad_input_exits_2_and_writes_nothing(argv, message, tmp_path, capsy
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and message in err[0], err
   assert not logdir.exists()
+
+
+def _fake_run(precision, seed, time_to_target):
+  run = {f: 1.0 for f in ab.SUMMARY_FIELDS}
+  run.update(precision=precision, seed=seed, time_to_target_s=time_to_target,
+             actor_us={c: 1.0 for c in ab.ACTOR_COMPONENTS + ab.ASYNC_COMPONENTS},
+             learner_us={c: 1.0 for c in ab.LEARNER_COMPONENTS},
+             curve=[{"episode_return": 10.0}])
+  return run
+
+
+def test_a_run_that_never_reached_the_target_counts_as_not_reached():
+  nan = float("nan")
+  runs = [_fake_run("fp32", 0, 490.0), _fake_run("fp32", 1, nan),
+          _fake_run("int8", 0, 470.0), _fake_run("int8", 1, 750.0), _fake_run("int8", 2, nan)]
+  summary = ab.summarize(runs, ("fp32", "int8"))
+  assert summary["fp32"]["time_to_target_s"] == math.inf  # median of (490, inf)
+  assert summary["fp32"]["reached_target"] == 1
+  assert summary["int8"]["time_to_target_s"] == 750.0  # median of (470, 750, inf)
+  assert ab._ratio(750.0, math.inf) == "< 1x (fp32 not reached)"
+  assert ab._ratio(math.inf, 750.0) == "> 1x (not reached)"
+  assert ab._ratio(600.0, 300.0) == "2.00x"

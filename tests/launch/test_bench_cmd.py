@@ -1,0 +1,53 @@
+"""`actorq bench` settings: presets resolve to the documented configurations, and bad
+input is a one-line usage error."""
+import pytest
+
+from actorq.launch import bench_cmd, cli
+
+
+def _resolve(argv):
+  return bench_cmd.resolve(cli.build_parser().parse_args(["bench"] + argv))
+
+
+def test_actorq_preset_is_d4pg_with_a_3x2048_policy_and_acme_replay_settings():
+  s = _resolve(["--preset", "actorq"])
+  assert (s["agent"], s["env"], s["precisions"], s["seeds"]) == (
+      "d4pg", "dmc:cartpole-balance", ("fp32", "int8"), (0, 1))
+  assert s["overrides"]["policy_hidden_sizes"] == [2048, 2048, 2048]
+  assert s["overrides"]["critic_hidden_sizes"] == [512, 512, 256]
+  # Acme 0.4.0 D4PG: samples_per_insert 32, actors pull every 1,000 steps.
+  assert s["overrides"]["samples_per_insert"] == 32.0
+  assert s["overrides"]["variable_update_period"] == 1000
+  assert s["overrides"]["dqda_clipping"] == 1.0
+  assert s["overrides"]["policy_learning_rate"] == 1e-5  # wider policies saturate at 3e-4
+  assert (s["steps"], s["eval_every"], s["target"]) == (50_000, 5_000, 900.0)
+  walker = _resolve(["--preset", "actorq", "--env", "dmc:walker-stand", "--steps", "3000",
+                     "--precisions", "int8,fp16", "--set", "batch_size=64"])
+  assert walker["env"] == "dmc:walker-stand" and walker["target"] == 900.0
+  assert walker["precisions"] == ("int8", "fp16") and walker["eval_every"] == 3000
+  assert walker["overrides"]["batch_size"] == 64
+
+
+def test_small_preset_is_dqn_on_cartpole():
+  s = _resolve([])
+  assert (s["agent"], s["env"], s["precisions"]) == ("dqn", "gym:CartPole-v1",
+                                                     ("fp32", "fp16", "int8"))
+  assert s["target"] == 200.0
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["--precisions", "fp32,int3"], "allowed precisions are fp32, fp16, bf16, int8"),
+    (["--precisions", "int8,int8"], "repeats a precision"),
+    (["--env", "dmc:cartpole-balance", "--target", "900"], "cannot run on dmc:cartpole-balance"),
+    (["--preset", "actorq", "--env", "dmc:cheetah-run"], "no target return known for dmc:cheetah-run"),
+    (["--set", "no_such_field=1"], "--set: "),
+])
+def test_bad_settings_are_usage_errors(argv, fragment):
+  with pytest.raises(cli.UsageError) as e:
+    _resolve(argv)
+  assert fragment in str(e.value)
+
+
+def test_render_of_a_directory_without_bench_json_is_a_usage_error(tmp_path):
+  with pytest.raises(cli.UsageError, match="no bench.json there"):
+    bench_cmd.run(cli.build_parser().parse_args(["bench", "--render", str(tmp_path)]))
