@@ -28,7 +28,6 @@ Policy heads (what the actors' `NetworkSpec` outputs, float32):
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import haiku as hk
@@ -42,7 +41,7 @@ from acme.adders import base as adders_base
 from acme.adders import reverb as adders_reverb
 from acme.utils import counting, loggers
 
-from actorq.components import actors, replay
+from actorq.components import actors, learners, replay
 from actorq.components import networks as networks_lib
 from actorq.components import variable_client as vc
 from actorq.quantization import network_spec as ns
@@ -659,7 +658,7 @@ class TrainingState(NamedTuple):
   steps: jnp.ndarray  # int32 scalar: learner steps (= policy version)
 
 
-class OnPolicyLearner(core.Learner):
+class OnPolicyLearner(learners.JaxLearner):
   """Runs a pure, jitted `update(state, trajectory) -> (state, metrics)` on each batch
   of rollouts (`[B, T + 1]` acme `Trajectory`).
 
@@ -672,25 +671,14 @@ class OnPolicyLearner(core.Learner):
                counter: Optional[counting.Counter] = None):
     self._iterator = iterator
     self._update = jax.jit(update)
-    self._logger = logger or loggers.NoOpLogger()
-    self._counter = counter or counting.Counter()
+    self._init_bookkeeping(counter, logger)
     self._state = TrainingState(params, optimizer.init(params), random_key,
                                 jnp.zeros((), jnp.int32))
-    self._timestamp = None
-
-  @property
-  def step_count(self) -> int:
-    return int(self._state.steps)
 
   def step(self) -> None:
     sample = next(self._iterator)
     self._state, metrics = self._update(self._state, sample.data)
-    now = time.time()
-    elapsed = now - self._timestamp if self._timestamp else 0.0
-    self._timestamp = now
-    self._counter.increment(steps=1, walltime=elapsed)
-    self._logger.write({"learner_steps": int(self._state.steps),
-                        **{k: float(v) for k, v in metrics.items()}})
+    self._record_step(metrics)
 
   def get_variables(self, names):
     state = self._state
@@ -698,8 +686,3 @@ class OnPolicyLearner(core.Learner):
            "version": int(state.steps)}
     return [out[name] for name in names]
 
-  def save(self) -> TrainingState:
-    return jax.device_get(self._state)
-
-  def restore(self, state: TrainingState) -> None:
-    self._state = jax.device_put(TrainingState(*state))

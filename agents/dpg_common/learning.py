@@ -14,7 +14,6 @@ Actions are stored in environment units and mapped to the policy's `[-1, 1]` uni
 """
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, Iterator, NamedTuple, Optional
 
 import haiku as hk
@@ -23,10 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import rlax
-from acme import core, types
+from acme import types
 from acme.utils import counting, loggers
 
-from actorq.components import continuous
+from actorq.components import continuous, learners
 
 # critic_loss(out_tm1[B, K], r_t[B], discount_t[B], out_t[B, K]) -> scalar
 CriticLoss = Callable[[jnp.ndarray, jnp.ndarray, jnp.ndarray, jnp.ndarray], jnp.ndarray]
@@ -87,7 +86,7 @@ def dpg_policy_loss(a_t: jnp.ndarray, dqda_t: jnp.ndarray,
   return jnp.mean(jnp.sum(per_dim, axis=-1))
 
 
-class DPGLearner(core.Learner):
+class DPGLearner(learners.JaxLearner):
   """Full-precision learner for a deterministic policy and a critic.
 
   Args:
@@ -116,8 +115,7 @@ class DPGLearner(core.Learner):
                logger: Optional[loggers.Logger] = None,
                counter: Optional[counting.Counter] = None):
     self._iterator = iterator
-    self._logger = logger or loggers.NoOpLogger()
-    self._counter = counter or counting.Counter()
+    self._init_bookkeeping(counter, logger)
     transform = params_transform or (lambda p: p)
     period, tau = int(target_update_period), float(target_update_tau)
     target_update(0, 0, jnp.zeros((), jnp.int32), period, tau)  # validates early
@@ -171,21 +169,11 @@ class DPGLearner(core.Learner):
     self._state = TrainingState(policy_params, critic_params, policy_params, critic_params,
                                 policy_optimizer.init(policy_params),
                                 critic_optimizer.init(critic_params), jnp.zeros((), jnp.int32))
-    self._timestamp = None
-
-  @property
-  def step_count(self) -> int:
-    return int(self._state.steps)
 
   def step(self) -> None:
     sample = next(self._iterator)
     self._state, metrics = self._sgd_step(self._state, sample.data)
-    now = time.time()
-    elapsed = now - self._timestamp if self._timestamp else 0.0
-    self._timestamp = now
-    self._counter.increment(steps=1, walltime=elapsed)
-    self._logger.write({"learner_steps": int(self._state.steps),
-                        **{k: float(v) for k, v in metrics.items()}})
+    self._record_step(metrics)
 
   def get_variables(self, names):
     state = self._state  # one consistent snapshot, also when read from another thread
@@ -194,8 +182,3 @@ class DPGLearner(core.Learner):
            "target_critic": state.target_critic_params, "version": int(state.steps)}
     return [out[name] for name in names]
 
-  def save(self) -> TrainingState:
-    return jax.device_get(self._state)
-
-  def restore(self, state: TrainingState) -> None:
-    self._state = jax.device_put(TrainingState(*state))

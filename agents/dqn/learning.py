@@ -3,7 +3,6 @@ optionally prioritized replay with importance-sampling weights (Schaul et al. 20
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any, Callable, Iterator, NamedTuple, Optional
 
 import haiku as hk
@@ -12,9 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import rlax
-from acme import core, types
+from acme import types
 from acme.utils import counting, loggers
 
+from actorq.components import learners
 from actorq.components import replay as replay_lib
 
 
@@ -119,7 +119,7 @@ class PrioritizedReplay:
   priority_epsilon: float = 1e-6
 
 
-class DQNLearner(core.Learner):
+class DQNLearner(learners.JaxLearner):
   """Full-precision DQN learner.
 
   Args:
@@ -149,8 +149,7 @@ class DQNLearner(core.Learner):
                prioritized: Optional[PrioritizedReplay] = None):
     self._iterator = iterator
     self._prioritized = prioritized
-    self._logger = logger or loggers.NoOpLogger()
-    self._counter = counter or counting.Counter()
+    self._init_bookkeeping(counter, logger)
     transform = params_transform or (lambda p: p)
     period = int(target_update_period)
 
@@ -198,11 +197,6 @@ class DQNLearner(core.Learner):
     self._prioritized_sgd_step = jax.jit(prioritized_sgd_step)
     params = network.init(random_key, np.asarray(dummy_observation)[None])
     self._state = TrainingState(params, params, optimizer.init(params), jnp.zeros((), jnp.int32))
-    self._timestamp = None
-
-  @property
-  def step_count(self) -> int:
-    return int(self._state.steps)
 
   def step(self) -> None:
     sample = next(self._iterator)
@@ -217,20 +211,10 @@ class DQNLearner(core.Learner):
           np.asarray(sample.info.table_size, np.float32), np.float32(beta))
       priorities = np.abs(np.asarray(td, np.float64)) + pr.priority_epsilon
       replay_lib.update_priorities(pr.client, pr.table, sample.info.key, priorities)
-    now = time.time()
-    elapsed = now - self._timestamp if self._timestamp else 0.0
-    self._timestamp = now
-    self._counter.increment(steps=1, walltime=elapsed)
-    self._logger.write({"learner_steps": int(self._state.steps),
-                        **{k: float(v) for k, v in metrics.items()}})
+    self._record_step(metrics)
 
   def get_variables(self, names):
     state = self._state  # one consistent snapshot, also when read from another thread
     out = {"policy": state.params, "target": state.target_params, "version": int(state.steps)}
     return [out[name] for name in names]
 
-  def save(self) -> TrainingState:
-    return jax.device_get(self._state)
-
-  def restore(self, state: TrainingState) -> None:
-    self._state = jax.device_put(TrainingState(*state))

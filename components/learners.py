@@ -1,0 +1,51 @@
+"""What every actorq learner does besides its update: Acme's `core.Learner` with the
+step bookkeeping (counter, logger), the step count and save/restore of a jitted
+training state.
+
+A subclass keeps its whole training state in `self._state`, a NamedTuple with a scalar
+`steps` field (learner steps taken), calls `self._init_bookkeeping(counter, logger)` in
+its constructor and `self._record_step(metrics)` at the end of each `step()`.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping, Optional
+
+import jax
+from acme import core
+from acme.utils import counting, loggers
+
+
+class JaxLearner(core.Learner):
+  """Base for learners whose state is one NamedTuple `self._state` (see module doc)."""
+
+  _state: Any
+
+  def _init_bookkeeping(self, counter: Optional[counting.Counter],
+                        logger: Optional[loggers.Logger]) -> None:
+    self._counter = counter or counting.Counter()
+    self._logger = logger or loggers.NoOpLogger()
+    self._timestamp: Optional[float] = None
+
+  @property
+  def step_count(self) -> int:
+    """Learner steps taken (restored ones included)."""
+    return int(self._state.steps)
+
+  def _record_step(self, metrics: Mapping[str, Any]) -> None:
+    """Counts one learner step (with the wall-clock seconds since the previous one, 0 for
+    the first) and logs `learner_steps` with the step's scalar metrics as floats."""
+    now = time.time()
+    elapsed = now - self._timestamp if self._timestamp else 0.0
+    self._timestamp = now
+    self._counter.increment(steps=1, walltime=elapsed)
+    self._logger.write({"learner_steps": self.step_count,
+                        **{k: float(v) for k, v in metrics.items()}})
+
+  def save(self):
+    """The training state as host (numpy) arrays."""
+    return jax.device_get(self._state)
+
+  def restore(self, state) -> None:
+    """Restores a state from `save()` (a NamedTuple or the plain tuple a checkpoint keeps)."""
+    self._state = jax.device_put(type(self._state)(*state))
