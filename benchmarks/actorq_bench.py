@@ -400,13 +400,13 @@ def summarize(runs: List[Dict[str, Any]], precisions: Sequence[str]) -> Dict[str
     rs = [r for r in runs if r["precision"] == p]
     if not rs:
       continue
-    for r in rs:
-      r["late_return"] = late_return(r)
-    row = {f: _median([r[f] for r in rs]) for f in SUMMARY_FIELDS}
+    row = {f: _median([r[f] for r in rs]) for f in SUMMARY_FIELDS
+           if f not in ("time_to_target_s", "late_return")}
     # A run that never reached the target counts as +inf (censored), not as missing: the
     # median over seeds is then "not reached" unless more than half of the runs got there.
     row["time_to_target_s"] = float(statistics.median(
         [math.inf if math.isnan(r["time_to_target_s"]) else r["time_to_target_s"] for r in rs]))
+    row["late_return"] = _median([late_return(r) for r in rs])
     for c in ACTOR_COMPONENTS + ASYNC_COMPONENTS:
       row[f"actor_{c}_us"] = _median([r["actor_us"][c] for r in rs])
     for c in LEARNER_COMPONENTS:
@@ -427,7 +427,8 @@ def _write_csv(path, fieldnames, rows):
 
 def write_files(outdir, runs, peers, summary, meta):
   """runs.csv, breakdown.csv, curves.csv, acting.csv, summary.csv, bench.json."""
-  _write_csv(os.path.join(outdir, "runs.csv"), RUN_FIELDS, runs)
+  _write_csv(os.path.join(outdir, "runs.csv"), RUN_FIELDS,
+             [dict(r, late_return=late_return(r)) for r in runs])
   rows = []
   for r in runs:
     for c in ACTOR_COMPONENTS + ASYNC_COMPONENTS:

@@ -9,9 +9,8 @@ from actorq.launch import cli
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 DEFAULT_AGENT = "dqn"
 DEFAULT_ENV = "gym:CartPole-v1"
-DEFAULT_STEPS = 100_000
-DEFAULT_EVAL_EVERY = 5_000
-DEFAULT_EVAL_EPISODES = 10
+# Defaults of the flags a resumed run takes from its run.json instead ("train" there).
+TRAIN_DEFAULTS = {"steps": 100_000, "eval_every": 5_000, "eval_episodes": 10}
 DEFAULT_PRECISION = "fp32"
 
 
@@ -130,9 +129,10 @@ def apply_resume(args) -> None:
   if args.logdir is not None and os.path.abspath(args.logdir) != run_path:
     raise cli.UsageError(f"--logdir {args.logdir} differs from --resume {run_path}")
   args.agent, args.env, args.seed, args.logdir = info["agent"], info["env"], info["seed"], run_path
-  for key, value in info.get("train", {}).items():  # steps, eval_every, eval_episodes
-    if getattr(args, key, 0) is None:
-      setattr(args, key, int(value))
+  saved = info.get("train", {})
+  for key in TRAIN_DEFAULTS:
+    if getattr(args, key) is None and key in saved:
+      setattr(args, key, int(saved[key]))
   args.resume_info = info
 
 
@@ -153,8 +153,7 @@ def run(args) -> int:
   args.resume_info = None
   if getattr(args, "resume", None):
     apply_resume(args)
-  for key, default in (("steps", DEFAULT_STEPS), ("eval_every", DEFAULT_EVAL_EVERY),
-                       ("eval_episodes", DEFAULT_EVAL_EPISODES)):
+  for key, default in TRAIN_DEFAULTS.items():
     if getattr(args, key) is None:
       setattr(args, key, default)
   builder = make_builder(args)
