@@ -20,7 +20,9 @@ class DDPGBuilder(DPGBuilder):
   def make_networks(self, environment_spec: specs.EnvironmentSpec) -> networks_lib.DPGNetworks:
     c = self.config
     return networks_lib.make_networks(environment_spec, c.policy_hidden_sizes,
-                                      c.critic_hidden_sizes)
+                                      c.critic_hidden_sizes,
+                                      critic_layer_norm=c.critic_layer_norm,
+                                      policy_output_init_scale=c.policy_output_init_scale)
 
   def critic_functions(self, networks):
     del networks

@@ -8,11 +8,13 @@ from actorq.agents.dpg_common.networks import DPGNetworks, UnsupportedEnvironmen
 
 
 def make_networks(environment_spec: specs.EnvironmentSpec, policy_hidden_sizes=(256, 256),
-                  critic_hidden_sizes=(256, 256)) -> DPGNetworks:
+                  critic_hidden_sizes=(256, 256), critic_layer_norm: bool = False,
+                  policy_output_init_scale=None) -> DPGNetworks:
   """Critic `apply(params, obs[B, D], u[B, A]) -> q float32[B, 1]`.
 
   Raises:
     UnsupportedEnvironmentError: discrete/unbounded actions or non-vector observations.
   """
   return dpg_networks.make_networks(environment_spec, policy_hidden_sizes,
-                                    critic_hidden_sizes, 1)
+                                    critic_hidden_sizes, 1, critic_layer_norm,
+                                    policy_output_init_scale)

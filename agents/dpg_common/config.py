@@ -12,6 +12,12 @@ class DPGConfig:
   """Deterministic policy gradient agent settings (Lillicrap et al. 2016)."""
   policy_hidden_sizes: Tuple[int, ...] = (256, 256)
   critic_hidden_sizes: Tuple[int, ...] = (256, 256)
+  # Acme's LayerNormMLP critic torso (linear -> LayerNorm -> tanh, then ELU layers)
+  # instead of a ReLU MLP; see agents/dpg_common/networks.make_critic.
+  critic_layer_norm: bool = False
+  # Std of the policy's output-layer init as VarianceScaling(scale) (1e-4: Acme's
+  # near-zero policy head, tanh starts unsaturated); None: Haiku's default.
+  policy_output_init_scale: Optional[float] = None
   policy_learning_rate: float = 3e-4
   critic_learning_rate: float = 3e-4
   max_gradient_norm: float = 40.0  # global-norm clip of each network's gradient
@@ -55,6 +61,11 @@ class DPGConfig:
       raise ValueError(f"target_update_tau must be in (0, 1], got {self.target_update_tau}")
     if self.samples_per_insert <= 0:
       raise ValueError(f"samples_per_insert must be > 0, got {self.samples_per_insert}")
+    if self.policy_output_init_scale is not None and not self.policy_output_init_scale > 0:
+      raise ValueError("policy_output_init_scale must be > 0 or None, got "
+                       f"{self.policy_output_init_scale}")
+    if self.critic_layer_norm and not len(self.critic_hidden_sizes):
+      raise ValueError("critic_layer_norm needs at least one critic hidden layer")
     if self.sigma < 0:
       raise ValueError(f"sigma must be >= 0, got {self.sigma}")
     if self.min_replay_size < 1 or self.max_replay_size < self.min_replay_size:

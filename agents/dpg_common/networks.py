@@ -8,7 +8,7 @@ an MLP over `concat(observation, u)`, with actions in the same `[-1, 1]` units.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Optional, Sequence
 
 import haiku as hk
 import jax
@@ -37,24 +37,50 @@ class DPGNetworks:
   action_maximum: np.ndarray
 
 
-def make_critic(hidden_sizes: Sequence[int], output_size: int) -> hk.Transformed:
-  """ReLU MLP over `concat(obs, u)` with a linear `output_size` head."""
+def make_critic(hidden_sizes: Sequence[int], output_size: int,
+                layer_norm: bool = False) -> hk.Transformed:
+  """MLP over `concat(obs, u)` with a linear `output_size` head.
+
+  `layer_norm=False`: ReLU MLP. `layer_norm=True`: Acme's `LayerNormMLP` torso (the
+  critic of Acme's D4PG and DDPG control-suite agents): first layer linear -> LayerNorm
+  (Ba et al. 2016) -> tanh, the remaining hidden layers ELU; it keeps the first layer's
+  features bounded however large the inputs or weights grow.
+  """
+  hidden_sizes = [int(h) for h in hidden_sizes]
 
   def fn(observation, action):
     x = jnp.concatenate([observation.astype(jnp.float32), action.astype(jnp.float32)], -1)
-    return hk.nets.MLP(list(hidden_sizes) + [int(output_size)], activation=jax.nn.relu,
-                       name="critic")(x)
+    if not layer_norm:
+      return hk.nets.MLP(hidden_sizes + [int(output_size)], activation=jax.nn.relu,
+                         name="critic")(x)
+    with hk.experimental.name_scope("critic"):
+      x = hk.Linear(hidden_sizes[0], name="linear_0")(x)
+      x = jnp.tanh(hk.LayerNorm(axis=-1, create_scale=True, create_offset=True,
+                                name="layer_norm")(x))
+      for i, h in enumerate(hidden_sizes[1:], start=1):
+        x = jax.nn.elu(hk.Linear(h, name=f"linear_{i}")(x))
+      return hk.Linear(int(output_size), name=f"linear_{len(hidden_sizes)}")(x)
 
   return hk.without_apply_rng(hk.transform(fn))
 
 
 def make_networks(environment_spec: specs.EnvironmentSpec, policy_hidden_sizes: Sequence[int],
-                  critic_hidden_sizes: Sequence[int], critic_output_size: int) -> DPGNetworks:
+                  critic_hidden_sizes: Sequence[int], critic_output_size: int,
+                  critic_layer_norm: bool = False,
+                  policy_output_init_scale: Optional[float] = None) -> DPGNetworks:
   """Networks for a vector-observation, bounded continuous-action environment.
+
+  `critic_layer_norm`: see `make_critic`. `policy_output_init_scale`: see
+  `actorq.components.networks.haiku_network` (1e-4 is Acme's near-zero policy head).
 
   Raises:
     UnsupportedEnvironmentError: discrete or unbounded actions, or non-vector observations.
+    ValueError: `critic_layer_norm` with no critic hidden layer, or a non-positive
+      `policy_output_init_scale`.
   """
+  if critic_layer_norm and not len(critic_hidden_sizes):
+    raise ValueError("critic_layer_norm needs at least one critic hidden layer, got "
+                     f"critic_hidden_sizes={tuple(critic_hidden_sizes)}")
   actions = environment_spec.actions
   if isinstance(actions, specs.DiscreteArray):
     raise UnsupportedEnvironmentError(
@@ -72,6 +98,8 @@ def make_networks(environment_spec: specs.EnvironmentSpec, policy_hidden_sizes: 
     raise UnsupportedEnvironmentError(
         f"observation shape {obs_shape} is not supported: use a vector [D]")
   spec = ns.mlp(obs_shape[0], policy_hidden_sizes, lo.shape[0], output_activation="tanh")
-  return DPGNetworks(spec=spec, policy=networks_lib.haiku_network(spec),
-                     critic=make_critic(critic_hidden_sizes, critic_output_size),
+  return DPGNetworks(spec=spec,
+                     policy=networks_lib.haiku_network(spec, policy_output_init_scale),
+                     critic=make_critic(critic_hidden_sizes, critic_output_size,
+                                        critic_layer_norm),
                      action_minimum=lo, action_maximum=hi)
