@@ -98,10 +98,14 @@ PRESETS = {
     # parameter-pull period and dQ/da clipping are Acme 0.4.0's D4PG defaults
     # (samples_per_insert 32: one learner step per 8 actor steps at batch 256; actors
     # pull every 1,000 steps as acme.agents.tf.d4pg does; dqda clipped to norm 1).
-    # The policy learning rate is 1e-5: at 3x2048, Adam at 3e-4 or 1e-4 drove the tanh
-    # output into saturation (pre-tanh -120..-9) within a few hundred learner steps and
-    # the return stayed at 136 (random actions: ~331) for 40k steps; a 2048-wide layer
-    # moves its output ~8x more per Adam step than a 256-wide one (measured, 2026-11-29).
+    # The networks follow Acme's D4PG control-suite networks where our int8 policy
+    # runtime allows: a LayerNorm critic torso and a near-zero-initialised policy head
+    # (Acme's NearZeroInitializedLinear; the policy itself stays a ReLU MLP, which the
+    # int8 runtime executes). The policy learning rate is 3e-5: at 3x2048, Adam at 3e-4
+    # or 1e-4 drove the tanh output into saturation (pre-tanh -120..-9) within a few
+    # hundred learner steps and the return stayed at 136 (random actions: ~331) for 40k
+    # steps; a 2048-wide layer moves its output ~8x more per Adam step than a 256-wide
+    # one; 1e-5 learned, but slowly (measured, 2026-11-29).
     # Sized for a 2-core CPU: the fp32 learner takes ~120 ms per step there, one run of
     # 50k actor steps ~15 min. fp16 is left out by default (3x slower than fp32 on CPUs
     # without fp16 kernels; see the small preset): add it with --precisions fp32,fp16,int8.
@@ -111,7 +115,8 @@ PRESETS = {
                      overrides={"policy_hidden_sizes": [2048, 2048, 2048],
                                 "critic_hidden_sizes": [512, 512, 256],
                                 "samples_per_insert": 32.0, "variable_update_period": 1_000,
-                                "dqda_clipping": 1.0, "policy_learning_rate": 1e-5},
+                                "dqda_clipping": 1.0, "policy_learning_rate": 3e-5,
+                                "critic_layer_norm": True, "policy_output_init_scale": 1e-4},
                      acting_steps=2_000),
 }
 

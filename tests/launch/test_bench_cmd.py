@@ -19,7 +19,10 @@ def test_actorq_preset_is_d4pg_with_a_3x2048_policy_and_acme_replay_settings():
   assert s["overrides"]["samples_per_insert"] == 32.0
   assert s["overrides"]["variable_update_period"] == 1000
   assert s["overrides"]["dqda_clipping"] == 1.0
-  assert s["overrides"]["policy_learning_rate"] == 1e-5  # wider policies saturate at 3e-4
+  assert s["overrides"]["policy_learning_rate"] == 3e-5  # wider policies saturate at 3e-4
+  # Acme's D4PG networks: LayerNorm critic torso, near-zero policy head.
+  assert s["overrides"]["critic_layer_norm"] is True
+  assert s["overrides"]["policy_output_init_scale"] == 1e-4
   assert (s["steps"], s["eval_every"], s["target"]) == (50_000, 5_000, 900.0)
   walker = _resolve(["--preset", "actorq", "--env", "dmc:walker-stand", "--steps", "3000",
                      "--precisions", "int8,fp16", "--set", "batch_size=64"])
