@@ -569,6 +569,10 @@ def _ratio(a, b):
   return f"{a / b:.2f}x"
 
 
+def _load(loadavg) -> str:
+  return f"{loadavg[0]:.2f}" if loadavg else "unknown"
+
+
 def format_table(summary, peers, meta) -> str:
   """The terminal/README table: medians per precision, then ratios vs fp32."""
   cols = [("time_to_target_s", "time to target (s)", 1), ("final_return", "final return", 1),
@@ -608,8 +612,12 @@ def format_table(summary, peers, meta) -> str:
     out.append("peer (Acme 0.4.0 TF FeedForwardActor): unavailable: " + "; ".join(reasons))
   m = meta["machine"]
   out.append(f"Machine: {m['nproc']} cores, {m['cpu_model']}, load average at start "
-             f"{m.get('loadavg_1_5_15', ['?'])[0]:.2f}; {meta['agent']} on {meta['env']}, "
+             f"{_load(m.get('loadavg_1_5_15'))}; {meta['agent']} on {meta['env']}, "
              f"{meta['steps']} actor steps, target return {meta['target']:g}, seeds {meta['seeds']}")
+  if meta.get("merged_from"):  # actorq bench --merge
+    out.append(f"Merged from {len(meta['merged_from'])} benchmarks: " + "; ".join(
+        f"{s['dir']} (seeds {s['seeds']}, started {s['started']}, load average "
+        f"{_load(s.get('loadavg_1_5_15'))})" for s in meta["merged_from"]))
   out.append(f"Energy assumption: {meta['watts_per_core']:g} W per busy core x process CPU seconds "
              f"(user+system, all threads)" + (f" + {meta['watts_per_gpu']:g} W x GPU seconds"
                                                " (learner step time when JAX runs on a GPU)")

@@ -3,6 +3,7 @@
     actorq bench --preset small                 # DQN on gym:CartPole-v1, minutes on 2 cores
     actorq bench --preset actorq --env dmc:walker-stand   # D4PG, 3x2048 policy (~1 h on 2 cores)
     actorq bench --render RUN_DIR               # rewrite a finished run's files from bench.json
+    actorq bench --merge DIR DIR --logdir OUT   # one report from benchmarks of other seeds
 
 Writes runs.csv, breakdown.csv, curves.csv, acting.csv, summary.csv, bench.json,
 table.md and returns_vs_wallclock.png, breakdown.png, throughput.png to the run
@@ -60,6 +61,9 @@ def add_parser(subparsers):
   p.add_argument("--render", default=None, metavar="RUN_DIR",
                  help="rewrite a finished benchmark's CSVs, plots and table from its bench.json "
                       "(no runs)")
+  p.add_argument("--merge", nargs="+", default=None, metavar="RUN_DIR",
+                 help="combine finished benchmarks of the same settings and machine but "
+                      "different seeds into one report in --logdir (no runs)")
   p.add_argument("--logdir", default=None,
                  help="output directory (default: runs/bench-<preset>-<agent>-<env>-<time>)")
   return p
@@ -117,6 +121,25 @@ def resolve(args):
               acting_steps=args.acting_steps or preset.acting_steps)
 
 
+def _merge(args) -> int:
+  from actorq.benchmarks import merge
+  if args.render:
+    raise cli.UsageError("use either --render or --merge, not both")
+  if args.logdir is None:
+    raise cli.UsageError("--merge needs --logdir (where the merged report goes)")
+  if os.path.abspath(args.logdir) in {os.path.abspath(d) for d in args.merge}:
+    raise cli.UsageError(f"--logdir {args.logdir} is one of the merged benchmarks; its "
+                         "bench.json would be overwritten: give a new directory")
+  try:
+    data = merge.combine([(d, merge.load(d)) for d in args.merge])
+  except (FileNotFoundError, merge.IncompatibleBenchError) as e:
+    raise cli.UsageError(f"--merge: {e}") from None
+  outdir = cli.ensure_writable_dir(args.logdir)
+  _, table = merge.report(outdir, data)
+  print(table)
+  return 0
+
+
 def run(args) -> int:
   from actorq.benchmarks import actorq_bench as ab
   if args.render:
@@ -126,6 +149,8 @@ def run(args) -> int:
     _, table = ab.render(args.render)
     print(table)
     return 0
+  if args.merge:
+    return _merge(args)
   settings = resolve(args)
   if args.logdir is None:
     stamp = time.strftime("%Y%m%d-%H%M%S")
