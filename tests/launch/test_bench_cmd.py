@@ -23,7 +23,7 @@ def test_actorq_preset_is_d4pg_with_a_3x2048_policy_and_acme_replay_settings():
   # Acme's D4PG networks: LayerNorm critic torso, near-zero policy head.
   assert s["overrides"]["critic_layer_norm"] is True
   assert s["overrides"]["policy_output_init_scale"] == 1e-4
-  assert (s["steps"], s["eval_every"], s["target"]) == (50_000, 5_000, 900.0)
+  assert (s["steps"], s["eval_every"], s["target"]) == (100_000, 5_000, 900.0)
   walker = _resolve(["--preset", "actorq", "--env", "dmc:walker-stand", "--steps", "3000",
                      "--precisions", "int8,fp16", "--set", "batch_size=64"])
   assert walker["env"] == "dmc:walker-stand" and walker["target"] == 900.0
