@@ -1,7 +1,7 @@
 """`actorq bench`: the ActorQ benchmark, one agent trained at each actor precision.
 
     actorq bench --preset small                 # DQN on gym:CartPole-v1, minutes on 2 cores
-    actorq bench --preset actorq --env dmc:walker-stand   # D4PG, 3x2048 policy (~1 h on 2 cores)
+    actorq bench --preset actorq --env dmc:walker-stand   # D4PG, 3x2048 policy (~1 h per seed on 2 cores)
     actorq bench --render RUN_DIR               # rewrite a finished run's files from bench.json
     actorq bench --merge DIR DIR --logdir OUT   # one report from benchmarks of other seeds
 
