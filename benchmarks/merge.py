@@ -1,10 +1,10 @@
 """Combine finished `actorq bench` runs into one report.
 
-A benchmark of ActorQ's setting on a 2-core machine takes ~15 min per (precision, seed)
+A benchmark of ActorQ's setting on a 2-core machine takes ~30 min per (precision, seed)
 run, so more seeds are collected over several invocations, e.g.::
 
-    actorq bench --preset actorq --seeds 0 1 --logdir runs/a
-    actorq bench --preset actorq --seeds 2 3 --logdir runs/b
+    actorq bench --preset actorq --seeds 0 --logdir runs/a
+    actorq bench --preset actorq --seeds 1 2 --logdir runs/b
     actorq bench --merge runs/a runs/b --logdir runs/ab
 
 The merged report is the same as one invocation's (medians over all seeds, the peer

@@ -45,8 +45,14 @@ def make_critic(hidden_sizes: Sequence[int], output_size: int,
   critic of Acme's D4PG and DDPG control-suite agents): first layer linear -> LayerNorm
   (Ba et al. 2016) -> tanh, the remaining hidden layers ELU; it keeps the first layer's
   features bounded however large the inputs or weights grow.
+
+  Raises:
+    ValueError: `layer_norm` with no hidden layer (the LayerNorm follows the first one).
   """
   hidden_sizes = [int(h) for h in hidden_sizes]
+  if layer_norm and not hidden_sizes:
+    raise ValueError("critic_layer_norm needs at least one critic hidden layer, got "
+                     f"critic_hidden_sizes={tuple(hidden_sizes)}")
 
   def fn(observation, action):
     x = jnp.concatenate([observation.astype(jnp.float32), action.astype(jnp.float32)], -1)
@@ -75,12 +81,9 @@ def make_networks(environment_spec: specs.EnvironmentSpec, policy_hidden_sizes: 
 
   Raises:
     UnsupportedEnvironmentError: discrete or unbounded actions, or non-vector observations.
-    ValueError: `critic_layer_norm` with no critic hidden layer, or a non-positive
-      `policy_output_init_scale`.
+    ValueError: `critic_layer_norm` with no critic hidden layer (see `make_critic`), or a
+      non-positive `policy_output_init_scale`.
   """
-  if critic_layer_norm and not len(critic_hidden_sizes):
-    raise ValueError("critic_layer_norm needs at least one critic hidden layer, got "
-                     f"critic_hidden_sizes={tuple(critic_hidden_sizes)}")
   actions = environment_spec.actions
   if isinstance(actions, specs.DiscreteArray):
     raise UnsupportedEnvironmentError(

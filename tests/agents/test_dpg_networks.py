@@ -97,6 +97,8 @@ def test_output_init_scale_must_be_positive(scale):
 def test_layer_norm_critic_needs_a_hidden_layer():
   with pytest.raises(ValueError, match="critic_layer_norm needs at least one"):
     config_lib.D4PGConfig(critic_layer_norm=True, critic_hidden_sizes=())
+  with pytest.raises(ValueError, match="critic_layer_norm needs at least one"):
+    dpg_networks.make_critic((), 1, layer_norm=True)
 
 
 def test_builder_wires_both_options_into_the_learner():
