@@ -488,6 +488,29 @@ def rollout_forward(networks: "ActorCriticNetworks", params, traj):
   return outputs, values, actions, transition_mask(traj.start_of_episode)
 
 
+def rollout_loss_update(networks: "ActorCriticNetworks", optimizer: optax.GradientTransformation,
+                        discount: float, per_rollout_loss):
+  """`update(state, traj) -> (state, metrics)` for a loss defined per rollout.
+
+  `per_rollout_loss(outputs [T, out], values [T + 1], actions [T, ...], r_t [T],
+  discount_t [T], mask [T], extras {name: [T, ...]}) -> (loss, metrics)` is vmapped over
+  the batch of rollouts `[B, T + 1]` (r_t and discount_t follow a_t; discount_t is
+  `discount` times the environment's; extras are the actors' per-step extras, e.g. the
+  behaviour log-prob); loss and metrics are averaged over the batch, then one optimizer
+  step is taken (`gradient_update`).
+  """
+
+  def loss_fn(params, traj):
+    outputs, values, actions, mask = rollout_forward(networks, params, traj)
+    extras = jax.tree_util.tree_map(lambda x: x[:, :-1], traj.extras)
+    losses, metrics = jax.vmap(per_rollout_loss)(
+        outputs, values, actions, traj.reward[:, :-1], discount * traj.discount[:, :-1],
+        mask, extras)
+    return jnp.mean(losses), jax.tree_util.tree_map(jnp.mean, metrics)
+
+  return gradient_update(loss_fn, optimizer)
+
+
 def gradient_update(loss_fn, optimizer: optax.GradientTransformation):
   """`update(state, traj) -> (state, metrics)`: one optimizer step on
   `loss_fn(params, traj) -> (loss, metrics)`."""

@@ -64,12 +64,9 @@ def make_update(networks: onpolicy.ActorCriticNetworks, optimizer: optax.Gradien
   """The pure learner step on a batch of rollouts `[B, T + 1]`."""
   head = networks.head
 
-  def loss_fn(params, traj):
-    outputs, values, actions, mask = onpolicy.rollout_forward(networks, params, traj)
-    per_rollout = jax.vmap(lambda o, v, a, r, d, m: a2c_loss(
-        head, o, v, a, r, d, m, config.gae_lambda, config.value_cost, config.entropy_cost))
-    losses, metrics = per_rollout(outputs, values, actions, traj.reward[:, :-1],
-                                  config.discount * traj.discount[:, :-1], mask)
-    return jnp.mean(losses), jax.tree_util.tree_map(jnp.mean, metrics)
+  def per_rollout_loss(outputs, values, actions, r_t, discount_t, mask, extras):
+    del extras
+    return a2c_loss(head, outputs, values, actions, r_t, discount_t, mask, config.gae_lambda,
+                    config.value_cost, config.entropy_cost)
 
-  return onpolicy.gradient_update(loss_fn, optimizer)
+  return onpolicy.rollout_loss_update(networks, optimizer, config.discount, per_rollout_loss)

@@ -109,15 +109,9 @@ def make_update(networks: onpolicy.ActorCriticNetworks, optimizer: optax.Gradien
   """The pure learner step on a batch of rollouts `[B, T + 1]`."""
   head = networks.head
 
-  def loss_fn(params, traj):
-    outputs, values, actions, mask = onpolicy.rollout_forward(networks, params, traj)
-    per_rollout = jax.vmap(
-        lambda o, v, a, lp, r, d, m: impala_loss(
-            head, o, v, a, lp, r, d, m, config.vtrace_lambda, config.clip_rho_threshold,
-            config.clip_pg_rho_threshold, config.baseline_cost, config.entropy_cost))
-    losses, metrics = per_rollout(outputs, values, actions, traj.extras["log_prob"][:, :-1],
-                                  traj.reward[:, :-1], config.discount * traj.discount[:, :-1],
-                                  mask)
-    return jnp.mean(losses), jax.tree_util.tree_map(jnp.mean, metrics)
+  def per_rollout_loss(outputs, values, actions, r_t, discount_t, mask, extras):
+    return impala_loss(head, outputs, values, actions, extras["log_prob"], r_t, discount_t,
+                       mask, config.vtrace_lambda, config.clip_rho_threshold,
+                       config.clip_pg_rho_threshold, config.baseline_cost, config.entropy_cost)
 
-  return onpolicy.gradient_update(loss_fn, optimizer)
+  return onpolicy.rollout_loss_update(networks, optimizer, config.discount, per_rollout_loss)
