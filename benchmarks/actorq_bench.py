@@ -672,6 +672,20 @@ def report(outdir, runs, peers, meta):
   return summary, table
 
 
+def load_bench(outdir) -> Dict[str, Any]:
+  """The bench.json of a finished benchmark: {"meta", "summary", "runs", "peers"}.
+
+  Raises:
+    FileNotFoundError: `outdir` has no bench.json.
+  """
+  path = os.path.join(outdir, "bench.json")
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"{outdir}: no bench.json there (not the output directory of a "
+                            "finished 'actorq bench')")
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
 def render(outdir):
   """Rewrites a finished benchmark's CSVs, plots and table from its bench.json (after
   a change to the report, without rerunning anything); returns (summary, table).
@@ -679,8 +693,7 @@ def render(outdir):
   Raises:
     FileNotFoundError: `outdir` has no bench.json.
   """
-  with open(os.path.join(outdir, "bench.json"), encoding="utf-8") as f:
-    data = json.load(f)
+  data = load_bench(outdir)
   return report(outdir, data["runs"], data["peers"], data["meta"])
 
 

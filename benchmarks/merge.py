@@ -13,7 +13,6 @@ only merged when they measured the same thing on the same kind of machine.
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, List, Sequence, Tuple
 
@@ -27,20 +26,6 @@ SAME_MACHINE = ("nproc", "cpu_model")
 
 class IncompatibleBenchError(ValueError):
   """The benchmark directories measured different settings, machines or the same run twice."""
-
-
-def load(run_dir: str) -> Dict[str, Any]:
-  """bench.json of a finished benchmark.
-
-  Raises:
-    FileNotFoundError: `run_dir` has no bench.json.
-  """
-  path = os.path.join(run_dir, "bench.json")
-  if not os.path.isfile(path):
-    raise FileNotFoundError(f"{run_dir}: no bench.json there (not the output directory of a "
-                            "finished 'actorq bench')")
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
 
 
 def combine(benches: Sequence[Tuple[str, Dict[str, Any]]]) -> Dict[str, Any]:
@@ -96,10 +81,10 @@ def merge(run_dirs: Sequence[str], outdir: str):
   (summary, table) as `actorq_bench.report` does.
 
   Raises:
-    FileNotFoundError: a directory has no bench.json.
+    FileNotFoundError: a directory has no bench.json (`actorq_bench.load_bench`).
     IncompatibleBenchError: see `combine`.
   """
-  data = combine([(d, load(d)) for d in run_dirs])
+  data = combine([(d, ab.load_bench(d)) for d in run_dirs])
   os.makedirs(outdir, exist_ok=True)
   return report(outdir, data)
 

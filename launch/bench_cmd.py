@@ -122,16 +122,15 @@ def resolve(args):
 
 
 def _merge(args) -> int:
+  from actorq.benchmarks import actorq_bench as ab
   from actorq.benchmarks import merge
-  if args.render:
-    raise cli.UsageError("use either --render or --merge, not both")
   if args.logdir is None:
     raise cli.UsageError("--merge needs --logdir (where the merged report goes)")
   if os.path.abspath(args.logdir) in {os.path.abspath(d) for d in args.merge}:
     raise cli.UsageError(f"--logdir {args.logdir} is one of the merged benchmarks; its "
                          "bench.json would be overwritten: give a new directory")
   try:
-    data = merge.combine([(d, merge.load(d)) for d in args.merge])
+    data = merge.combine([(d, ab.load_bench(d)) for d in args.merge])
   except (FileNotFoundError, merge.IncompatibleBenchError) as e:
     raise cli.UsageError(f"--merge: {e}") from None
   outdir = cli.ensure_writable_dir(args.logdir)
@@ -142,11 +141,13 @@ def _merge(args) -> int:
 
 def run(args) -> int:
   from actorq.benchmarks import actorq_bench as ab
+  if args.render and args.merge:
+    raise cli.UsageError("use either --render or --merge, not both")
   if args.render:
-    if not os.path.isfile(os.path.join(args.render, "bench.json")):
-      raise cli.UsageError(f"--render {args.render}: no bench.json there (not the output "
-                           "directory of a finished 'actorq bench')")
-    _, table = ab.render(args.render)
+    try:
+      _, table = ab.render(args.render)
+    except FileNotFoundError as e:
+      raise cli.UsageError(f"--render: {e}") from None
     print(table)
     return 0
   if args.merge:

@@ -54,3 +54,6 @@ def test_bad_settings_are_usage_errors(argv, fragment):
 def test_render_of_a_directory_without_bench_json_is_a_usage_error(tmp_path):
   with pytest.raises(cli.UsageError, match="no bench.json there"):
     bench_cmd.run(cli.build_parser().parse_args(["bench", "--render", str(tmp_path)]))
+  with pytest.raises(cli.UsageError, match="either --render or --merge, not both"):
+    bench_cmd.run(cli.build_parser().parse_args(
+        ["bench", "--render", str(tmp_path), "--merge", str(tmp_path), str(tmp_path)]))
