@@ -79,8 +79,9 @@ class TimedSource(_Proxy):
 
   Attributes:
     fetch_seconds: total seconds in `get_variables` (any thread).
-    convert_seconds: the part of it the wrapped publisher spent converting
-      (difference of its `stats["convert_seconds"]` across each call; 0 without stats).
+    convert_seconds: the part of it the wrapped publisher spent converting in the
+      calling thread (difference of its `thread_convert_seconds()`, else of its
+      `stats["convert_seconds"]`, across each call; 0 without either).
     pulls, versions: calls, and distinct payload versions returned.
     last_payload: the last payload returned.
   """
@@ -92,6 +93,12 @@ class TimedSource(_Proxy):
       object.__setattr__(self, name, value)
 
   def _convert_total(self) -> float:
+    # Per thread: an evaluation actor pulling through the same publisher converts a new
+    # version in its own thread; counting that in this call (publisher-wide stats) made
+    # fetch - convert negative, and pull_transfer came out 0.
+    per_thread = getattr(self._inner, "thread_convert_seconds", None)
+    if callable(per_thread):
+      return float(per_thread())
     stats = getattr(self._inner, "stats", None) or {}
     return float(stats.get("convert_seconds", 0.0))
 

@@ -40,7 +40,8 @@ class PolicyPublisher(core.VariableSource):
     per_channel: per-channel weight scales for integer precisions.
 
   `get_variables(names)` returns `[payload]` for any names (actors ask for
-  ``["policy"]``); `stats` counts conversions, their time (s) and payload bytes.
+  ``["policy"]``); `stats` counts conversions, their time (s) and payload bytes;
+  `thread_convert_seconds()` is the conversion time (s) spent in the calling thread.
   """
 
   def __init__(self, learner: core.VariableSource, spec: ns.NetworkSpec,
@@ -51,6 +52,7 @@ class PolicyPublisher(core.VariableSource):
     self._per_channel = per_channel
     self._lock = threading.Lock()
     self._cached = None
+    self._thread = threading.local()
     self.stats = {"conversions": 0, "convert_seconds": 0.0, "payload_bytes": 0}
     if precision not in payload_lib.PRECISIONS:
       raise ValueError(f"precision {precision!r} unknown; allowed: {payload_lib.PRECISIONS}")
@@ -59,10 +61,20 @@ class PolicyPublisher(core.VariableSource):
     start = time.perf_counter()
     out = payload_lib.make_payload(params, self._spec, self._precision, int(version),
                                    per_channel=self._per_channel)
+    seconds = time.perf_counter() - start
     self.stats["conversions"] += 1
-    self.stats["convert_seconds"] += time.perf_counter() - start
+    self.stats["convert_seconds"] += seconds
     self.stats["payload_bytes"] = int(out.nbytes)
+    self._thread.convert_seconds = self.thread_convert_seconds() + seconds
     return out
+
+  def thread_convert_seconds(self) -> float:
+    """Seconds of conversion done by `get_variables` calls from the calling thread.
+
+    A pull that waits on the lock while another thread converts the same version
+    does not count that conversion (`stats["convert_seconds"]` counts all threads).
+    """
+    return float(getattr(self._thread, "convert_seconds", 0.0))
 
   def get_variables(self, names: Sequence[str] = ("policy",)):
     del names

@@ -34,22 +34,22 @@ def _finite_positive(x):
 
 def test_run_measures_positive_finite_figures(tiny_runs):
   for r in tiny_runs:
-    assert r["actor_steps"] == 400
+    assert r["actor_steps"] == 400, r["actor_steps"]
     # min_replay 100, batch 32, samples_per_insert 32 -> one learner step per actor step
     # once the table holds 100 transitions (the 3-step adder lags a few steps behind).
-    assert 280 <= r["learner_steps"] <= 301
+    assert 280 <= r["learner_steps"] <= 301, r["learner_steps"]
     for k in ("train_seconds", "actor_steps_per_s", "actor_only_steps_per_s",
               "acting_steps_per_s", "learner_steps_per_s", "learner_only_steps_per_s",
               "cpu_seconds", "payload_bytes", "pulls"):
       assert _finite_positive(r[k]), (k, r[k])
     for c in ("env_step", "inference", "adder", "load", "waiting", "pull_transfer", "deserialise"):
       assert _finite_positive(r["actor_us"][c]), (c, r["actor_us"][c])
-    assert r["actor_us"]["other"] >= 0
+    assert r["actor_us"]["other"] >= 0, r["actor_us"]
     for c in ab.LEARNER_COMPONENTS:
       assert _finite_positive(r["learner_us"][c]), (c, r["learner_us"][c])
     # The actor's own components plus "other" add up to the training wall-clock.
     total = sum(r["actor_us"][c] for c in ab.ACTOR_COMPONENTS) * r["actor_steps"] / 1e6
-    assert total == pytest.approx(r["train_seconds"], rel=1e-6)
+    assert total == pytest.approx(r["train_seconds"], rel=1e-6), r["actor_us"]
     assert [c["actor_steps"] for c in r["curve"]] == [200, 400]
     assert r["curve"][0]["train_seconds"] < r["curve"][1]["train_seconds"] <= r["train_seconds"]
 
