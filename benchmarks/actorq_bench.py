@@ -107,14 +107,15 @@ PRESETS = {
     # steps; a 2048-wide layer moves its output ~8x more per Adam step than a 256-wide
     # one; 1e-5 learned, but slowly (measured, 2026-11-29).
     # 100k actor steps: at 50k, runs of this policy were still climbing (seed 0 with these
-    # settings: fp32 949, int8 886 and rising), too early for a return-parity figure.
-    # On a 2-core CPU the fp32 learner takes ~120 ms per step, one run ~30 min, the
-    # preset's 2 precisions x 2 seeds ~2 h: run seeds separately (--seeds 0, --seeds 1)
-    # and combine them with --merge. fp16 is left out by default (3x slower than fp32 on CPUs
+    # settings: fp32 949, int8 886 and rising), too early for a return-parity figure; at
+    # 100k, 5 of the 6 runs of seeds 0-2 ended at 987-1000 (docs/bench_actorq).
+    # On a 2-core CPU the fp32 learner takes ~115 ms per step, one run ~30 min, the
+    # preset's 2 precisions x 3 seeds ~3 h: run seeds separately (--seeds 0, --seeds 1,
+    # --seeds 2) and combine them with --merge. fp16 is left out by default (3x slower than fp32 on CPUs
     # without fp16 kernels; see the small preset): add it with --precisions fp32,fp16,int8.
     "actorq": Preset(agent="d4pg", env="dmc:cartpole-balance", steps=100_000, eval_every=5_000,
                      targets={"dmc:cartpole-balance": 900.0, "dmc:walker-stand": 900.0},
-                     precisions=("fp32", "int8"), seeds=(0, 1),
+                     precisions=("fp32", "int8"), seeds=(0, 1, 2),
                      overrides={"policy_hidden_sizes": [2048, 2048, 2048],
                                 "critic_hidden_sizes": [512, 512, 256],
                                 "samples_per_insert": 32.0, "variable_update_period": 1_000,

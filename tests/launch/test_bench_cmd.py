@@ -12,7 +12,7 @@ def _resolve(argv):
 def test_actorq_preset_is_d4pg_with_a_3x2048_policy_and_acme_replay_settings():
   s = _resolve(["--preset", "actorq"])
   assert (s["agent"], s["env"], s["precisions"], s["seeds"]) == (
-      "d4pg", "dmc:cartpole-balance", ("fp32", "int8"), (0, 1))
+      "d4pg", "dmc:cartpole-balance", ("fp32", "int8"), (0, 1, 2))
   assert s["overrides"]["policy_hidden_sizes"] == [2048, 2048, 2048]
   assert s["overrides"]["critic_hidden_sizes"] == [512, 512, 256]
   # Acme 0.4.0 D4PG: samples_per_insert 32, actors pull every 1,000 steps.
