@@ -111,8 +111,9 @@ PRESETS = {
     # 100k, 5 of the 6 runs of seeds 0-2 ended at 987-1000 (docs/bench_actorq).
     # On a 2-core CPU the fp32 learner takes ~115 ms per step, one run ~30 min, the
     # preset's 2 precisions x 3 seeds ~3 h: run seeds separately (--seeds 0, --seeds 1,
-    # --seeds 2) and combine them with --merge. fp16 is left out by default (3x slower than fp32 on CPUs
-    # without fp16 kernels; see the small preset): add it with --precisions fp32,fp16,int8.
+    # --seeds 2) and combine them with --merge. fp16 is left out by default (3x slower
+    # than fp32 on CPUs without fp16 kernels; see the small preset): add it with
+    # --precisions fp32,fp16,int8.
     "actorq": Preset(agent="d4pg", env="dmc:cartpole-balance", steps=100_000, eval_every=5_000,
                      targets={"dmc:cartpole-balance": 900.0, "dmc:walker-stand": 900.0},
                      precisions=("fp32", "int8"), seeds=(0, 1, 2),
