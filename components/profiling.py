@@ -80,8 +80,8 @@ class TimedSource(_Proxy):
   Attributes:
     fetch_seconds: total seconds in `get_variables` (any thread).
     convert_seconds: the part of it the wrapped publisher spent converting in the
-      calling thread (difference of its `thread_convert_seconds()`, else of its
-      `stats["convert_seconds"]`, across each call; 0 without either).
+      calling thread (difference of its `thread_convert_seconds()` across each call;
+      0 for a source without that method).
     pulls, versions: calls, and distinct payload versions returned.
     last_payload: the last payload returned.
   """
@@ -93,14 +93,11 @@ class TimedSource(_Proxy):
       object.__setattr__(self, name, value)
 
   def _convert_total(self) -> float:
-    # Per thread: an evaluation actor pulling through the same publisher converts a new
-    # version in its own thread; counting that in this call (publisher-wide stats) made
-    # fetch - convert negative, and pull_transfer came out 0.
+    # Per thread, not the publisher-wide stats["convert_seconds"]: an evaluation actor
+    # pulling through the same publisher converts a new version in its own thread, and
+    # counting that in this call made fetch - convert negative (pull_transfer came out 0).
     per_thread = getattr(self._inner, "thread_convert_seconds", None)
-    if callable(per_thread):
-      return float(per_thread())
-    stats = getattr(self._inner, "stats", None) or {}
-    return float(stats.get("convert_seconds", 0.0))
+    return float(per_thread()) if callable(per_thread) else 0.0
 
   def get_variables(self, names=("policy",)):
     before = self._convert_total()
