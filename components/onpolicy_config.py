@@ -48,4 +48,5 @@ class OnPolicyConfig:
       raise ValueError(f"learning_rate_decay_steps must be >= 1 or None, got "
                        f"{self.learning_rate_decay_steps}")
     if self.activation not in ACTIVATIONS:
-      raise ValueError(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
+      raise ValueError(f"activation must be {' or '.join(map(repr, ACTIVATIONS))}, "
+                       f"got {self.activation!r}")
