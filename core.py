@@ -1,0 +1,230 @@
+"""The vocabulary every layer of actorq shares; it imports nothing from actorq.
+
+    launch -> agents -> components -> quantization -> core
+
+* `Precision`: the one list of precisions. `ACTOR_PRECISIONS` are what actors and
+  evaluators can act with (`--actor-precision`, configs' `actor_precision` and
+  `evaluation_precision`); `PRECISIONS` adds ``"simulated-int8"`` (dequantize and run in
+  fp32: accuracy studies only, labelled as such), which payloads and runtimes also know.
+  `check_precision` is the one validation, used by every config at construction.
+* `ActorPolicy`: what an actor needs (network spec, precision, action selector).
+* The environment errors: `UnknownEnvironmentError` (an id nothing can build) and
+  `UnsupportedEnvironmentError` (an agent that cannot act in an environment).
+* `typing.Protocol`s for the builder (Acme's contract plus the three methods the
+  single-process loop asks for), the learner and the variable source, so that a new agent
+  can be checked against them and launchers need no `getattr`/`hasattr` probes.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import (Any, Callable, Iterator, List, Optional, Protocol, Sequence, Tuple,
+                    runtime_checkable)
+
+import numpy as np
+
+# ---------------------------------------------------------------------------------------
+# Precision.
+
+FP32, FP16, BF16, INT8 = "fp32", "fp16", "bf16", "int8"
+SIMULATED_INT8 = "simulated-int8"
+# What an actor or evaluator can act with (each has a runtime that executes it for real).
+ACTOR_PRECISIONS: Tuple[str, ...] = (FP32, FP16, BF16, INT8)
+# Every payload / runtime precision: the above plus the simulated (dequantized fp32) int8.
+PRECISIONS: Tuple[str, ...] = ACTOR_PRECISIONS + (SIMULATED_INT8,)
+# Precisions whose payload is int8 weights + float32 scales.
+INT8_PRECISIONS: Tuple[str, ...] = (INT8, SIMULATED_INT8)
+
+Precision = str  # one of PRECISIONS (a plain string, so configs stay JSON)
+
+
+def check_precision(value: Any, name: str = "actor_precision",
+                    allowed: Sequence[str] = ACTOR_PRECISIONS,
+                    optional: bool = False) -> Optional[str]:
+  """Returns `value` if it is one of `allowed` (or None when `optional`).
+
+  Raises:
+    ValueError: one line naming the field, the value and the allowed values, e.g.
+      ``actor_precision must be one of fp32, fp16, bf16, int8; got 'int4'``.
+  """
+  if value is None and optional:
+    return None
+  if not isinstance(value, str) or value not in allowed:
+    extra = " (or null)" if optional else ""
+    raise ValueError(f"{name} must be one of {', '.join(allowed)}{extra}; got {value!r}")
+  return value
+
+
+# ---------------------------------------------------------------------------------------
+# Environment errors.
+
+
+class UnknownEnvironmentError(ValueError):
+  """An environment id that cannot be built; the message lists what is allowed."""
+
+
+class UnsupportedEnvironmentError(ValueError):
+  """An agent that cannot act in an environment (e.g. continuous actions for DQN, an
+  image too small for the network); the message names what is wrong and what is allowed."""
+
+
+# ---------------------------------------------------------------------------------------
+# The actor's policy.
+
+# selector(outputs: float32[output_size], rng: np.random.Generator, actor_step: int)
+#     -> (action, extras)
+Selector = Callable[[np.ndarray, np.random.Generator, int], Tuple[Any, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorPolicy:
+  """What an actor needs to act: a builder's `make_policy` returns one.
+
+  Attributes:
+    spec: the `actorq.quantization.network_spec.NetworkSpec` the policy runtime executes
+      (observation `[B, *input_shape]` -> float32 `[B, output_size]`).
+    precision: one of `PRECISIONS`; decides the runtime and so the payload pulled.
+    selector: the numpy action selection on one row of outputs (epsilon-greedy,
+      Gaussian noise, sampling, argmax), see `Selector`.
+    evaluation: True for the greedy/deterministic evaluation policy.
+  """
+  spec: Any
+  precision: str
+  selector: Selector
+  evaluation: bool = False
+
+
+# ---------------------------------------------------------------------------------------
+# Contracts.
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayProgress:
+  """What the single-process loop tells a builder when it asks how many learner steps
+  are owed, counted since learning started (a resumed run counts on from its checkpoint).
+
+  Attributes:
+    actor_steps: environment steps taken by the actor.
+    items_written: items the actor's adder has written to the replay table (transitions,
+      sequences or rollouts), as reported by the adder's `items_written`.
+  """
+  actor_steps: int
+  items_written: int
+
+
+@runtime_checkable
+class VariableSource(Protocol):
+  """`acme.core.VariableSource`: `get_variables(names) -> [value per name]`.
+
+  actorq learners serve ``"policy"`` (fp32 params of the actors' network spec) and
+  ``"version"`` (int, learner steps). A policy server (learner side) also serves
+  ``"policy/<precision>"``: the `Payload` of the newest version at that precision.
+  """
+
+  def get_variables(self, names: Sequence[str]) -> List[Any]:
+    ...
+
+
+@runtime_checkable
+class Learner(Protocol):
+  """`acme.core.Learner` as actorq's launchers use it.
+
+  `step()` takes one learner (gradient) step; `step_count` is the learner steps taken
+  (restored ones included); `save()` returns the training state as host arrays and
+  `restore(state)` takes it back (checkpoints and resume).
+  """
+
+  def step(self) -> None:
+    ...
+
+  def get_variables(self, names: Sequence[str]) -> List[Any]:
+    ...
+
+  @property
+  def step_count(self) -> int:
+    ...
+
+  def save(self) -> Any:
+    ...
+
+  def restore(self, state: Any) -> None:
+    ...
+
+
+@runtime_checkable
+class Actor(Protocol):
+  """`acme.core.Actor` plus the version of the parameters it acts with.
+
+  `update(wait)` counts one actor step for the variable client (a pull when due; with
+  `wait`, a synchronous pull now). `policy_version` is -1 before the first load.
+  """
+
+  def select_action(self, observation: Any) -> Any:
+    ...
+
+  def observe_first(self, timestep: Any) -> None:
+    ...
+
+  def observe(self, action: Any, next_timestep: Any) -> None:
+    ...
+
+  def update(self, wait: bool = False) -> None:
+    ...
+
+  @property
+  def policy_version(self) -> int:
+    ...
+
+
+@runtime_checkable
+class Builder(Protocol):
+  """Acme's builder contract, which one builder serves for every launch mode.
+
+  `networks` returned by `make_networks` has `spec`, the `NetworkSpec` actors execute.
+  `replay_client` is a `reverb.Client` (or the in-process replay's client of a
+  single-process run: same methods). The single-process loop also asks for:
+
+    * `min_replay_size()`: items the table `replay_table_name()` must hold before the
+      first learner step (0: no wait);
+    * `learner_steps_owed(progress: ReplayProgress) -> int`: the *total* learner steps
+      that should have run by then (e.g. `floor(actor_steps * samples_per_insert /
+      batch_size)` off-policy, `items_written // batch_size` for a rollout queue);
+
+  and every builder has `config`, the agent's config dataclass.
+  """
+  config: Any
+
+  def make_networks(self, environment_spec: Any) -> Any:
+    ...
+
+  def make_policy(self, networks: Any, environment_spec: Any,
+                  evaluation: bool = False) -> ActorPolicy:
+    ...
+
+  def make_replay_tables(self, environment_spec: Any, policy: ActorPolicy,
+                         rate_limited: bool = False) -> List[Any]:
+    ...
+
+  def make_dataset_iterator(self, replay_client: Any) -> Iterator[Any]:
+    ...
+
+  def make_adder(self, replay_client: Any, environment_spec: Any,
+                 policy: ActorPolicy) -> Any:
+    ...
+
+  def make_actor(self, random_key: Any, policy: ActorPolicy, environment_spec: Any,
+                 variable_source: VariableSource, adder: Any = None) -> Actor:
+    ...
+
+  def make_learner(self, random_key: Any, networks: Any, dataset: Iterator[Any],
+                   logger_fn: Callable[..., Any], environment_spec: Any,
+                   replay_client: Any = None, counter: Any = None) -> Learner:
+    ...
+
+  def min_replay_size(self) -> int:
+    ...
+
+  def replay_table_name(self) -> str:
+    ...
+
+  def learner_steps_owed(self, progress: ReplayProgress) -> int:
+    ...
