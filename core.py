@@ -152,11 +152,15 @@ class Learner(Protocol):
 
 @runtime_checkable
 class Actor(Protocol):
-  """`acme.core.Actor` plus the version of the parameters it acts with.
+  """`acme.core.Actor` plus what actorq's launchers read and checkpoint.
 
   `update(wait)` counts one actor step for the variable client (a pull when due; with
   `wait`, a synchronous pull now). `policy_version` is -1 before the first load.
+  `num_steps` (actions selected; drives exploration schedules) and `rng_state` (the
+  action selector's generator state) are read into checkpoints and assigned on resume.
   """
+  num_steps: int
+  rng_state: Any
 
   def select_action(self, observation: Any) -> Any:
     ...

@@ -41,6 +41,7 @@ setuptools.setup(
         "ai-edge-litert",
         "matplotlib",
         "tqdm",
+        "dacite",
         "psutil",
     ],
     extras_require={

@@ -61,14 +61,25 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# pylint: disable=g-import-not-at-top,wrong-import-position (TF's log level is set first)
+import jax
+from acme import specs
+
+from actorq import core
+from actorq.components import actors, config_io, environments, profiling
+from actorq.components import loop as loop_lib
+from actorq.components import variable_client as vc
+from actorq.launch import experiment, local, registry
+from actorq.quantization import network_spec as ns
 
 ACTOR_COMPONENTS = ("env_step", "inference", "adder", "load", "waiting", "other")
 ASYNC_COMPONENTS = ("pull_transfer", "deserialise")
 LEARNER_COMPONENTS = ("sample", "update", "publish")
-PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+PRECISIONS = core.ACTOR_PRECISIONS
 
 
 @dataclasses.dataclass
@@ -141,20 +152,16 @@ def make_builder(agent: str, overrides: Dict[str, Any]):
   Raises:
     ValueError: unknown agent (naming the allowed ones), unknown config keys or bad values.
   """
-  from actorq.components import config_io
-  from actorq.launch import registry
   config_cls, builder_cls = registry.get(agent)
   return builder_cls(config_io.from_dict(config_cls, {}, overrides))
 
 
 def acting_steps_per_second(env, actor, steps: int) -> float:
-  """Steps/s of `actor.select_action` + `env.step` for `steps` steps (resets included)."""
-  timestep = env.reset()
+  """Steps/s of `actor.select_action` + `env.step` for `steps` steps (resets included),
+  in the one actor loop with nothing observed or pulled."""
+  loop = loop_lib.ActorLoop(env, actor, learn=False)
   start = time.perf_counter()
-  for _ in range(steps):
-    if timestep.last():
-      timestep = env.reset()
-    timestep = env.step(actor.select_action(timestep.observation))
+  loop.run(num_steps=steps)
   return steps / (time.perf_counter() - start)
 
 
@@ -170,11 +177,6 @@ def _deserialise_seconds(payload, repeats: int = 5) -> float:
 
 def run_training(job: Dict[str, Any]) -> Dict[str, Any]:
   """One instrumented training run (see the module docstring for every figure)."""
-  import jax
-  from actorq.components import actors, environments, profiling
-  from actorq.components import variable_client as vc
-  from actorq.launch import local
-
   cpu0, wall0 = _cpu_seconds(), time.perf_counter()
   overrides = dict(job["overrides"], actor_precision=job["precision"])
   builder = profiling.InstrumentedBuilder(make_builder(job["agent"], overrides))
@@ -189,9 +191,10 @@ def run_training(job: Dict[str, Any]) -> Dict[str, Any]:
     if len(builder.eval_intervals) > n_before:
       eval_rows[c["actor_steps"]] = now - builder.actor.first_time - builder.eval_seconds
 
-  result = local.run(builder, job["env"], job["steps"], seed=job["seed"], logdir=None,
-                     eval_every=job["eval_every"], eval_episodes=job["eval_episodes"],
-                     progress=progress, checkpoint_every=None)
+  result = local.run(experiment.ExperimentConfig(
+      builder=builder, env_id=job["env"], num_steps=job["steps"], seed=job["seed"],
+      eval_every=job["eval_every"], eval_episodes=job["eval_episodes"], logdir=None,
+      checkpoint_every=None), progress=progress)
   cpu_train = _cpu_seconds() - cpu0
   actor, learner, dataset, source = builder.actor, builder.learner, builder.dataset, builder.source
   train_s = last["t"] - actor.first_time - builder.eval_seconds
@@ -263,8 +266,6 @@ def peer_acting(job: Dict[str, Any]) -> Dict[str, Any]:
   random weights) stepping the same environment: {"acting_steps_per_s"} or
   {"unavailable": reason}."""
   out = {"kind": "peer", "seed": job["seed"], "env": job["env"]}
-  from actorq.components import environments
-  from actorq.quantization import network_spec as ns
   env = environments.make_environment(job["env"], seed=job["seed"] + 20_000)
   env_spec = environments.environment_spec(env)
   builder = make_builder(job["agent"], job["overrides"])
@@ -281,7 +282,6 @@ def peer_acting(job: Dict[str, Any]) -> Dict[str, Any]:
     out["unavailable"] = (f"{e} (Acme's TF actors need dm-sonnet==2.0.0 and trfl==1.2.0: "
                           "pip install 'actorq[peer]')")
     return out
-  from acme import specs
   sizes = [l.units for l in spec.layers]
   actions = env_spec.actions
   if isinstance(actions, specs.DiscreteArray):

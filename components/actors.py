@@ -13,16 +13,18 @@ adder with the action, so the table's signature must include it (case E3).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable
 
 import dm_env
 import numpy as np
-from acme import core
+from acme import core as acme_core
 
-Selector = Callable[[np.ndarray, np.random.Generator, int], Tuple[Any, Any]]
+from actorq import core
+
+Selector = core.Selector
 
 
-class FeedForwardActor(core.Actor):
+class FeedForwardActor(acme_core.Actor):
   """An `acme.core.Actor` over a policy runtime.
 
   Args:
@@ -47,6 +49,15 @@ class FeedForwardActor(core.Actor):
     self._extras: Any = ()
     self.num_steps = 0
     self.timings = {"inference": 0.0, "adder": 0.0}
+
+  @property
+  def rng_state(self) -> dict:
+    """The selector generator's state (checkpoints); assign it to continue the stream."""
+    return self._rng.bit_generator.state
+
+  @rng_state.setter
+  def rng_state(self, state: dict) -> None:
+    self._rng.bit_generator.state = state
 
   @property
   def policy_version(self) -> int:

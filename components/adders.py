@@ -19,7 +19,16 @@ from acme.adders import reverb as adders_reverb
 
 
 class NStepTransitionAdder(adders_reverb.NStepTransitionAdder):
-  """acme's n-step transition adder without the shortened episode-start transitions."""
+  """acme's n-step transition adder without the shortened episode-start transitions.
+
+  Attributes:
+    items_written: transitions written so far (one per table they go to is not counted
+      twice: it counts transitions).
+  """
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.items_written = 0
 
   def add(self, action, next_timestep, extras=()):
     self._adding_last = next_timestep.last()
@@ -29,3 +38,4 @@ class NStepTransitionAdder(adders_reverb.NStepTransitionAdder):
     full_window = self._n_step >= self.n_step
     if full_window or getattr(self, "_adding_last", False):
       super()._write()
+      self.items_written += 1

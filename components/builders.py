@@ -18,7 +18,9 @@ from typing import Iterator, List, Optional
 import jax
 import reverb
 from acme import adders as acme_adders
-from acme import core, specs
+from acme import specs
+
+from actorq import core
 
 from actorq.components import actors, adders, replay
 from actorq.components import variable_client as vc
@@ -37,10 +39,10 @@ class TransitionReplayBuilder:
   def replay_table_name(self) -> str:
     return self.config.replay_table_name
 
-  def learner_steps_owed(self, actor_steps_since_start: int) -> int:
+  def learner_steps_owed(self, progress: core.ReplayProgress) -> int:
     """Samples-per-insert: one learner step per batch_size / samples_per_insert actor steps."""
     c = self.config
-    return int(actor_steps_since_start * c.samples_per_insert // c.batch_size)
+    return int(progress.actor_steps * c.samples_per_insert // c.batch_size)
 
   # --- Acme's builder contract --------------------------------------------------------
   def make_replay_tables(self, environment_spec: specs.EnvironmentSpec, policy=None,

@@ -1,14 +1,17 @@
-"""Agent config dataclasses to and from JSON / YAML files.
+"""Agent config dataclasses to and from JSON / YAML files and `--set KEY=VALUE` pairs.
 
     config_io.save(DQNConfig(), "dqn.json")          # every field, resolved
     cfg = config_io.load(DQNConfig, "dqn.json")      # a file may hold only some fields
     cfg = config_io.from_dict(DQNConfig, {"batch_size": 32}, overrides={"learning_rate": 3e-4})
 
 JSON is always available; YAML (``.yaml``/``.yml``) only when PyYAML is installed (a
-clear `ValueError` otherwise). Values are checked against the field's annotation:
-lists become tuples for tuple fields, ints are accepted for float fields, and a key the
-dataclass does not have is an error naming the key and listing the allowed keys. The
-dataclass's own `__post_init__` checks run as usual.
+clear `ValueError` otherwise). Building the dataclass and checking each value against
+its field's annotation is `dacite`'s (strict: lists become tuples for tuple fields);
+this module adds what a command line needs on top: the one-line errors that name the
+field and what it must be, an unknown key named with the allowed keys, ints accepted
+for float fields, integral floats and ``1_000``-style strings for int fields,
+``"true"``/``"false"`` for booleans and ``"64,64"`` for tuples. The dataclass's own
+`__post_init__` checks run as usual.
 """
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ import json
 import os
 import typing
 from typing import Any, Dict, Mapping, Optional, Type, TypeVar
+
+import dacite
 
 T = TypeVar("T")
 
@@ -32,81 +37,79 @@ def to_dict(config: Any) -> Dict[str, Any]:
   """All fields of a config dataclass as JSON-compatible values (tuples -> lists)."""
   if not dataclasses.is_dataclass(config) or isinstance(config, type):
     raise TypeError(f"expected a config dataclass instance, got {type(config).__name__}")
-
-  def plain(v):
-    if isinstance(v, (tuple, list)):
-      return [plain(x) for x in v]
-    if isinstance(v, dict):
-      return {k: plain(x) for k, x in v.items()}
-    return v
-
-  return {f.name: plain(getattr(config, f.name)) for f in dataclasses.fields(config)}
+  return json.loads(json.dumps(dataclasses.asdict(config)))
 
 
-def _coerce(cls_name: str, name: str, annotation: Any, value: Any) -> Any:
-  """`value` checked (and lists -> tuples) against a field annotation."""
-  origin = typing.get_origin(annotation)
-  args = typing.get_args(annotation)
-  where = f"{cls_name}.{name}"
-  if annotation is Any:
-    return value
-  if origin is typing.Union:
-    if value is None and type(None) in args:
-      return None
-    errors = []
-    for arg in args:
-      if arg is type(None):
-        continue
-      try:
-        return _coerce(cls_name, name, arg, value)
-      except ConfigError as e:
-        errors.append(str(e))
-    raise ConfigError(f"{where}: {value!r} fits none of {annotation}")
-  if origin in (tuple, typing.Tuple):
+def field_names(config_cls: Type[Any]) -> set:
+  """The names of a config dataclass's init fields."""
+  return {f.name for f in dataclasses.fields(config_cls) if f.init}
+
+
+def _int(value: Any) -> Any:
+  if isinstance(value, float) and value.is_integer():
+    return int(value)
+  if isinstance(value, str):
+    try:
+      return int(value.replace("_", ""))
+    except ValueError:
+      pass
+  return value
+
+
+def _float(value: Any) -> Any:
+  if isinstance(value, int) and not isinstance(value, bool):
+    return float(value)
+  if isinstance(value, str):
+    try:
+      return float(value)
+    except ValueError:
+      pass
+  return value
+
+
+def _bool(value: Any) -> Any:
+  if isinstance(value, str) and value.lower() in ("true", "false"):
+    return value.lower() == "true"
+  return value
+
+
+_DACITE = dacite.Config(strict=True, cast=[tuple],
+                        type_hooks={int: _int, float: _float, bool: _bool})
+
+
+def _kind(annotation: Any) -> str:
+  """What a value of `annotation` must be, in words."""
+  args = [a for a in typing.get_args(annotation) if a is not type(None)]
+  if typing.get_origin(annotation) is typing.Union:
+    kinds = " or ".join(_kind(a) for a in args)
+    return kinds + (" (or null)" if type(None) in typing.get_args(annotation) else "")
+  if typing.get_origin(annotation) in (tuple, list):
+    items = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}
+    return "a list" + (f" of {items[args[0]]}" if args and args[0] in items else "")
+  return {int: "an integer", float: "a number", bool: "true or false",
+          str: "a string"}.get(annotation, getattr(annotation, "__name__", str(annotation)))
+
+
+def _base(annotation: Any) -> Any:
+  args = [a for a in typing.get_args(annotation) if a is not type(None)]
+  return args[0] if typing.get_origin(annotation) is typing.Union and len(args) == 1 \
+      else annotation
+
+
+def _prepare(where: str, annotation: Any, value: Any) -> Any:
+  """What dacite cannot say the way a command line needs: a bool is not an integer or a
+  number, and a comma-separated string is a list."""
+  base = _base(annotation)
+  if isinstance(value, bool) and base in (int, float):
+    raise ConfigError(f"{where} must be {_kind(annotation)}, got {value!r}")
+  if typing.get_origin(base) is tuple:
     if isinstance(value, str):
       value = [v.strip() for v in value.split(",") if v.strip()]
     if not isinstance(value, (list, tuple)):
       raise ConfigError(f"{where} must be a list, got {value!r}")
-    if len(args) == 2 and args[1] is Ellipsis:
-      return tuple(_coerce(cls_name, name, args[0], v) for v in value)
-    if args and len(args) != len(value):
-      raise ConfigError(f"{where} must have {len(args)} items, got {len(value)}")
-    return tuple(_coerce(cls_name, name, a, v) for a, v in zip(args, value)) if args else tuple(value)
-  if annotation is bool:
-    if isinstance(value, bool):
-      return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-      return value.lower() == "true"
+  if base is bool and not isinstance(_bool(value), bool):
     raise ConfigError(f"{where} must be true or false, got {value!r}")
-  if annotation is int:
-    if isinstance(value, bool):
-      raise ConfigError(f"{where} must be an integer, got {value!r}")
-    if isinstance(value, int):
-      return value
-    if isinstance(value, float) and value.is_integer():
-      return int(value)
-    if isinstance(value, str):
-      try:
-        return int(value.replace("_", ""))
-      except ValueError:
-        pass
-    raise ConfigError(f"{where} must be an integer, got {value!r}")
-  if annotation is float:
-    if isinstance(value, bool):
-      raise ConfigError(f"{where} must be a number, got {value!r}")
-    if isinstance(value, (int, float)):
-      return float(value)
-    if isinstance(value, str):
-      try:
-        return float(value)
-      except ValueError:
-        pass
-    raise ConfigError(f"{where} must be a number, got {value!r}")
-  if annotation is str:
-    if not isinstance(value, str):
-      raise ConfigError(f"{where} must be a string, got {value!r}")
-    return value
-  return value  # other annotations (nested types): passed through unchecked
+  return value
 
 
 def from_dict(config_cls: Type[T], values: Mapping[str, Any],
@@ -120,15 +123,15 @@ def from_dict(config_cls: Type[T], values: Mapping[str, Any],
 
   Raises:
     ConfigError: for an unknown key (naming it and the allowed keys) or a value of the
-      wrong type; `ValueError` from the dataclass's own checks.
+      wrong type (naming the field and what it must be); `ValueError` from the
+      dataclass's own checks.
   """
   if not (dataclasses.is_dataclass(config_cls) and isinstance(config_cls, type)):
     raise TypeError(f"expected a config dataclass, got {config_cls!r}")
   if not isinstance(values, Mapping):
     raise ConfigError(f"a {config_cls.__name__} config must be a mapping of field -> value, "
                       f"got {type(values).__name__}")
-  fields = {f.name: f for f in dataclasses.fields(config_cls) if f.init}
-  hints = typing.get_type_hints(config_cls)
+  fields = field_names(config_cls)
   merged = dict(values)
   merged.update(overrides or {})
   unknown = sorted(k for k in merged if k not in fields)
@@ -136,8 +139,17 @@ def from_dict(config_cls: Type[T], values: Mapping[str, Any],
     raise ConfigError(f"unknown {config_cls.__name__} key {unknown[0]!r}"
                       f"{' (and ' + ', '.join(map(repr, unknown[1:])) + ')' if unknown[1:] else ''}; "
                       f"allowed keys: {', '.join(sorted(fields))}")
-  kwargs = {k: _coerce(config_cls.__name__, k, hints.get(k, Any), v) for k, v in merged.items()}
-  return config_cls(**kwargs)
+  hints = typing.get_type_hints(config_cls)
+  name = config_cls.__name__
+  merged = {k: _prepare(f"{name}.{k}", hints[k], v) for k, v in merged.items()}
+  try:
+    return dacite.from_dict(config_cls, merged, config=_DACITE)
+  except dacite.WrongTypeError as e:
+    field = e.field_path.split(".")[0]
+    raise ConfigError(f"{name}.{field} must be {_kind(hints.get(field, e.field_type))}, "
+                      f"got {e.value!r}") from None
+  except dacite.DaciteError as e:
+    raise ConfigError(f"{name}: {e}") from None
 
 
 def _is_yaml(path: str) -> bool:

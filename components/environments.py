@@ -28,11 +28,9 @@ import numpy as np
 from acme import specs
 from dm_env import specs as dm_specs
 
+from actorq.core import UnknownEnvironmentError
+
 ALLOWED_PREFIXES = ("gym:", "dmc:", "atari:")
-
-
-class UnknownEnvironmentError(ValueError):
-  """Raised for an environment id that cannot be built."""
 
 
 class GymnasiumToDmEnv(dm_env.Environment):

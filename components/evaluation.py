@@ -1,37 +1,17 @@
-"""Policy evaluation and the reward-parity evaluation of a compressed policy."""
+"""The reward-parity evaluation of a compressed policy (episodes run in
+`actorq.components.loop`)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, List, Sequence
 
 import dm_env
 import numpy as np
 
 from actorq.components import actors
+from actorq.components import loop as loop_lib
 from actorq.components import variable_client as vc
 from actorq.quantization import payload as payload_lib
-
-
-def evaluate(env: dm_env.Environment, actor, episodes: int) -> Dict[str, float]:
-  """Runs `episodes` full episodes with `actor` (which should not learn or add).
-
-  Returns:
-    mean/std of the undiscounted episode return and the mean episode length (steps).
-  """
-  if episodes < 1:
-    raise ValueError(f"episodes must be >= 1, got {episodes}")
-  returns, lengths = [], []
-  for _ in range(episodes):
-    timestep = env.reset()
-    total, length = 0.0, 0
-    while not timestep.last():
-      timestep = env.step(actor.select_action(timestep.observation))
-      total += float(timestep.reward)
-      length += 1
-    returns.append(total)
-    lengths.append(length)
-  return {"episode_return": float(np.mean(returns)), "episode_return_std": float(np.std(returns)),
-          "episode_length": float(np.mean(lengths))}
 
 
 def fixed_policy_actor(params, spec, precision: str, selector: actors.Selector,
@@ -77,10 +57,10 @@ def reward_parity(env_fn: Callable[[], dm_env.Environment], params, spec,
     actor = fixed_policy_actor(params, spec, precision, selector, per_channel)
     if i == 0:
       recorder = _Recorder(actor, observations, reference_actions)
-      stats = evaluate(env_fn(), recorder, episodes)
+      stats = loop_lib.evaluate(env_fn(), recorder, episodes)
       agreement = 1.0
     else:
-      stats = evaluate(env_fn(), actor, episodes)
+      stats = loop_lib.evaluate(env_fn(), actor, episodes)
       agreement = _agreement(actor, observations, reference_actions, action_range)
     nbytes = payload_lib.make_payload(params, spec, precision, 0, per_channel=per_channel).nbytes
     rows.append(ParityRow(precision, stats["episode_return"], stats["episode_return_std"],

@@ -75,7 +75,7 @@ class TimedLearner(_Proxy):
 
 
 class TimedSource(_Proxy):
-  """A variable source (e.g. `PolicyPublisher`) whose `get_variables` calls are timed.
+  """A variable source (e.g. `PolicyServer`) whose `get_variables` calls are timed.
 
   Attributes:
     fetch_seconds: total seconds in `get_variables` (any thread).

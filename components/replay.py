@@ -159,6 +159,11 @@ class ValidatingAdder(adders_base.Adder):
       if tuple(arr.shape) != tuple(s.shape):
         raise ValueError(f"column {name!r}: shape {arr.shape} does not match the table's {tuple(s.shape)}")
 
+  @property
+  def items_written(self) -> int:
+    """Items the wrapped adder has written (see `actorq.core.ReplayProgress`)."""
+    return int(self._adder.items_written)
+
   def add_first(self, timestep):
     self._check("observation", self._env_spec.observations, timestep.observation)
     self._adder.add_first(timestep)

@@ -1,14 +1,18 @@
 """Moving policy parameters from the learner to actors.
 
-Learner side, a `PolicyPublisher` wraps a learner (any `acme.core.VariableSource` that
-serves the names ``"policy"`` and ``"version"``) and converts each *parameter version*
-once into the `Payload` actors execute: fp32/fp16/bf16 arrays, or int8 weights +
-float32 scales (see `actorq.quantization.payload`). Actors never
-trigger a second conversion of the same version, however many pull it.
+Learner side, a `PolicyServer` wraps a learner (any `actorq.core.VariableSource` that
+serves ``"policy"`` and ``"version"``) and is the actors' variable source: for the name
+``"policy/<precision>"`` (`policy_name`) it returns the `Payload` actors execute at that
+precision (fp32/fp16/bf16 arrays, or int8 weights + float32 scales, see
+`actorq.quantization.payload`), made by one `PolicyPublisher` per precision, which
+converts each *parameter version* once however many actors pull it. Other names go to
+the learner. In a distributed run the learner node serves the same names over Courier.
 
-Actor side, a `VariableClient` pulls from a source every `update_period` actor steps,
-asynchronously (a background thread fetches; acting never waits), and loads what it
-received into a policy runtime. `update_and_wait()` fetches synchronously.
+Actor side, a `VariableClient` pulls ``policy/<runtime.payload_precision>`` every
+`update_period` actor steps, asynchronously (a background thread fetches; acting never
+waits), and loads what it received into its policy runtime: the runtime's precision
+decides what is pulled. `update_and_wait()` fetches synchronously;
+`SynchronousVariableClient` always does.
 
 dm-acme 0.4.0's `acme.jax.variable_utils.VariableClient` does not import on jax 0.4.13
 (`jax.xla.Device`), hence this implementation.
@@ -18,44 +22,49 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
-from typing import Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
-from acme import core
-
+from actorq import core
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as payload_lib
 from actorq.quantization import runtimes
 
-FP32 = "fp32"
+FP32 = core.FP32
+_POLICY_PREFIX = "policy/"
 
 
-class PolicyPublisher(core.VariableSource):
-  """Learner-side conversion of each policy version, done once and cached.
+def policy_name(precision: str) -> str:
+  """The variable name of the policy payload at `precision`: ``"policy/<precision>"``."""
+  return _POLICY_PREFIX + precision
+
+
+class PolicyPublisher:
+  """Learner-side conversion of each policy version to one precision, done once and cached.
 
   Args:
     learner: serves `get_variables(["policy", "version"])` -> `[params, int]`.
     spec: the policy's `NetworkSpec`.
-    precision: any precision of `actorq.quantization.payload.make_payload`
-      (``"fp32"``, ``"fp16"``, ``"bf16"``, ``"int8"``, ``"simulated-int8"``).
+    precision: one of `actorq.core.PRECISIONS`.
     per_channel: per-channel weight scales for integer precisions.
 
-  `get_variables(names)` returns `[payload]` for any names (actors ask for
-  ``["policy"]``); `stats` counts conversions, their time (s) and payload bytes;
-  `thread_convert_seconds()` is the conversion time (s) spent in the calling thread.
+  `payload()` returns the newest version's payload; `stats` counts conversions, their
+  time (s) and payload bytes; `thread_convert_seconds()` is the conversion time (s) spent
+  in the calling thread.
+
+  Raises:
+    ValueError: an unknown precision.
   """
 
   def __init__(self, learner: core.VariableSource, spec: ns.NetworkSpec,
                precision: str = FP32, per_channel: bool = True):
     self._learner = learner
     self._spec = spec
-    self._precision = precision
+    self._precision = core.check_precision(precision, "precision", core.PRECISIONS)
     self._per_channel = per_channel
     self._lock = threading.Lock()
     self._cached = None
     self._thread = threading.local()
     self.stats = {"conversions": 0, "convert_seconds": 0.0, "payload_bytes": 0}
-    if precision not in payload_lib.PRECISIONS:
-      raise ValueError(f"precision {precision!r} unknown; allowed: {payload_lib.PRECISIONS}")
 
   def _convert(self, params, version: int):
     start = time.perf_counter()
@@ -69,20 +78,73 @@ class PolicyPublisher(core.VariableSource):
     return out
 
   def thread_convert_seconds(self) -> float:
-    """Seconds of conversion done by `get_variables` calls from the calling thread.
+    """Seconds of conversion done by `payload` calls from the calling thread.
 
     A pull that waits on the lock while another thread converts the same version
     does not count that conversion (`stats["convert_seconds"]` counts all threads).
     """
     return float(getattr(self._thread, "convert_seconds", 0.0))
 
-  def get_variables(self, names: Sequence[str] = ("policy",)):
-    del names
+  def payload(self) -> payload_lib.Payload:
+    """The newest parameter version at this precision (converted on first request)."""
     with self._lock:
       params, version = self._learner.get_variables(["policy", "version"])
       if self._cached is None or self._cached.version != int(version):
         self._cached = self._convert(params, version)
-      return [self._cached]
+      return self._cached
+
+
+class PolicyServer:
+  """The actors' variable source: `get_variables(["policy/<precision>"])` -> `[payload]`.
+
+  Owns one `PolicyPublisher` per precision, made on the first request for it
+  (thread-safe); any other name is served by the learner itself (``"policy"``,
+  ``"version"``, ...), so this also is the learner's `acme.core.VariableSource`.
+
+  Args:
+    learner: serves `get_variables(["policy", "version"])`.
+    spec: the policy's `NetworkSpec`.
+    per_channel: per-channel weight scales for integer precisions.
+  """
+
+  def __init__(self, learner: core.VariableSource, spec: ns.NetworkSpec,
+               per_channel: bool = True):
+    self._learner = learner
+    self._spec = spec
+    self._per_channel = per_channel
+    self._lock = threading.Lock()
+    self._publishers: Dict[str, PolicyPublisher] = {}
+
+  def publisher(self, precision: str) -> PolicyPublisher:
+    """The publisher of `precision` (made on first use). Raises ValueError if unknown."""
+    with self._lock:
+      if precision not in self._publishers:
+        self._publishers[precision] = PolicyPublisher(self._learner, self._spec, precision,
+                                                      self._per_channel)
+      return self._publishers[precision]
+
+  def get_variables(self, names: Sequence[str]) -> List[Any]:
+    out = []
+    for name in names:
+      if name.startswith(_POLICY_PREFIX):
+        out.append(self.publisher(name[len(_POLICY_PREFIX):]).payload())
+      else:
+        out.append(self._learner.get_variables([name])[0])
+    return out
+
+  @property
+  def stats(self) -> Dict[str, float]:
+    """Conversions and their seconds summed over the precisions served."""
+    with self._lock:
+      publishers = list(self._publishers.values())
+    return {"conversions": sum(p.stats["conversions"] for p in publishers),
+            "convert_seconds": sum(p.stats["convert_seconds"] for p in publishers)}
+
+  def thread_convert_seconds(self) -> float:
+    """Conversion seconds spent in the calling thread, over every precision."""
+    with self._lock:
+      publishers = list(self._publishers.values())
+    return float(sum(p.thread_convert_seconds() for p in publishers))
 
 
 def make_runtime(precision: str, spec: ns.NetworkSpec):
@@ -94,8 +156,9 @@ class VariableClient:
   """Pulls the policy every `update_period` actor steps without blocking acting.
 
   Args:
-    source: a `PolicyPublisher` (or its Launchpad/courier handle).
-    runtime: has `load(payload)` and `version`.
+    source: a `PolicyServer` (or the learner node's Courier handle): anything serving
+      `get_variables(["policy/<precision>"])`.
+    runtime: has `load(payload)`, `version` and `payload_precision` (what is pulled).
     update_period: actor steps between pulls (>= 1).
 
   Attributes:
@@ -108,6 +171,7 @@ class VariableClient:
       raise ValueError(f"update_period must be >= 1 actor step, got {update_period}")
     self._source = source
     self._runtime = runtime
+    self._name = policy_name(runtime.payload_precision)
     self._period = int(update_period)
     self._calls = 0
     self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="variable-client")
@@ -121,7 +185,7 @@ class VariableClient:
 
   def _fetch(self):
     start = time.perf_counter()
-    payload = self._source.get_variables(["policy"])[0]
+    payload = self._source.get_variables([self._name])[0]
     return payload, time.perf_counter() - start
 
   def _load(self, result) -> None:
@@ -158,3 +222,21 @@ class VariableClient:
 
   def close(self) -> None:
     self._executor.shutdown(wait=False)
+
+
+class SynchronousVariableClient(VariableClient):
+  """Pulls (and loads) the newest policy every `update_period` actor steps, waiting for
+  it, instead of in a background thread.
+
+  On-policy actors should act with the policy the learner just produced: with
+  background pulls, which version a step is taken with depends on thread scheduling,
+  so a seeded single-process run is not reproducible on a loaded machine (and A2C,
+  which has no off-policy correction, trains on a lagging policy's data). A pull of an
+  unchanged version costs one `get_variables` call; a new version is converted once by
+  the learner-side `PolicyPublisher`.
+  """
+
+  def update(self, wait: bool = False) -> None:
+    self._calls += 1
+    if wait or self._calls >= self._period:
+      self.update_and_wait()

@@ -6,13 +6,14 @@ Everything but the loss is reused:
              table and dataset (`components.replay`), the n-step adder
              (`components.adders`) and a `FeedForwardActor` with a `VariableClient`
   actor      an epsilon-greedy selector (`components.actors`)
-  variables  the launch layer wraps the learner in a `PolicyPublisher`; actors pull
-             payloads at any precision (fp32, or the int8 runtime)
+  variables  the launch layer wraps the learner in a `PolicyServer`; actors pull
+             payloads at their runtime's precision (fp32, or the int8 runtime)
   learner    the only new piece: Expected SARSA (van Seijen et al. 2009) on n-step
              transitions, `rlax.expected_sarsa`, target = r_t + discount_t * E_pi[Q(s_t, .)]
              under the epsilon-greedy behaviour policy.
 
-Run it single-process and as a Launchpad program (threads) with:
+One `ExperimentConfig` runs it single-process and as a Launchpad program (threads); the
+launch layer needs nothing from this file but the builder. Run both with:
 
     .venv/bin/python examples/expected_sarsa.py --steps 20000
 """
@@ -24,13 +25,14 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 import rlax
-from acme import core
+from acme import core as acme_core
 from acme.utils import counting
 
+from actorq import core
 from actorq.components import actors, builders, networks
+from actorq.launch import distributed, experiment, local
 from actorq.quantization import network_spec as ns
 
 
@@ -50,8 +52,11 @@ class Config:
   actor_precision: str = "fp32"
   replay_table_name: str = "priority_table"
 
+  def __post_init__(self):
+    core.check_precision(self.actor_precision, "actor_precision")
 
-class ExpectedSarsaLearner(core.Learner):
+
+class ExpectedSarsaLearner(acme_core.Learner):
   """Serves `get_variables(["policy", "version"])` like every actorq learner."""
 
   def __init__(self, spec, dataset, key, config: Config, counter=None):
@@ -106,13 +111,6 @@ class Networks:
   spec: ns.NetworkSpec  # the launch layers publish the policy named by `networks.spec`
 
 
-@dataclasses.dataclass
-class Policy:
-  spec: ns.NetworkSpec
-  precision: str
-  selector: actors.Selector
-
-
 class ExpectedSarsaBuilder(builders.TransitionReplayBuilder):
   """The replay table, dataset, n-step adder and actor come from the shared
   `TransitionReplayBuilder`; an agent adds its networks, policies and learner."""
@@ -126,11 +124,19 @@ class ExpectedSarsaBuilder(builders.TransitionReplayBuilder):
 
   def make_policy(self, nets, env_spec, evaluation=False):
     eps = 0.0 if evaluation else self.config.epsilon
-    return Policy(nets.spec, self.config.actor_precision, actors.epsilon_greedy(lambda step: eps))
+    return core.ActorPolicy(nets.spec, self.config.actor_precision,
+                            actors.epsilon_greedy(lambda step: eps), evaluation)
 
   def make_learner(self, key, nets, dataset, logger_fn, env_spec, replay_client=None,
                    counter=None):
     return ExpectedSarsaLearner(nets.spec, dataset, key, self.config, counter)
+
+
+def make_experiment(steps: int, actor_precision: str = "fp32") -> experiment.ExperimentConfig:
+  """The experiment both launchers run: the builder, the environment and the budget."""
+  return experiment.ExperimentConfig(
+      builder=ExpectedSarsaBuilder(Config(actor_precision=actor_precision)),
+      env_id="gym:CartPole-v1", num_steps=steps, seed=0, eval_every=steps, eval_episodes=5)
 
 
 def main():
@@ -138,15 +144,12 @@ def main():
   parser.add_argument("--steps", type=int, default=20_000)
   parser.add_argument("--actor-precision", default="fp32", choices=("fp32", "int8"))
   args = parser.parse_args()
-  from actorq.launch import distributed, local
-  builder = ExpectedSarsaBuilder(Config(actor_precision=args.actor_precision))
-  result = local.run(builder, "gym:CartPole-v1", args.steps, seed=0, eval_every=args.steps,
-                     eval_episodes=5)
+  config = make_experiment(args.steps, args.actor_precision)
+  result = local.run(config)
   print(f"single-process: {result.learner_steps} learner steps, "
         f"greedy return {result.final_eval_return:.1f}")
-  program = distributed.make_program(builder, distributed.DistributedConfig(
-      env_id="gym:CartPole-v1", num_actors=2, num_steps=args.steps, eval_every=10 ** 9))
-  outcome = distributed.launch(program, "local_mt", echo=False)
+  outcome = distributed.launch(distributed.make_program(config, num_actors=2), "local_mt",
+                               echo=False)
   print(f"distributed (local_mt, 2 actors): exit {outcome.exit_code} ({outcome.reason}), "
         f"counts {outcome.counts}")
 

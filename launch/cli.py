@@ -19,13 +19,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # dm_control imports GLFW for on-screen rendering, which warns on headless machines.
 warnings.filterwarnings("ignore", message=".*DISPLAY environment variable is missing.*")
 
-# Command name -> module (relative to actorq.launch).
+# Command name -> module with `add_parser(subparsers)` and `run(args) -> int`, reached by
+# name (as the registry reaches agents): `benchmarks/` builds on `launch/`, so the CLI
+# imports a benchmark command only when it is built, and nothing in launch imports it.
 COMMANDS = {
-    "train": "train_cmd",
-    "quantize": "quantize_cmd",
-    "eval": "eval_cmd",
-    "plot": "plot_cmd",
-    "bench": "bench_cmd",
+    "train": "actorq.launch.train_cmd",
+    "quantize": "actorq.launch.quantize_cmd",
+    "eval": "actorq.launch.eval_cmd",
+    "plot": "actorq.launch.plot_cmd",
+    "bench": "actorq.benchmarks.bench_cmd",
 }
 
 
@@ -104,7 +106,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def _module(name):
-  return importlib.import_module(f"actorq.launch.{COMMANDS[name]}")
+  return importlib.import_module(COMMANDS[name])
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,7 +1,8 @@
-"""Distributed training: any agent builder as a Launchpad program.
+"""Distributed training: any experiment (`launch.experiment.ExperimentConfig`) as a
+Launchpad program.
 
-    program = make_program(builder, DistributedConfig(env_id="gym:CartPole-v1", num_actors=2,
-                                                      num_steps=150_000, logdir="runs/x"))
+    program = make_program(ExperimentConfig(builder, "gym:CartPole-v1", num_steps=150_000,
+                                            logdir="runs/x"), num_actors=2)
     result = launch(program)            # blocks; result.exit_code is 0 only on a clean finish
 
 Groups (`describe(program)` lists them; `actorq train --dry-run` prints it):
@@ -9,20 +10,21 @@ Groups (`describe(program)` lists them; `actorq train --dry-run` prints it):
              is enforced by Reverb) and Reverb's checkpointer
              (`components.checkpointing.reverb_checkpointer(<logdir>/checkpoints, ...)`);
   counter    acme's Counter as a Courier service;
-  learner    the builder's learner, also the actors' variable source: a `PolicyPublisher`
-             per precision converts each parameter version once (int8 payloads are made on
-             the learner, actors pull them); it writes the run checkpoints;
+  learner    the builder's learner, also the actors' variable source: its `PolicyServer`
+             converts each parameter version once per precision (int8 payloads are made on
+             the learner, actors pull ``policy/<precision>``); it writes the run checkpoints;
   actor      N actors, each with its own seed (seed + 1 + i), environment, adder and
-             variable client;
-  evaluator  greedy evaluation every `eval_every` learner steps, `<logdir>/eval.csv`;
+             variable client, acting in `components.loop.ActorLoop`;
+  evaluator  greedy evaluation every `eval_every` actor steps (summed over actors, from the
+             counter), `<logdir>/eval.csv`;
   limiter    ends the run at `num_steps` actor steps (summed over actors).
 
 Checkpoints (`<logdir>/checkpoints`, `components.checkpointing.save_run`, the same format
 as a single-process run): the learner node writes one every `checkpoint_every` minutes,
-and the launcher asks it for one when the run finishes or is signalled. Each holds the
-learner's state, the counter's totals (its `learner_steps` set to the saved learner's
-steps) and, beside it, the Reverb tables (Reverb's checkpointer, triggered by the
-learner while its step loop is paused). `DistributedConfig(resume=True)` continues from
+and the launcher asks it for one when the run finishes or is signalled. Each holds
+`experiment.checkpoint_state` (the learner's state, the counter's totals with
+`learner_steps` set to the saved learner's steps) and, beside it, the Reverb tables (Reverb's checkpointer, triggered by the
+learner while its step loop is paused). `ExperimentConfig(resume=True)` continues from
 the newest readable one: the Reverb node loads the tables (and their rate limiters), the
 counter node starts from the saved totals (so the limiter counts on from them), the
 learner restores its state, and each actor's exploration schedule continues from
@@ -63,6 +65,7 @@ import psutil
 
 from actorq.components import checkpointing
 from actorq.launch import distributed_nodes as nodes_lib
+from actorq.launch import experiment as experiment_lib
 
 LAUNCH_TYPES = ("local_mt", "local_mp")
 GROUPS = ("replay", "counter", "learner", "actor", "evaluator", "limiter")
@@ -73,61 +76,35 @@ EXIT_FINISHED = 0
 EXIT_FAILED = 1
 
 
-@dataclasses.dataclass
-class DistributedConfig:
-  """What a distributed run needs besides the builder.
+@dataclasses.dataclass(frozen=True)
+class DistributedOptions:
+  """How a distributed program's nodes talk and stop (the experiment itself is an
+  `ExperimentConfig`).
 
   Attributes:
-    env_id: environment id (`actorq.components.environments`).
-    num_actors: actor nodes (>= 1).
-    num_steps: actor steps, summed over actors, after which the run ends.
-    seed: actor i uses seed + 1 + i, the evaluator seed + 10_000.
-    logdir: run directory (CSVs, node logs, Reverb checkpoints); None: no files.
-    eval_every: learner steps between greedy evaluations.
-    eval_episodes: episodes per evaluation.
-    reverb_timeout_s: the longest one Reverb write or server_info may block.
+    reverb_timeout_s: the longest one Reverb write or server_info may block (seconds).
     courier_timeout_s: the longest one Courier call (variables, counter) may take.
-    stop_grace_s: seconds a node has to stop before it is killed.
-    checkpoint_every: minutes between the learner's checkpoints (None or 0: only at the
-      end); needs `logdir`.
-    keep_checkpoints: how many checkpoints to keep (>= 1).
-    resume: continue from the newest readable checkpoint in `<logdir>/checkpoints`
-      (`num_steps` stays the run's total, not additional steps).
+    stop_grace_s: seconds a node has to stop before it is killed, in (0, 25].
   """
-  env_id: str
-  num_actors: int = 2
-  num_steps: int = 100_000
-  seed: int = 0
-  logdir: Optional[str] = None
-  eval_every: int = 2_500
-  eval_episodes: int = 10
   reverb_timeout_s: float = 120.0
   courier_timeout_s: float = 60.0
   stop_grace_s: float = 20.0
-  checkpoint_every: Optional[float] = 10.0
-  keep_checkpoints: int = 3
-  resume: bool = False
 
   def __post_init__(self):
-    for name in ("num_actors", "num_steps", "eval_every", "eval_episodes"):
-      if int(getattr(self, name)) < 1:
-        raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+    for name in ("reverb_timeout_s", "courier_timeout_s"):
+      if not getattr(self, name) > 0:
+        raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)!r}")
     if not 0 < self.stop_grace_s <= 25:
       raise ValueError(f"stop_grace_s must be in (0, 25] seconds, got {self.stop_grace_s}")
-    if int(self.keep_checkpoints) < 1:
-      raise ValueError(f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}")
-    if self.checkpoint_every is not None and self.checkpoint_every < 0:
-      raise ValueError(f"checkpoint_every must be >= 0 minutes (or None), "
-                       f"got {self.checkpoint_every}")
-    if self.resume and self.logdir is None:
-      raise ValueError("resume=True needs the run's logdir")
 
 
 @dataclasses.dataclass
 class DistributedProgram:
   """An `lp.Program` plus what the launcher needs to supervise it."""
   program: lp.Program
-  config: DistributedConfig
+  config: experiment_lib.ExperimentConfig
+  num_actors: int
+  options: DistributedOptions
   counter: Any        # CourierHandle of the counter node
   replay: Any         # ReverbHandle
   learner: Any        # CourierHandle
@@ -175,28 +152,32 @@ def _with_timeout(handle, seconds: float):
   return handle
 
 
-def make_program(builder, config: DistributedConfig, launcher_pid: Optional[int] = None,
-                 name: str = "actorq") -> DistributedProgram:
-  """Builds the program graph; starts nothing.
+def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *,
+                 options: DistributedOptions = DistributedOptions(),
+                 launcher_pid: Optional[int] = None, name: str = "actorq") -> DistributedProgram:
+  """Builds the program graph of `config` with `num_actors` actor nodes; starts nothing.
 
   Args:
-    builder: an agent builder (Acme's six methods, `make_replay_tables(..., rate_limited=)`;
-      optional `min_replay_size()` / `replay_table_name()` delay the first learner step).
-    config: see `DistributedConfig`.
+    config: the experiment; `num_steps` and `eval_every` count actor steps summed over
+      the actors.
+    num_actors: actor nodes (>= 1).
+    options: timeouts and the stop grace period.
     launcher_pid: the pid node processes watch (default: this process).
 
   Raises:
+    ValueError: `num_actors` < 1.
     checkpointing.CheckpointError: `config.resume` and no readable checkpoint.
   """
   c = config
+  if isinstance(num_actors, bool) or not isinstance(num_actors, int) or num_actors < 1:
+    raise ValueError(f"num_actors must be an integer >= 1, got {num_actors!r}")
   launcher_pid = os.getpid() if launcher_pid is None else launcher_pid
-  logdir = None if c.logdir is None else os.path.abspath(c.logdir)
-  if logdir is not None:
-    os.makedirs(logdir, exist_ok=True)
+  if c.logdir is not None:
+    os.makedirs(c.logdir, exist_ok=True)
   program = lp.Program(name)
   descriptions: Dict[str, List[str]] = {}
 
-  ckpt_dir = None if logdir is None else os.path.join(logdir, "checkpoints")
+  ckpt_dir = c.checkpoint_dir
   resumed_from, restored = None, None
   if c.resume:
     resumed_from, restored = checkpointing.restore_latest(ckpt_dir, checkpointing.validate_run)
@@ -204,63 +185,58 @@ def make_program(builder, config: DistributedConfig, launcher_pid: Optional[int]
       raise checkpointing.CheckpointError(f"no readable checkpoint in {ckpt_dir} to resume from")
   counts = None if restored is None else nodes_lib.restored_counts(restored)
   actor_steps = 0 if counts is None else int(counts[nodes_lib.ACTOR_STEPS])
+  builder_name = type(c.builder).__name__
 
   checkpoint_ctor = None
   if ckpt_dir is not None:
     replay_name = restored.get("replay_checkpoint") if restored else None
     checkpoint_ctor = lambda: checkpointing.reverb_checkpointer(ckpt_dir, replay_name)
   with program.group("replay"):
-    replay = program.add_node(_ReverbNode(
-        lambda: nodes_lib.make_tables(builder, c.env_id, c.seed, launcher_pid),
-        checkpoint_ctor))
-  descriptions["replay"] = [f"ReverbNode: {type(builder).__name__}.make_replay_tables"
+    replay = program.add_node(_ReverbNode(lambda: nodes_lib.make_tables(c, launcher_pid),
+                                          checkpoint_ctor))
+  descriptions["replay"] = [f"ReverbNode: {builder_name}.make_replay_tables"
                             f"(rate_limited=True), checkpoints {ckpt_dir or 'off'}"
                             + (f", loads {restored.get('replay_checkpoint')}" if restored else "")]
 
   with program.group("counter"):
-    counter = _with_timeout(program.add_node(lp.CourierNode(nodes_lib.CounterNode, launcher_pid, counts)),
-                            c.courier_timeout_s)
+    counter = _with_timeout(program.add_node(lp.CourierNode(nodes_lib.CounterNode, launcher_pid,
+                                                            counts)), options.courier_timeout_s)
   descriptions["counter"] = ["CourierNode: acme Counter" + (
       f" (from {int(actor_steps)} actor steps)" if counts else "")]
 
   with program.group("learner"):
     learner = _with_timeout(program.add_node(lp.CourierNode(
-        nodes_lib.LearnerNode, builder, c.env_id, c.seed, replay, counter, logdir,
-        c.reverb_timeout_s, launcher_pid, checkpoint_dir=ckpt_dir,
-        checkpoint_every=c.checkpoint_every, keep_checkpoints=c.keep_checkpoints,
-        num_actors=c.num_actors, num_steps=c.num_steps, restore_path=resumed_from)),
-        c.courier_timeout_s)
-  descriptions["learner"] = [f"CourierNode: LearnerNode({type(builder).__name__}), "
-                             "variable source (PolicyPublisher per precision)"
+        nodes_lib.LearnerNode, c, replay, counter, num_actors, options.reverb_timeout_s,
+        launcher_pid, restore_path=resumed_from)), options.courier_timeout_s)
+  descriptions["learner"] = [f"CourierNode: LearnerNode({builder_name}), "
+                             "variable source (PolicyServer: one publisher per precision)"
                              + (f", restores {resumed_from}" if resumed_from else "")]
 
   actors = []
-  precision = getattr(getattr(builder, "config", None), "actor_precision", "?")
   # A resumed actor continues its share of the exploration schedule, with new seeds.
-  initial_steps = actor_steps // c.num_actors
+  initial_steps = actor_steps // num_actors
+  seeds = [c.seed + 1 + i + actor_steps for i in range(num_actors)]
   with program.group("actor"):
-    for i in range(c.num_actors):
+    for i in range(num_actors):
       actors.append(_with_timeout(program.add_node(lp.CourierNode(
-          nodes_lib.ActorNode, builder, c.env_id, c.seed + 1 + i + actor_steps, i, replay,
-          learner, counter, logdir, c.reverb_timeout_s, launcher_pid,
-          initial_steps=initial_steps)), c.courier_timeout_s))
-  descriptions["actor"] = [f"CourierNode: ActorNode {i} (seed {c.seed + 1 + i + actor_steps}, "
-                           f"{precision}" + (f", from step {initial_steps}" if restored else "")
-                           + ")" for i in range(c.num_actors)]
+          nodes_lib.ActorNode, c, i, seeds[i], replay, learner, counter,
+          options.reverb_timeout_s, launcher_pid, initial_steps=initial_steps)),
+          options.courier_timeout_s))
+  descriptions["actor"] = [f"CourierNode: ActorNode {i} (seed {seeds[i]}, {c.precision}"
+                           + (f", from step {initial_steps}" if restored else "") + ")"
+                           for i in range(num_actors)]
 
   with program.group("evaluator"):
-    program.add_node(lp.CourierNode(
-        nodes_lib.EvaluatorNode, builder, c.env_id, c.seed + 10_000, learner, counter, logdir,
-        c.eval_every, c.eval_episodes, launcher_pid))
+    program.add_node(lp.CourierNode(nodes_lib.EvaluatorNode, c, learner, counter, launcher_pid))
   descriptions["evaluator"] = [f"CourierNode: EvaluatorNode (greedy, every {c.eval_every} "
-                               f"learner steps, {c.eval_episodes} episodes)"]
+                               f"actor steps, {c.eval_episodes} episodes)"]
 
   with program.group("limiter"):
-    program.add_node(lp.PyClassNode(nodes_lib.StepsLimiter, counter, c.num_steps, logdir,
+    program.add_node(lp.PyClassNode(nodes_lib.StepsLimiter, counter, c.num_steps, c.logdir,
                                     launcher_pid))
   descriptions["limiter"] = [f"PyClassNode: StepsLimiter({c.num_steps} actor steps)"]
-  return DistributedProgram(program, c, counter, replay, learner, actors, descriptions,
-                            resumed_from, counts)
+  return DistributedProgram(program, c, num_actors, options, counter, replay, learner, actors,
+                            descriptions, resumed_from, counts)
 
 
 def describe(dp: DistributedProgram, launch_type: str = "local_mp") -> str:
@@ -479,7 +455,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
     if launch_type == "local_mp":
       procs = _NodeProcesses(dp.program, logs, echo=echo)
       check = lambda: procs.check(finish_title_prefix="limiter/")
-      stop = lambda: procs.stop(c.stop_grace_s)
+      stop = lambda: procs.stop(dp.options.stop_grace_s)
       external_stop = lambda: None
     else:
       manager = lp.launch(dp.program, launch_type=launch_type, serialize_py_nodes=False)

@@ -21,15 +21,14 @@ from typing import Any, Dict, Optional
 
 import jax
 import launchpad as lp
-import numpy as np
 from acme.utils import counting
 
-from actorq.components import checkpointing
-from actorq.components import environments
+from actorq.components import checkpointing, environments
 from actorq.components import logging as logging_lib
+from actorq.components import loop as loop_lib
 from actorq.components import reverb_timeouts
 from actorq.components import variable_client as vc
-from actorq.components.replay import ReplayTimeoutError
+from actorq.launch import experiment as experiment_lib
 
 ACTOR_STEPS = "actor_steps"
 ACTOR_EPISODES = "actor_episodes"
@@ -119,14 +118,12 @@ def wait_for_learner(learner, stop: threading.Event, timeout_s: float = 600.0) -
         raise NodeStopping("stopping while waiting for the learner") from None
 
 
-def make_tables(builder, env_id: str, seed: int, launcher_pid: Optional[int] = None):
+def make_tables(config: experiment_lib.ExperimentConfig, launcher_pid: Optional[int] = None):
   """The ReverbNode's table factory: the builder's tables, rate limiters kept."""
   watch_launcher(launcher_pid)
-  env = environments.make_environment(env_id, seed=seed)
-  env_spec = environments.environment_spec(env)
-  env.close()
-  policy = builder.make_policy(builder.make_networks(env_spec), env_spec, evaluation=False)
-  return builder.make_replay_tables(env_spec, policy, rate_limited=True)
+  parts = experiment_lib.agent_parts(config, experiment_lib.environment_spec(config))
+  return config.builder.make_replay_tables(parts.environment_spec, parts.policy,
+                                           rate_limited=True)
 
 
 def restored_counts(state: Dict[str, Any]) -> Dict[str, float]:
@@ -155,125 +152,81 @@ class CounterNode(counting.Counter):
       self.restore({"counts": dict(counts), "cache": {}})
 
 
-class PrecisionSource:
-  """Actor-side view of the learner node: `get_variables(["policy"])` returns the
-  payload (fp32 params or quantized) for one precision, converted on the learner."""
-
-  def __init__(self, learner, precision: str):
-    self._learner = learner
-    self._precision = precision
-
-  def get_variables(self, names=("policy",)):
-    del names
-    return [self._learner.get_policy(self._precision)]
-
-
 class LearnerNode:
-  """The learner and the actors' variable source.
+  """The learner and, through its `PolicyServer`, the actors' variable source.
 
   Courier methods:
-    get_policy(precision) -> payload of the newest version, converted once per
-      version and precision by a `components.variable_client.PolicyPublisher`;
+    get_variables(names) -> for ``"policy/<precision>"`` the payload of the newest
+      version at that precision (converted once per version and precision on this
+      node), for any other name the learner's own variable (fp32);
     get_version() -> int learner steps;
-    get_variables(names) -> the learner's own variables (fp32);
-    checkpoint() -> path of a new run checkpoint in `checkpoint_dir` (None without one).
+    checkpoint() -> path of a new run checkpoint (None without a logdir).
 
-  Checkpoints are written every `checkpoint_every` minutes (None or 0: only when asked)
-  with `checkpointing.save_run`: the step loop is paused while Reverb writes its tables
-  and the pickle (learner state, counter totals with `learner_steps` set to the saved
-  learner's steps) is written, so the two halves match. `restore_path`: a run
-  checkpoint whose learner state this learner starts from.
-
-  Raises (at construction):
-    checkpointing.CheckpointError: `restore_path` with a learner that has no `restore`.
+  Checkpoints are written every `config.checkpoint_every` minutes (None or 0: only when
+  asked) with `checkpointing.save_run`: the step loop is paused while Reverb writes its
+  tables and the pickle (`experiment.checkpoint_state`, with the counter's totals and
+  `learner_steps` set to the saved learner's steps) is written, so the two halves match.
+  `restore_path`: a run checkpoint whose learner state this learner starts from.
   """
 
-  def __init__(self, builder, env_id: str, seed: int, replay, counter, logdir: Optional[str],
-               reverb_timeout_s: float, launcher_pid: Optional[int] = None, *,
-               checkpoint_dir: Optional[str] = None, checkpoint_every: Optional[float] = None,
-               keep_checkpoints: int = 3, num_actors: int = 1, num_steps: int = 0,
+  def __init__(self, config: experiment_lib.ExperimentConfig, replay, counter,
+               num_actors: int, reverb_timeout_s: float, launcher_pid: Optional[int] = None,
                restore_path: Optional[str] = None):
     watch_launcher(launcher_pid)
-    env = environments.make_environment(env_id, seed=seed)
-    self._env_spec = environments.environment_spec(env)
-    env.close()
-    self._builder = builder
-    self._networks = builder.make_networks(self._env_spec)
+    self._config = config
+    env_spec = experiment_lib.environment_spec(config)
+    networks = config.builder.make_networks(env_spec)
     self._replay = reverb_timeouts.TimeoutClient(replay, reverb_timeout_s)
-    self._logger_fn = logging_lib.make_logger_factory(logdir)
-    iterator = builder.make_dataset_iterator(replay)
-    key = jax.random.split(jax.random.PRNGKey(seed), 2)[0]
+    self._logger_fn = logging_lib.make_logger_factory(config.logdir)
+    iterator = config.builder.make_dataset_iterator(replay)
+    key = jax.random.split(jax.random.PRNGKey(config.seed), 2)[0]
     self._counter = counting.Counter(counter, prefix="learner", time_delta=0.5)
-    self._learner = builder.make_learner(
-        key, self._networks, iterator, lambda label: self._logger_fn(label, time_delta=1.0),
-        self._env_spec, replay, self._counter)
-    self._publishers: Dict[str, vc.PolicyPublisher] = {}
-    self._publishers_lock = threading.Lock()
+    self._learner = config.builder.make_learner(
+        key, networks, iterator, lambda label: self._logger_fn(label, time_delta=1.0),
+        env_spec, replay, self._counter)
+    self._server = vc.PolicyServer(self._learner, networks.spec)
     self._error: Optional[BaseException] = None
     self._counter_client = counter
-    self._seed, self._env_id = seed, env_id
-    self._ckpt_dir = checkpoint_dir
-    self._ckpt_every = float(checkpoint_every or 0.0)
-    self._keep = int(keep_checkpoints)
-    self._num_actors, self._num_steps = int(num_actors), int(num_steps)
+    self._num_actors = int(num_actors)
     self._step_lock = threading.Lock()  # held by each learner step and by a checkpoint
     self._ckpt_lock = threading.Lock()
     self._start = time.time()
     self._wall_offset = 0.0
     if restore_path is not None:
-      if not hasattr(self._learner, "restore"):
-        raise checkpointing.CheckpointError(
-            f"{type(self._learner).__name__} has no restore(): this agent cannot resume")
       state = checkpointing.load(restore_path)
       self._learner.restore(state["learner"])
       self._wall_offset = float(state.get("wall_seconds", 0.0))
 
   def checkpoint(self) -> Optional[str]:
-    """Writes a run checkpoint; returns its path (None: no checkpoint_dir, or a learner
-    without `save()`)."""
-    if self._ckpt_dir is None or not hasattr(self._learner, "save"):
+    """Writes a run checkpoint; returns its path (None: no logdir)."""
+    if self._config.checkpoint_dir is None:
       return None
     with self._ckpt_lock, self._step_lock:
       counts = dict(self._counter_client.get_counts())
       counts.pop(LIMIT_REACHED, None)
-      learner_steps = int(self._learner.step_count)
-      counts[LEARNER_STEPS] = learner_steps
+      counts[LEARNER_STEPS] = int(self._learner.step_count)
       actor_steps = int(counts.get(ACTOR_STEPS, 0))
-      state = {"learner": self._learner.save(),
-               "policy_params": jax.device_get(self._learner.get_variables(["policy"])[0]),
-               "learner_steps": learner_steps, "actor_steps": actor_steps,
-               "episodes": int(counts.get(ACTOR_EPISODES, 0)),
-               "actor_num_steps": actor_steps // self._num_actors,
-               "counter": {"counts": counts, "cache": {}},
-               "learning_started": learner_steps > 0,
-               "wall_seconds": self._wall_offset + time.time() - self._start,
-               "env_id": self._env_id, "seed": self._seed, "num_steps": self._num_steps,
-               "launch": "distributed", "num_actors": self._num_actors}
-      return checkpointing.save_run(self._ckpt_dir, state, step=actor_steps, keep=self._keep,
+      state = experiment_lib.checkpoint_state(
+          self._config, self._learner, actor_steps=actor_steps,
+          episodes=int(counts.get(ACTOR_EPISODES, 0)),
+          actor_num_steps=actor_steps // self._num_actors, counts=counts,
+          learning_started=self._learner.step_count > 0,
+          wall_seconds=self._wall_offset + time.time() - self._start,
+          launch="distributed", num_actors=self._num_actors)
+      return checkpointing.save_run(self._config.checkpoint_dir, state, step=actor_steps,
+                                    keep=self._config.keep_checkpoints,
                                     replay_client=self._replay)
 
-  def get_policy(self, precision: str):
-    with self._publishers_lock:
-      if precision not in self._publishers:
-        self._publishers[precision] = vc.PolicyPublisher(self._learner, self._networks.spec,
-                                                         precision)
-      publisher = self._publishers[precision]
-    return publisher.get_variables(["policy"])[0]
+  def get_variables(self, names):
+    return self._server.get_variables(names)
 
   def get_version(self) -> int:
     return int(self._learner.get_variables(["version"])[0])
 
-  def get_variables(self, names):
-    return self._learner.get_variables(names)
-
-  def _min_replay_size(self) -> int:
-    fn = getattr(self._builder, "min_replay_size", None)
-    return int(fn()) if fn is not None else 0
-
   def _step_loop(self, stop: threading.Event) -> None:
     try:
-      min_size = self._min_replay_size()
-      table = self._builder.replay_table_name() if min_size else None
+      min_size = int(self._config.builder.min_replay_size())
+      table = self._config.builder.replay_table_name()
       while min_size and not stop.is_set():
         if int(self._replay.server_info()[table].current_size) >= min_size:
           break
@@ -290,6 +243,7 @@ class LearnerNode:
     stepper = threading.Thread(target=self._step_loop, args=(stop,), name="learner-steps",
                                daemon=True)
     stepper.start()
+    every = float(self._config.checkpoint_every or 0.0)
     last_checkpoint = time.time()
     try:
       while not stop.wait(0.5):
@@ -297,12 +251,31 @@ class LearnerNode:
           raise RuntimeError(f"learner failed: {self._error!r}") from self._error
         if not stepper.is_alive():
           raise RuntimeError("learner step loop ended without a stop request")
-        if self._ckpt_every and time.time() - last_checkpoint >= 60.0 * self._ckpt_every:
+        if every and time.time() - last_checkpoint >= 60.0 * every:
           self.checkpoint()
           last_checkpoint = time.time()
     finally:
       stepper.join(timeout=2.0)  # it may sit in a sample until the dataset's timeout
       self._logger_fn("learner").close()
+
+
+class _Counting(loop_lib.Hook):
+  """Sends the actor's steps and episodes to the counter node about every 0.5 s; steps
+  not yet sent when the program stops are dropped (the counter stops with it)."""
+
+  def __init__(self, counter, period_s: float = 0.5):
+    self._counter = counter
+    self._period_s = period_s
+    self._steps, self._episodes, self._last = 0, 0, time.time()
+
+  def on_step(self, loop, action, timestep):
+    self._steps += 1
+    if time.time() - self._last > self._period_s:
+      self._counter.increment(**{ACTOR_STEPS: self._steps, ACTOR_EPISODES: self._episodes})
+      self._steps, self._episodes, self._last = 0, 0, time.time()
+
+  def on_episode_end(self, loop, stats):
+    self._episodes += 1
 
 
 class ActorNode:
@@ -314,148 +287,97 @@ class ActorNode:
   Courier method `status() -> {"steps", "episodes", "policy_version"}`.
   """
 
-  def __init__(self, builder, env_id: str, seed: int, actor_id: int, replay, learner, counter,
-               logdir: Optional[str], reverb_timeout_s: float,
+  def __init__(self, config: experiment_lib.ExperimentConfig, actor_id: int, seed: int,
+               replay, learner, counter, reverb_timeout_s: float,
                launcher_pid: Optional[int] = None, *, initial_steps: int = 0):
     watch_launcher(launcher_pid)
     self._stop = lp.stop_event()
     learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
-    self._env = environments.make_environment(env_id, seed=seed)
-    env_spec = environments.environment_spec(self._env)
-    networks = builder.make_networks(env_spec)
-    policy = builder.make_policy(networks, env_spec, evaluation=False)
-    self._actor = None
-    self._started = False
+    env = experiment_lib.make_environment(config, seed)
+    parts = experiment_lib.agent_parts(config, environments.environment_spec(env))
+    self._loop = None
     try:
       wait_for_learner(learner, self._stop)
     except NodeStopping:
       return
-    self._started = True
     client = reverb_timeouts.TimeoutClient(replay, reverb_timeout_s, should_stop=self._stop.is_set)
-    self._adder = builder.make_adder(client, env_spec, policy)
-    self._actor = builder.make_actor(jax.random.PRNGKey(seed), policy, env_spec,
-                                     PrecisionSource(learner, policy.precision), self._adder)
-    if initial_steps and hasattr(self._actor, "num_steps"):
-      self._actor.num_steps = int(initial_steps)
-    self._counter = counter
-    self._label = f"actor_{actor_id}"
-    self._logger = logging_lib.make_logger_factory(logdir)(self._label)
-    self._precision = policy.precision
-    self._steps = int(initial_steps)
-    self._episodes = 0
+    builder = config.builder
+    self._adder = builder.make_adder(client, parts.environment_spec, parts.policy)
+    actor = builder.make_actor(jax.random.PRNGKey(seed), parts.policy, parts.environment_spec,
+                               learner, self._adder)
+    actor.num_steps = int(initial_steps)
+    self._logger = logging_lib.make_logger_factory(config.logdir)(f"actor_{actor_id}")
+    self._loop = loop_lib.ActorLoop(
+        env, actor, should_stop=self._stop.is_set, max_episode_steps=config.max_episode_steps,
+        hooks=[_Counting(counter),
+               loop_lib.EpisodeLogger(self._logger, actor_precision=parts.policy.precision)])
+    self._loop.steps = int(initial_steps)
 
   def status(self) -> Dict[str, Any]:
-    return {"steps": self._steps, "episodes": self._episodes,
-            "policy_version": self._actor.policy_version if self._actor else -1}
+    if self._loop is None:
+      return {"steps": 0, "episodes": 0, "policy_version": -1}
+    return {"steps": self._loop.steps, "episodes": self._loop.episodes,
+            "policy_version": self._loop.actor.policy_version}
 
   def run(self) -> None:
-    if not self._started:
+    if self._loop is None:
       return
-    pending_steps, pending_episodes, last_sync = 0, 0, time.time()
     try:
-      timestep = self._env.reset()
-      self._actor.observe_first(timestep)
-      episode_return, episode_length, episode_start = 0.0, 0, time.time()
-      while not self._stop.is_set():
-        action = self._actor.select_action(timestep.observation)
-        timestep = self._env.step(action)
-        self._actor.observe(action, timestep)
-        self._actor.update()
-        self._steps += 1
-        pending_steps += 1
-        episode_return += float(timestep.reward)
-        episode_length += 1
-        if timestep.last():
-          self._episodes += 1
-          pending_episodes += 1
-          elapsed = time.time() - episode_start
-          self._logger.write({"actor_steps": self._steps, "episodes": self._episodes,
-                              "episode_return": episode_return,
-                              "episode_length": episode_length,
-                              "steps_per_second": episode_length / max(elapsed, 1e-9),
-                              "policy_version": self._actor.policy_version,
-                              "actor_precision": self._precision})
-          timestep = self._env.reset()
-          self._actor.observe_first(timestep)
-          episode_return, episode_length, episode_start = 0.0, 0, time.time()
-        if time.time() - last_sync > 0.5:
-          self._counter.increment(**{ACTOR_STEPS: pending_steps, ACTOR_EPISODES: pending_episodes})
-          pending_steps, pending_episodes, last_sync = 0, 0, time.time()
+      self._loop.run()
     except (reverb_timeouts.WriterStoppedError, NodeStopping):
       pass  # the program is stopping while a write or a call waited
     finally:
       self._logger.close()
-    # Steps not yet sent (< 0.5 s worth) are dropped: the counter stops with the program.
-
-
-def evaluate_until_stopped(env, actor, episodes: int, stop: threading.Event):
-  """`launch.local.evaluate`, one episode at a time, giving up when `stop` is set.
-
-  Returns the stats dict, or None when stopped before `episodes` episodes ended."""
-  from actorq.launch import local
-  rows = []
-  for _ in range(episodes):
-    if stop.is_set():
-      return None
-    rows.append(local.evaluate(env, actor, 1))
-  return {"episode_return": float(np.mean([r["episode_return"] for r in rows])),
-          "episode_return_std": float(np.std([r["episode_return"] for r in rows])),
-          "episode_length": float(np.mean([r["episode_length"] for r in rows]))}
 
 
 class EvaluatorNode:
-  """Greedy evaluation every `eval_every` learner steps (same precision as the actors
-  unless the builder's evaluation policy says otherwise). Writes `eval.csv`."""
+  """Greedy evaluation every `config.eval_every` actor steps (summed over actors, read
+  from the counter), at the builder's evaluation precision. Writes `eval.csv`."""
 
-  def __init__(self, builder, env_id: str, seed: int, learner, counter, logdir: Optional[str],
-               eval_every: int, eval_episodes: int, launcher_pid: Optional[int] = None):
+  def __init__(self, config: experiment_lib.ExperimentConfig, learner, counter,
+               launcher_pid: Optional[int] = None):
     watch_launcher(launcher_pid)
-    if eval_every < 1 or eval_episodes < 1:
-      raise ValueError(f"eval_every ({eval_every}) and eval_episodes ({eval_episodes}) must be >= 1")
+    self._config = config
     self._stop = lp.stop_event()
     learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
-    self._env = environments.make_environment(env_id, seed=seed)
-    env_spec = environments.environment_spec(self._env)
-    networks = builder.make_networks(env_spec)
-    policy = builder.make_policy(networks, env_spec, evaluation=True)
-    self._precision = policy.precision
-    self._learner = learner
+    seed = config.seed + experiment_lib.EVAL_SEED_OFFSET
+    self._env = experiment_lib.make_environment(config, seed)
+    parts = experiment_lib.agent_parts(config, environments.environment_spec(self._env))
+    self._precision = parts.eval_policy.precision
     self._actor = None
     try:
       wait_for_learner(learner, self._stop)
     except NodeStopping:
       return
-    self._actor = builder.make_actor(jax.random.PRNGKey(seed), policy, env_spec,
-                                     PrecisionSource(learner, policy.precision), None)
+    self._actor = config.builder.make_actor(jax.random.PRNGKey(seed), parts.eval_policy,
+                                            parts.environment_spec, learner, None)
     self._counter = counter
-    self._logger = logging_lib.make_logger_factory(logdir)("eval")
-    self._every = int(eval_every)
-    self._episodes = int(eval_episodes)
+    self._logger = logging_lib.make_logger_factory(config.logdir)("eval")
     self._start = time.time()
 
   def run(self) -> None:
     if self._actor is None:
       return
+    every = self._config.eval_every
     try:
-      # A resumed learner starts past 0: the next evaluation is at the next multiple.
-      next_eval = (int(self._learner.get_version()) // self._every + 1) * self._every
+      # A resumed run starts past 0: the next evaluation is at the next multiple.
+      next_eval = (int(self._counter.get_counts().get(ACTOR_STEPS, 0)) // every + 1) * every
       while not self._stop.is_set():
-        version = int(self._learner.get_version())
-        if version < next_eval:
+        counts = self._counter.get_counts()
+        actor_steps = int(counts.get(ACTOR_STEPS, 0))
+        if actor_steps < next_eval:
           self._stop.wait(1.0)
           continue
         self._actor.update(wait=True)
-        counts = self._counter.get_counts()
-        stats = evaluate_until_stopped(self._env, self._actor, self._episodes, self._stop)
+        stats = experiment_lib.evaluate(self._config, self._env, self._actor,
+                                        should_stop=self._stop.is_set)
         if stats is None:
           break
-        self._logger.write({"actor_steps": int(counts.get(ACTOR_STEPS, 0)),
-                            "learner_steps": self._actor.policy_version,
-                            "episodes": int(counts.get(ACTOR_EPISODES, 0)),
-                            "wall_seconds": time.time() - self._start,
-                            "actor_precision": self._precision,
-                            "policy_version": self._actor.policy_version, **stats})
-        next_eval = (self._actor.policy_version // self._every + 1) * self._every
+        self._logger.write(experiment_lib.evaluation_row(
+            stats, actor_steps=actor_steps, learner_steps=self._actor.policy_version,
+            episodes=int(counts.get(ACTOR_EPISODES, 0)), wall_seconds=time.time() - self._start,
+            precision=self._precision, policy_version=self._actor.policy_version))
+        next_eval = (actor_steps // every + 1) * every
     except NodeStopping:
       pass
     finally:
@@ -497,7 +419,3 @@ class StepsLimiter:
           return
     finally:
       self._logger.close()
-
-
-__all__ = ["restored_counts", "CounterNode", "LearnerNode", "ActorNode", "EvaluatorNode", "StepsLimiter",
-           "PrecisionSource", "make_tables", "watch_launcher", "ReplayTimeoutError"]

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, List, Optional
+from typing import List, Optional
 
 import numpy as np
 
-from actorq.launch import cli
+from actorq import core
+from actorq.components import environments, evaluation
+from actorq.components import loop as loop_lib
+from actorq.launch import cli, run_dir
 
-PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 VIDEO_SUFFIXES = (".gif", ".mp4")
 MAX_VIDEO_FRAMES = 5_000
 
@@ -31,13 +33,13 @@ def add_parser(subparsers):
   p.add_argument("--checkpoint", required=True,
                  help="run directory of 'actorq train' (or its checkpoints/ folder)")
   p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=10)
-  p.add_argument("--precision", choices=PRECISIONS, default=None,
+  p.add_argument("--precision", choices=core.ACTOR_PRECISIONS, default=None,
                  help="precision the policy runs at (default: the run's evaluation precision)")
   p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=12345,
                  help="evaluation environment seed")
   p.add_argument("--max-episode-steps", type=cli.positive_int("--max-episode-steps"),
                  default=None, help="end an episode after this many steps (default: the "
-                 "environment's own limit)")
+                 f"environment's own limit, at most {loop_lib.DEFAULT_MAX_EPISODE_STEPS})")
   p.add_argument("--video", default=None, metavar="FILE",
                  help="record the first episode to FILE.gif (Pillow) or FILE.mp4 (imageio); "
                       "skipped with a message where the machine cannot render offscreen")
@@ -51,41 +53,32 @@ def _env_kwargs(env_id: str, video: bool) -> dict:
   return {}
 
 
-def run_episodes(env, actor, episodes: int, max_steps: Optional[int] = None,
-                 frames: Optional[List[np.ndarray]] = None, video_error: Optional[list] = None):
-  """Greedy episodes. Returns (returns, lengths) lists; fills `frames` with the first
-  episode's RGB frames (uint8 [H, W, 3]) until rendering fails (message appended to
-  `video_error`)."""
-  returns, lengths = [], []
+class FrameRecorder(loop_lib.Hook):
+  """Records the first episode's RGB frames (uint8 [H, W, 3]) until rendering fails (the
+  reason goes to `error`) or `MAX_VIDEO_FRAMES` frames are held."""
 
-  def grab():
-    if frames is None or (video_error and video_error[0]) or len(frames) >= MAX_VIDEO_FRAMES:
+  def __init__(self):
+    self.frames: List[np.ndarray] = []
+    self.error: Optional[str] = None
+
+  def _grab(self, loop) -> None:
+    if loop.episodes > 0 or self.error or len(self.frames) >= MAX_VIDEO_FRAMES:
       return
     try:
-      frame = env.render()
+      frame = loop.environment.render()
     except Exception as e:  # no offscreen GL backend, no display, ...
-      video_error.append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+      self.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
       return
     if frame is None:
-      video_error.append("the environment returned no frame (no rgb_array render mode)")
+      self.error = "the environment returned no frame (no rgb_array render mode)"
       return
-    frames.append(np.asarray(frame, dtype=np.uint8))
+    self.frames.append(np.asarray(frame, dtype=np.uint8))
 
-  for episode in range(episodes):
-    timestep = env.reset()
-    recording = episode == 0
-    if recording:
-      grab()
-    total, length = 0.0, 0
-    while not timestep.last() and (max_steps is None or length < max_steps):
-      timestep = env.step(actor.select_action(timestep.observation))
-      total += float(timestep.reward)
-      length += 1
-      if recording:
-        grab()
-    returns.append(total)
-    lengths.append(length)
-  return returns, lengths
+  def on_episode_start(self, loop, timestep):
+    self._grab(loop)
+
+  def on_step(self, loop, action, timestep):
+    self._grab(loop)
 
 
 def write_video(path: str, frames: List[np.ndarray], fps: int) -> Optional[str]:
@@ -116,8 +109,6 @@ def run(args) -> int:
     directory = os.path.dirname(os.path.abspath(args.video))
     if not os.path.isdir(directory):
       raise cli.UsageError(f"--video {args.video}: directory {directory} does not exist")
-  from actorq.components import environments, evaluation
-  from actorq.launch import run_dir
   info, state, path = run_dir.load(args.checkpoint)
   if args.video is not None and info["env"].startswith("dmc:"):
     # MuJoCo's headless GL backend (EGL); set MUJOCO_GL yourself to choose another.
@@ -134,12 +125,15 @@ def run(args) -> int:
   print(f"actorq: {info['agent']} on {info['env']}, checkpoint {path} (actor step "
         f"{state.get('actor_steps', '?')}, learner step {state['learner_steps']}); "
         f"{args.episodes} greedy episodes at {precision}", flush=True)
-  frames: Optional[List[Any]] = [] if args.video else None
-  video_error: List[str] = []
+  recorder = FrameRecorder()
   start = time.time()
-  returns, lengths = run_episodes(env, actor, args.episodes, args.max_episode_steps,
-                                  frames, video_error)
+  episodes = loop_lib.ActorLoop(
+      env, actor, learn=False, hooks=[recorder] if args.video else [],
+      max_episode_steps=args.max_episode_steps or loop_lib.DEFAULT_MAX_EPISODE_STEPS,
+  ).run(num_episodes=args.episodes)
   elapsed = time.time() - start
+  returns = [e.episode_return for e in episodes]
+  lengths = [e.episode_length for e in episodes]
   env.close()
   r, n = np.asarray(returns), np.asarray(lengths)
   print(f"episode return: mean {r.mean():.2f}, std {r.std():.2f}, min {r.min():.2f}, "
@@ -150,9 +144,9 @@ def run(args) -> int:
     print("returns: " + ", ".join(f"{x:.1f}" for x in returns))
   print(f"({sum(lengths)} steps in {elapsed:.1f} s)")
   if args.video:
-    why = video_error[0] if video_error else write_video(args.video, frames, args.fps)
+    why = recorder.error or write_video(args.video, recorder.frames, args.fps)
     if why is None:
-      print(f"video: {args.video} ({len(frames)} frames of the first episode)")
+      print(f"video: {args.video} ({len(recorder.frames)} frames of the first episode)")
     else:
       print(f"video skipped: cannot record {info['env']} here: {why}")
   return 0

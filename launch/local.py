@@ -1,43 +1,40 @@
-"""Single-process training: an embedded Reverb server, one actor and the learner,
-interleaved in one readable loop.
+"""Single-process training: an embedded replay, one actor and the learner, interleaved in
+one readable loop (`actorq.components.loop.ActorLoop` with hooks).
 
-The loop asks the builder how many learner steps are owed, so the tables need no
-blocking rate limiter in this mode and nothing can deadlock (every sample also has a
-timeout, `actorq.components.replay`). Besides Acme's six builder methods, a builder
-used here provides:
+    result = local.run(ExperimentConfig(builder, "gym:CartPole-v1", num_steps=100_000))
 
-  * `min_replay_size() -> int`: items the table (`replay_table_name()`) must hold
-    before the first learner step (0: no wait);
-  * `learner_steps_owed(actor_steps_since_start: int) -> int`: the *total* number of
-    learner steps that should have run after that many actor steps since learning
-    started (e.g. `floor(n * samples_per_insert / batch_size)` off-policy, or
-    `n // rollout_length` on-policy);
-  * `config` with the agent's config.
+After every actor step the loop asks the builder how many learner steps are owed
+(`learner_steps_owed(ReplayProgress)`) and runs them, so the tables need no blocking rate
+limiter in this mode and nothing can deadlock (every sample also has a timeout,
+`actorq.components.replay`).
 
-Checkpoints (`logdir/checkpoints`, see `actorq.components.checkpointing`) are written
+Checkpoints (`<logdir>/checkpoints`, see `actorq.components.checkpointing`) are written
 every `checkpoint_every` minutes, at the end, and when the run is interrupted with
 Ctrl-C; each holds the learner's state (params, target params, optimizer state, step
 counter), the counters (actor steps, episodes, learner steps, the acme counter), the
-actor's step count (drives epsilon) and selector RNG, when learning started, and the
-Reverb tables. `run(..., resume=True)` continues from the newest readable one; what
-is not restored: the episode in progress (the resumed run starts a new episode; up to
-n-1 pending n-step transitions of it are lost) and the environments' internal state.
+actor's step count (drives epsilon) and selector RNG, when learning started, the items
+the adder had written, and the Reverb tables. `resume=True` continues from the newest
+readable one; what is not restored: the episode in progress (the resumed run starts a new
+episode; up to n-1 pending n-step transitions of it are lost) and the environments'
+internal state.
 """
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import jax
-import numpy as np
 import reverb
 from acme.utils import counting
 
-from actorq.components import checkpointing, environments, evaluation, replay
+from actorq import core
+from actorq.components import checkpointing, environments
 from actorq.components import logging as logging_lib
+from actorq.components import loop as loop_lib
+from actorq.components import replay
 from actorq.components import variable_client as vc
+from actorq.launch import experiment as experiment_lib
 
 
 @dataclasses.dataclass
@@ -50,83 +47,77 @@ class RunResult:
   learner_steps: int
   episodes: int
   wall_seconds: float
-  evaluations: list
+  evaluations: List[Dict[str, Any]]
   resumed_from: Optional[str] = None  # the checkpoint a resumed run started from
   resumed_actor_steps: int = 0  # its actor steps (0: a fresh run)
-
-
-evaluate = evaluation.evaluate  # kept here for callers of the runner module
 
 
 def _table_size(client: reverb.Client, table: str) -> int:
   return int(client.server_info()[table].current_size)
 
 
-def checkpoint_state(learner, actor_steps: int, episodes: int, actor_num_steps: int,
-                     **extra: Any) -> Dict[str, Any]:
-  """What a run checkpoint holds (all numpy / plain Python); `extra` is added as is."""
-  return {"learner": learner.save(),
-          "policy_params": jax.device_get(learner.get_variables(["policy"])[0]),
-          "learner_steps": learner.step_count, "actor_steps": actor_steps,
-          "episodes": episodes, "actor_num_steps": actor_num_steps, **extra}
+class _Learning(loop_lib.Hook):
+  """Starts learning once the table holds `min_replay_size()` items, then runs the
+  learner steps the builder says are owed after each actor step."""
+
+  def __init__(self, builder, learner, client, adder, on_learner_step=None):
+    self._builder, self._learner, self._client, self._adder = builder, learner, client, adder
+    self._min_replay = int(builder.min_replay_size())
+    self._on_learner_step = on_learner_step
+    self.started = False
+    self.start_step = 0  # actor steps before learning started
+    self.items_before = 0  # items a resumed run's earlier sessions had written
+
+  @property
+  def items_written(self) -> int:
+    return self.items_before + int(self._adder.items_written)
+
+  def on_step(self, loop, action, timestep):
+    if not self.started and loop.steps >= self._min_replay:
+      self.started = (self._min_replay == 0 or
+                      _table_size(self._client, self._builder.replay_table_name())
+                      >= self._min_replay)
+      self.start_step = loop.steps - 1
+    if self.started:
+      owed = self._builder.learner_steps_owed(core.ReplayProgress(
+          loop.steps - self.start_step, self.items_written))
+      while self._learner.step_count < owed:
+        self._learner.step()
+        if self._on_learner_step is not None:
+          self._on_learner_step(self._learner)
 
 
-def _actor_rng_state(actor):
-  rng = getattr(actor, "_rng", None)  # FeedForwardActor's selector generator
-  return rng.bit_generator.state if rng is not None else None
-
-
-def run(builder, env_id: str, num_steps: int, seed: int = 0, logdir: Optional[str] = None,
-        eval_every: int = 5_000, eval_episodes: int = 10,
+def run(config: experiment_lib.ExperimentConfig, *,
         progress: Optional[Callable[[Dict[str, Any]], None]] = None,
-        on_learner_step: Optional[Callable[[Any], None]] = None,
-        checkpoint_every: Optional[float] = 10.0, keep_checkpoints: int = 3,
-        resume: bool = False) -> RunResult:
-  """Trains `builder`'s agent for `num_steps` actor (environment) steps.
+        on_learner_step: Optional[Callable[[Any], None]] = None) -> RunResult:
+  """Trains `config.builder`'s agent for `config.num_steps` actor steps in this process.
 
   Args:
-    builder: an agent builder (see `actorq.agents.dqn.builder.DQNBuilder`).
-    env_id: environment id (`actorq.components.environments`).
-    num_steps: actor steps to take.
-    seed: seeds the environment, networks and actor.
-    logdir: CSVs `train.csv`, `learner.csv`, `eval.csv` go here, and a final checkpoint
-      in `logdir/checkpoints` (None: no files).
-    eval_every: actor steps between greedy evaluations (and one at the end).
-    eval_episodes: episodes per evaluation.
+    config: the experiment (see `ExperimentConfig`).
     progress: called after every actor step with a dict of counters.
     on_learner_step: called with the learner after each of its steps (tests).
-    checkpoint_every: minutes between checkpoints (None or 0: only at the end).
-    keep_checkpoints: how many checkpoints to keep (>= 1).
-    resume: continue from the newest readable checkpoint in `logdir/checkpoints`
-      (`num_steps` stays the run's total, not additional steps).
 
   Raises:
-    ValueError: `resume` without a `logdir`.
-    checkpointing.CheckpointError: `resume` and no readable checkpoint.
+    checkpointing.CheckpointError: `config.resume` and no readable checkpoint.
   """
   start_time = time.time()
-  if logdir is not None:
-    os.makedirs(logdir, exist_ok=True)
-  ckpt_dir = os.path.join(logdir, "checkpoints") if logdir is not None else None
+  builder = config.builder
+  ckpt_dir = config.checkpoint_dir
   resumed_from, restored = None, None
-  if resume:
-    if ckpt_dir is None:
-      raise ValueError("resume=True needs the run's logdir")
+  if config.resume:
     resumed_from, restored = checkpointing.restore_latest(ckpt_dir, checkpointing.validate_run)
     if restored is None:
       raise checkpointing.CheckpointError(f"no readable checkpoint in {ckpt_dir} to resume from")
-  logger_fn = logging_lib.make_logger_factory(logdir)
+  logger_fn = logging_lib.make_logger_factory(config.logdir)
   # A resumed run's training environment continues with a different seed (its
   # internal state is not checkpointed); evaluation keeps its seed.
-  env = environments.make_environment(
-      env_id, seed=seed if restored is None else seed + int(restored["actor_steps"]))
-  eval_env = environments.make_environment(env_id, seed=seed + 10_000)
-  env_spec = environments.environment_spec(env)
-  networks = builder.make_networks(env_spec)
-  policy = builder.make_policy(networks, env_spec, evaluation=False)
-  eval_policy = builder.make_policy(networks, env_spec, evaluation=True)
+  env = experiment_lib.make_environment(
+      config, config.seed if restored is None else config.seed + int(restored["actor_steps"]))
+  eval_env = experiment_lib.make_environment(config, config.seed + experiment_lib.EVAL_SEED_OFFSET)
+  parts = experiment_lib.agent_parts(config, environments.environment_spec(env))
+  env_spec = parts.environment_spec
 
-  tables = builder.make_replay_tables(env_spec, policy)
+  tables = builder.make_replay_tables(env_spec, parts.policy)
   if ckpt_dir is None:
     server = replay.make_server(tables)
   else:  # Reverb's own checkpointer; a resumed run's tables load from its checkpoint
@@ -134,115 +125,83 @@ def run(builder, env_id: str, num_steps: int, seed: int = 0, logdir: Optional[st
         ckpt_dir, restored.get("replay_checkpoint") if restored else None))
   client = reverb.Client(f"localhost:{server.port}")
   counter = counting.Counter()
-  key_learner, key_actor, key_eval = jax.random.split(jax.random.PRNGKey(seed), 3)
-  learner = builder.make_learner(key_learner, networks, builder.make_dataset_iterator(client),
+  key_learner, key_actor, key_eval = jax.random.split(jax.random.PRNGKey(config.seed), 3)
+  learner = builder.make_learner(key_learner, parts.networks,
+                                 builder.make_dataset_iterator(client),
                                  lambda label: logger_fn(label, time_delta=1.0), env_spec,
                                  client, counting.Counter(counter, "learner"))
-  publishers = {}
+  policy_server = vc.PolicyServer(learner, parts.networks.spec)
+  adder = builder.make_adder(client, env_spec, parts.policy)
+  actor = builder.make_actor(key_actor, parts.policy, env_spec, policy_server, adder)
+  eval_actor = builder.make_actor(key_eval, parts.eval_policy, env_spec, policy_server)
+  train_logger, eval_logger = logger_fn("train"), logger_fn("eval")
 
-  def publisher(precision):
-    if precision not in publishers:
-      publishers[precision] = vc.PolicyPublisher(learner, networks.spec, precision)
-    return publishers[precision]
-
-  adder = builder.make_adder(client, env_spec, policy)
-  actor = builder.make_actor(key_actor, policy, env_spec, publisher(policy.precision), adder)
-  eval_actor = builder.make_actor(key_eval, eval_policy, env_spec, publisher(eval_policy.precision))
-  train_logger = logger_fn("train")
-  eval_logger = logger_fn("eval")
-
-  min_replay = builder.min_replay_size()
-  learning_started = False
-  learning_start_step = 0
-  evaluations = []
-  episodes, actor_steps = 0, 0
-  last_eval = float("nan")
-  wall_offset = 0.0  # wall seconds of the run before this session (resume)
+  learning = _Learning(builder, learner, client, adder, on_learner_step)
+  evaluations: List[Dict[str, Any]] = []
+  state = {"last_eval": float("nan"), "wall_offset": 0.0, "last_checkpoint": time.time()}
   if restored is not None:
-    wall_offset = float(restored.get("wall_seconds", 0.0))
+    state["wall_offset"] = float(restored.get("wall_seconds", 0.0))
     learner.restore(restored["learner"])
     if restored.get("counter") is not None:
       counter.restore(restored["counter"])
-    actor_steps, episodes = int(restored["actor_steps"]), int(restored["episodes"])
-    learning_started = bool(restored.get("learning_started", restored["learner_steps"] > 0))
-    learning_start_step = int(restored.get("learning_start_step", 0))
+    learning.started = bool(restored.get("learning_started", restored["learner_steps"] > 0))
+    learning.start_step = int(restored.get("learning_start_step", 0))
+    learning.items_before = int(restored.get("items_written", 0))
     actor.num_steps = int(restored["actor_num_steps"])
-    if restored.get("actor_rng") is not None and getattr(actor, "_rng", None) is not None:
-      actor._rng.bit_generator.state = restored["actor_rng"]
-    last_eval = float(restored.get("last_eval", float("nan")))
+    if restored.get("actor_rng") is not None:
+      actor.rng_state = restored["actor_rng"]
+    state["last_eval"] = float(restored.get("last_eval", float("nan")))
     actor.update(wait=True)  # act with the restored parameters
-  last_checkpoint = time.time()
 
-  def save_checkpoint():
-    nonlocal last_checkpoint
+  def wall_seconds() -> float:
+    return state["wall_offset"] + time.time() - start_time
+
+  def save_checkpoint(loop=None) -> None:
+    del loop
     checkpointing.save_run(
-        ckpt_dir, checkpoint_state(
-            learner, actor_steps, episodes, actor.num_steps, counter=counter.save(),
-            learning_started=learning_started, learning_start_step=learning_start_step,
-            actor_rng=_actor_rng_state(actor), last_eval=last_eval,
-            env_id=env_id, seed=seed, num_steps=num_steps,
-            wall_seconds=wall_offset + time.time() - start_time),
-        step=actor_steps, keep=keep_checkpoints, replay_client=client)
-    last_checkpoint = time.time()
+        ckpt_dir, experiment_lib.checkpoint_state(
+            config, learner, actor_steps=training.steps, episodes=training.episodes,
+            actor_num_steps=actor.num_steps, counts=counter.save()["counts"],
+            learning_started=learning.started, wall_seconds=wall_seconds(),
+            learning_start_step=learning.start_step, items_written=learning.items_written,
+            actor_rng=actor.rng_state, last_eval=state["last_eval"]),
+        step=training.steps, keep=config.keep_checkpoints, replay_client=client)
 
-  def run_evaluation():
-    nonlocal last_eval
+  def run_evaluation(loop=None) -> None:
+    del loop
     eval_actor.update(wait=True)
-    stats = evaluate(eval_env, eval_actor, eval_episodes)
-    last_eval = stats["episode_return"]
-    row = {"actor_steps": actor_steps, "learner_steps": learner.step_count,
-           "episodes": episodes, "wall_seconds": wall_offset + time.time() - start_time,
-           "actor_precision": eval_policy.precision,
-           "payload_bytes": publisher(eval_policy.precision).stats["payload_bytes"],
-           "policy_version": eval_actor.policy_version, **stats}
+    stats = experiment_lib.evaluate(config, eval_env, eval_actor)
+    state["last_eval"] = stats["episode_return"]
+    row = experiment_lib.evaluation_row(
+        stats, actor_steps=training.steps, learner_steps=learner.step_count,
+        episodes=training.episodes, wall_seconds=wall_seconds(),
+        precision=parts.eval_policy.precision,
+        payload_bytes=policy_server.publisher(parts.eval_policy.precision).stats["payload_bytes"],
+        policy_version=eval_actor.policy_version)
     evaluations.append(row)
     eval_logger.write(row)
 
-  try:
-    timestep = env.reset()
-    actor.observe_first(timestep)
-    episode_return, episode_length, episode_start = 0.0, 0, time.time()
-    while actor_steps < num_steps:
-      action = actor.select_action(timestep.observation)
-      timestep = env.step(action)
-      actor.observe(action, timestep)
-      actor_steps += 1
-      episode_return += float(timestep.reward)
-      episode_length += 1
+  class _Progress(loop_lib.Hook):
 
-      # Learner steps owed under the samples-per-insert ratio.
-      if not learning_started and actor_steps >= min_replay:
-        learning_started = (min_replay == 0 or
-                            _table_size(client, builder.replay_table_name()) >= min_replay)
-        learning_start_step = actor_steps - 1
-      if learning_started:
-        owed = builder.learner_steps_owed(actor_steps - learning_start_step)
-        while learner.step_count < owed:
-          learner.step()
-          if on_learner_step is not None:
-            on_learner_step(learner)
-      actor.update()
-
-      if timestep.last():
-        episodes += 1
-        elapsed = time.time() - episode_start
-        train_logger.write({"actor_steps": actor_steps, "episodes": episodes,
-                            "episode_return": episode_return, "episode_length": episode_length,
-                            "steps_per_second": episode_length / max(elapsed, 1e-9),
-                            "policy_version": actor.policy_version})
-        timestep = env.reset()
-        actor.observe_first(timestep)
-        episode_return, episode_length, episode_start = 0.0, 0, time.time()
-
-      if actor_steps % eval_every == 0 or actor_steps == num_steps:
-        run_evaluation()
+    def on_step(self, loop, action, timestep):
+      if loop.steps == config.num_steps and loop.steps % config.eval_every:
+        run_evaluation()  # the final evaluation, when not on the period
       if progress is not None:
-        progress({"actor_steps": actor_steps, "episodes": episodes,
-                  "learner_steps": learner.step_count, "eval_return": last_eval,
+        progress({"actor_steps": loop.steps, "episodes": loop.episodes,
+                  "learner_steps": learner.step_count, "eval_return": state["last_eval"],
                   "actor_num_steps": actor.num_steps})
-      if (ckpt_dir is not None and checkpoint_every and actor_steps < num_steps
-          and time.time() - last_checkpoint >= 60.0 * checkpoint_every):
-        save_checkpoint()
+
+  hooks = [learning, loop_lib.EpisodeLogger(train_logger),
+           loop_lib.EveryNSteps(config.eval_every, run_evaluation), _Progress()]
+  if ckpt_dir is not None and config.checkpoint_every:
+    hooks.append(loop_lib.EveryNSeconds(60.0 * config.checkpoint_every, save_checkpoint))
+  training = loop_lib.ActorLoop(env, actor, hooks=hooks,
+                                max_episode_steps=config.max_episode_steps)
+  if restored is not None:
+    training.steps, training.episodes = int(restored["actor_steps"]), int(restored["episodes"])
+  try:
+    if training.steps < config.num_steps:
+      training.run(num_steps=config.num_steps - training.steps)
     if not evaluations:  # resumed at (or past) num_steps: evaluate once
       run_evaluation()
     if ckpt_dir is not None:
@@ -260,7 +219,7 @@ def run(builder, env_id: str, num_steps: int, seed: int = 0, logdir: Optional[st
   best = max(evaluations, key=lambda r: r["episode_return"])
   return RunResult(final_eval_return=evaluations[-1]["episode_return"],
                    best_eval_return=best["episode_return"], best_eval_step=best["actor_steps"],
-                   actor_steps=actor_steps, learner_steps=learner.step_count, episodes=episodes,
-                   wall_seconds=time.time() - start_time, evaluations=evaluations,
-                   resumed_from=resumed_from,
+                   actor_steps=training.steps, learner_steps=learner.step_count,
+                   episodes=training.episodes, wall_seconds=time.time() - start_time,
+                   evaluations=evaluations, resumed_from=resumed_from,
                    resumed_actor_steps=int(restored["actor_steps"]) if restored else 0)

@@ -1,9 +1,12 @@
 """`actorq quantize`: reward parity of a trained policy, fp32 versus a lower precision."""
 from __future__ import annotations
 
-from actorq.launch import cli
+from actorq import core
+from actorq.components import environments, evaluation
+from actorq.launch import cli, run_dir
 
-PRECISIONS = ("int8", "fp16", "bf16", "simulated-int8")
+# Every precision a policy can be compared at against fp32.
+PRECISIONS = tuple(p for p in core.PRECISIONS if p != core.FP32)
 
 
 def add_parser(subparsers):
@@ -20,8 +23,6 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-  from actorq.components import environments, evaluation
-  from actorq.launch import run_dir
   info, state, path = run_dir.load(args.checkpoint)
   builder = run_dir.make_builder(info)
   env_fn = lambda: environments.make_environment(info["env"], seed=args.seed)

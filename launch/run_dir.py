@@ -1,15 +1,50 @@
-"""Reading a run directory written by `actorq train`: run.json + checkpoints/."""
+"""A run directory of `actorq train`: `run.json` + `checkpoints/`, written and read here.
+
+`run.json` holds the agent's name, the environment id, the seed, the resolved config
+(every field) and the train settings (steps, evaluation period and episodes; the launch
+type and actor count of a distributed run).
+"""
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import Any, Dict, Tuple
 
-from actorq.components import checkpointing
-from actorq.launch import cli
+from actorq.components import checkpointing, config_io
+from actorq.launch import cli, registry
 
 RUN_INFO = "run.json"
 CHECKPOINTS = "checkpoints"
+
+
+def write_info(logdir: str, info: Dict[str, Any]) -> None:
+  """Writes `<logdir>/run.json` atomically."""
+  path = os.path.join(logdir, RUN_INFO)
+  tmp = f"{path}.tmp-{os.getpid()}"
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(info, f, indent=2, sort_keys=True)
+  os.replace(tmp, path)
+
+
+def read_info(run_path: str) -> Dict[str, Any]:
+  """The run's `run.json`.
+
+  Raises:
+    cli.UsageError: unreadable or not a run.json of `actorq train`.
+  """
+  path = os.path.join(run_path, RUN_INFO)
+  try:
+    with open(path, encoding="utf-8") as f:
+      info = json.load(f)
+  except (OSError, ValueError) as e:
+    raise cli.UsageError(f"cannot read {path}: {e}") from None
+  missing = [k for k in ("agent", "env", "seed", "config") if not isinstance(info, dict)
+             or k not in info]
+  if missing:
+    raise cli.UsageError(f"{path} is not a run.json of 'actorq train' (missing "
+                         f"{', '.join(missing)})")
+  return info
 
 
 def resolve(path: str) -> Tuple[str, str]:
@@ -29,8 +64,7 @@ def resolve(path: str) -> Tuple[str, str]:
 def load(path: str) -> Tuple[Dict[str, Any], Dict[str, Any], str]:
   """`(run_info, checkpoint_state, checkpoint_path)` of the newest readable checkpoint."""
   run_dir, ckpt_dir = resolve(path)
-  with open(os.path.join(run_dir, RUN_INFO), encoding="utf-8") as f:
-    info = json.load(f)
+  info = read_info(run_dir)
   ckpt_path, state = checkpointing.restore_latest(ckpt_dir)
   if state is None:
     raise cli.UsageError(f"no readable checkpoint in {ckpt_dir}")
@@ -38,12 +72,26 @@ def load(path: str) -> Tuple[Dict[str, Any], Dict[str, Any], str]:
 
 
 def make_builder(info: Dict[str, Any], **overrides):
-  """The run's builder, its config rebuilt from run.json (plus `overrides`)."""
-  from actorq.launch import registry
-  config_cls, builder_cls = registry.get(info["agent"])
-  config = dict(info["config"])
-  config.update(overrides)
-  for key, value in config.items():
-    if isinstance(value, list):
-      config[key] = tuple(value)
-  return builder_cls(config_cls(**config))
+  """The run's builder, its config rebuilt from run.json (plus `overrides`).
+
+  A key this version's config does not know (a run directory from another version) is
+  dropped with a warning naming it; its default is used in its place.
+
+  Raises:
+    cli.UsageError: an unknown agent, or a value this version refuses.
+  """
+  try:
+    config_cls, builder_cls = registry.get(info["agent"])
+  except registry.UnknownAgentError as e:
+    raise cli.UsageError(f"run.json: {e}") from None
+  values = dict(info["config"])
+  unknown = sorted(set(values) - config_io.field_names(config_cls))
+  if unknown:
+    warnings.warn(f"run.json: ignoring {config_cls.__name__} key(s) this version does not "
+                  f"know: {', '.join(unknown)}", UserWarning, stacklevel=2)
+    for key in unknown:
+      del values[key]
+  try:
+    return builder_cls(config_io.from_dict(config_cls, values, overrides))
+  except ValueError as e:
+    raise cli.UsageError(f"run.json: {e}") from None

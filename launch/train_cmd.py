@@ -1,17 +1,27 @@
-"""`actorq train`: train an agent (default: DQN on gym:CartPole-v1)."""
+"""`actorq train`: train an agent (default: DQN on gym:CartPole-v1), in one process
+(`--launch local`, the default) or as a Launchpad program (`--launch local_mt|local_mp
+[--num-actors N]`). Both consume one `launch.experiment.ExperimentConfig`; `run.json` is
+written once, here, before either starts.
+"""
 from __future__ import annotations
 
 import os
+import sys
 import time
 
-from actorq.launch import cli
+from tqdm import tqdm
 
-PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+from actorq import core
+from actorq.components import checkpointing, config_io, environments
+from actorq.launch import cli, distributed, distributed_nodes, experiment, local, registry
+from actorq.launch import run_dir
+
 DEFAULT_AGENT = "dqn"
 DEFAULT_ENV = "gym:CartPole-v1"
+LAUNCH_CHOICES = ("local",) + distributed.LAUNCH_TYPES
+DEFAULT_NUM_ACTORS = 2
 # Defaults of the flags a resumed run takes from its run.json instead ("train" there).
 TRAIN_DEFAULTS = {"steps": 100_000, "eval_every": 5_000, "eval_episodes": 10}
-DEFAULT_PRECISION = "fp32"
 
 
 def add_parser(subparsers):
@@ -20,12 +30,12 @@ def add_parser(subparsers):
   train.add_argument("--env", default=DEFAULT_ENV,
                      help="environment id: gym:<id>, dmc:<domain>-<task>, atari:<Game>")
   train.add_argument("--steps", type=cli.positive_int("--steps"), default=None,
-                     help="actor (environment) steps in total (default: 100000; with --resume: "
-                          "the run's own total)")
+                     help="actor (environment) steps in total, summed over actors (default: "
+                          "100000; with --resume: the run's own total)")
   train.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=0)
   train.add_argument("--logdir", default=None,
                      help="run directory (default: runs/<agent>-<env>-s<seed>-<time>)")
-  train.add_argument("--actor-precision", choices=PRECISIONS, default=None,
+  train.add_argument("--actor-precision", choices=core.ACTOR_PRECISIONS, default=None,
                      help="precision the actors act with (the learner is always fp32); "
                           "overrides the config file (default: fp32)")
   train.add_argument("--eval-every", type=cli.positive_int("--eval-every"), default=None,
@@ -45,13 +55,19 @@ def add_parser(subparsers):
   train.add_argument("--resume", default=None, metavar="RUN_DIR",
                      help="continue a run of 'actorq train' from its newest readable checkpoint "
                           "(agent, environment, seed and config come from its run.json)")
-  train.add_argument("--checkpoint-every", type=cli.positive_float("--checkpoint-every"), default=10.0,
-                     metavar="MINUTES", help="minutes between checkpoints (default: 10; one is "
-                     "also written at the end and on Ctrl-C)")
+  train.add_argument("--checkpoint-every", type=cli.positive_float("--checkpoint-every"),
+                     default=10.0, metavar="MINUTES", help="minutes between checkpoints "
+                     "(default: 10; one is also written at the end and on Ctrl-C)")
   train.add_argument("--keep-checkpoints", type=cli.positive_int("--keep-checkpoints"), default=3,
                      metavar="K", help="keep the newest K checkpoints (default: 3)")
-  from actorq.launch import distributed_train
-  distributed_train.add_arguments(train)
+  train.add_argument("--launch", choices=LAUNCH_CHOICES, default="local",
+                     help="local: one process (default); local_mt: a Launchpad program in "
+                          "threads; local_mp: a Launchpad program, one process per node")
+  train.add_argument("--num-actors", type=cli.positive_int("--num-actors"), default=None,
+                     help=f"actor nodes with --launch local_mt/local_mp (default: "
+                          f"{DEFAULT_NUM_ACTORS})")
+  train.add_argument("--dry-run", action="store_true",
+                     help="print the program's nodes and groups and exit without running")
   return train
 
 
@@ -61,15 +77,13 @@ def make_builder(args):
   Raises:
     cli.UsageError: naming what is wrong and what is allowed.
   """
-  from actorq.components import environments
-  from actorq.launch import registry
   try:
     config_cls, builder_cls = registry.get(args.agent)
   except registry.UnknownAgentError as e:
     raise cli.UsageError(str(e)) from None
   try:
     env = environments.make_environment(args.env, seed=args.seed)
-  except environments.UnknownEnvironmentError as e:
+  except core.UnknownEnvironmentError as e:
     raise cli.UsageError(str(e)) from None
   builder = builder_cls(resolve_config(args, config_cls))
   try:
@@ -88,7 +102,6 @@ def resolve_config(args, config_cls):
   Raises:
     cli.UsageError: unknown keys (named, with the allowed ones), bad values, unreadable files.
   """
-  from actorq.components import config_io
   values = {}
   try:
     if getattr(args, "resume_info", None) is not None:
@@ -105,23 +118,22 @@ def resolve_config(args, config_cls):
 
 
 def apply_resume(args) -> None:
-  """For `--resume RUN_DIR`: agent, environment, seed, logdir and (unless given) the
-  total steps, evaluation period and episodes come from the run's run.json.
+  """For `--resume RUN_DIR`: agent, environment, seed, logdir, launch settings and (unless
+  given) the total steps, evaluation period and episodes come from the run's run.json.
 
   Raises:
     cli.UsageError: not a run directory, or flags that would change the run.
   """
-  import json
-  from actorq.launch import run_dir
   if args.config or args.set:
     raise cli.UsageError("--resume keeps the run's config from its run.json; "
                          "--config and --set cannot be combined with it")
+  if args.dry_run:
+    raise cli.UsageError("--dry-run cannot be combined with --resume")
   try:
     run_path, _ = run_dir.resolve(args.resume)
   except cli.UsageError as e:
     raise cli.UsageError(str(e).replace("--checkpoint", "--resume", 1)) from None
-  with open(os.path.join(run_path, run_dir.RUN_INFO), encoding="utf-8") as f:
-    info = json.load(f)
+  info = run_dir.read_info(run_path)
   for flag, key, default in (("--agent", "agent", DEFAULT_AGENT), ("--env", "env", DEFAULT_ENV)):
     given = getattr(args, key)
     if given != default and given != info[key]:
@@ -133,45 +145,65 @@ def apply_resume(args) -> None:
   for key in TRAIN_DEFAULTS:
     if getattr(args, key) is None and key in saved:
       setattr(args, key, int(saved[key]))
+  if args.num_actors is None and "num_actors" in saved:
+    args.num_actors = int(saved["num_actors"])
   args.resume_info = info
 
 
-def write_run_info(logdir, args, config) -> None:
-  """`run.json`: agent, environment, seed and the resolved config of a run."""
-  import dataclasses
-  import json
-  info = {"agent": args.agent, "env": args.env, "seed": args.seed,
-          "config": dataclasses.asdict(config),
-          "train": {"steps": args.steps, "eval_every": args.eval_every,
-                    "eval_episodes": args.eval_episodes}}
-  from actorq.launch import run_dir
-  with open(os.path.join(logdir, run_dir.RUN_INFO), "w", encoding="utf-8") as f:
-    json.dump(info, f, indent=2, sort_keys=True)
+def run_info(args, config) -> dict:
+  """`run.json`: agent, environment, seed, the resolved config and the train settings."""
+  train = {"steps": args.steps, "eval_every": args.eval_every,
+           "eval_episodes": args.eval_episodes}
+  if args.launch != "local":
+    train.update(launch=args.launch, num_actors=args.num_actors)
+  return {"agent": args.agent, "env": args.env, "seed": args.seed,
+          "config": config_io.to_dict(config), "train": train}
+
+
+def _check_launch(args) -> None:
+  if args.launch == "local" and args.num_actors not in (None, 1):
+    raise cli.UsageError("--num-actors needs --launch local_mt or local_mp "
+                         "(--launch local runs one actor)")
+  if args.launch != "local" and args.num_actors is None:
+    args.num_actors = DEFAULT_NUM_ACTORS
 
 
 def run(args) -> int:
   args.resume_info = None
-  if getattr(args, "resume", None):
+  if args.resume:
     apply_resume(args)
   for key, default in TRAIN_DEFAULTS.items():
     if getattr(args, key) is None:
       setattr(args, key, default)
+  _check_launch(args)
   builder = make_builder(args)
-  if getattr(args, "launch", "local") != "local" or getattr(args, "dry_run", False):
-    from actorq.launch import distributed_train
-    return distributed_train.run(args, builder)
-  if getattr(args, "num_actors", None) not in (None, 1):
-    raise cli.UsageError("--num-actors needs --launch local_mt or local_mp")
-  if args.logdir is None:
+  if args.dry_run and args.launch == "local":
+    print(f"launch local: one process (embedded Reverb server, 1 actor, learner, evaluation "
+          f"every {args.eval_every} actor steps); no Launchpad program")
+    return 0
+  if args.logdir is None and not args.dry_run:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    args.logdir = os.path.join("runs", f"{args.agent}-{args.env.replace(':', '_')}-s{args.seed}-{stamp}")
-  args.logdir = cli.ensure_writable_dir(args.logdir)
-  write_run_info(args.logdir, args, builder.config)
+    suffix = "" if args.launch == "local" else f"-{args.launch}"
+    args.logdir = os.path.join(
+        "runs", f"{args.agent}-{args.env.replace(':', '_')}-s{args.seed}{suffix}-{stamp}")
+  try:
+    config = experiment.ExperimentConfig(
+        builder=builder, env_id=args.env, num_steps=args.steps, seed=args.seed,
+        eval_every=args.eval_every, eval_episodes=args.eval_episodes,
+        logdir=None if args.dry_run else args.logdir, checkpoint_every=args.checkpoint_every,
+        keep_checkpoints=args.keep_checkpoints, resume=bool(args.resume))
+  except ValueError as e:
+    raise cli.UsageError(str(e)) from None
+  if not args.dry_run:
+    args.logdir = cli.ensure_writable_dir(args.logdir)
+    if not args.resume:
+      run_dir.write_info(args.logdir, run_info(args, builder.config))
+  if args.launch == "local":
+    return _run_local(args, config)
+  return _run_distributed(args, config)
 
-  from tqdm import tqdm
-  from actorq.components import checkpointing
-  from actorq.launch import local
 
+def _run_local(args, config) -> int:
   bar = tqdm(total=args.steps, unit="step", dynamic_ncols=True, disable=args.no_progress,
              mininterval=0.5, smoothing=0.05)
   last = {"n": 0}
@@ -183,19 +215,14 @@ def run(args) -> int:
       bar.set_postfix(episodes=c["episodes"], learner=c["learner_steps"],
                       eval_return=f"{c['eval_return']:.1f}", refresh=False)
 
-  precision = builder.config.actor_precision
   print(f"actorq: {'resuming' if args.resume else 'training'} {args.agent} on {args.env} for "
-        f"{args.steps} steps (seed {args.seed}, actors {precision}); logs in {args.logdir}",
-        flush=True)
+        f"{args.steps} steps (seed {args.seed}, actors {config.precision}); logs in "
+        f"{args.logdir}", flush=True)
   try:
-    result = local.run(builder, args.env, args.steps, seed=args.seed, logdir=args.logdir,
-                       eval_every=args.eval_every, eval_episodes=args.eval_episodes,
-                       progress=progress, checkpoint_every=args.checkpoint_every,
-                       keep_checkpoints=args.keep_checkpoints, resume=bool(args.resume))
+    result = local.run(config, progress=progress)
   except checkpointing.CheckpointError as e:
     raise cli.UsageError(f"--resume {args.logdir}: {e}") from None
   except KeyboardInterrupt:
-    import sys
     print(f"actorq: checkpoint saved; continue with: actorq train --resume {args.logdir}",
           file=sys.stderr)
     raise
@@ -207,5 +234,40 @@ def run(args) -> int:
         f"{result.learner_steps} learner steps, {result.episodes} episodes; "
         f"best evaluation return {result.best_eval_return:.1f} at step {result.best_eval_step}")
   print(f"final evaluation return: {result.final_eval_return:.1f} "
-        f"(mean over {args.eval_episodes} greedy episodes, actors {precision})")
+        f"(mean over {args.eval_episodes} greedy episodes, actors {config.precision})")
   return 0
+
+
+def _run_distributed(args, config) -> int:
+  try:
+    dp = distributed.make_program(config, args.num_actors, name=f"actorq-{args.agent}")
+  except checkpointing.CheckpointError as e:
+    raise cli.UsageError(f"--resume {args.logdir}: {e}") from None
+  if args.dry_run:
+    print(distributed.describe(dp, args.launch))
+    return 0
+  n = distributed_nodes
+  print(f"actorq: {'resuming' if args.resume else 'training'} {args.agent} on {args.env} for "
+        f"{args.steps} actor steps with {args.num_actors} actors ({args.launch}, seed "
+        f"{args.seed}, actors {config.precision}); logs in {args.logdir}", flush=True)
+  if dp.resumed_from:
+    print(f"actorq: resuming from {dp.resumed_from} (actor step "
+          f"{int(dp.resumed_counts[n.ACTOR_STEPS])}, learner step "
+          f"{int(dp.resumed_counts[n.LEARNER_STEPS])})", flush=True)
+  last = {"t": 0.0}
+
+  def on_poll(counts):
+    if args.no_progress or time.time() - last["t"] < 30:
+      return
+    last["t"] = time.time()
+    print(f"actorq: {int(counts.get(n.ACTOR_STEPS, 0))} actor steps, "
+          f"{int(counts.get(n.LEARNER_STEPS, 0))} learner steps, "
+          f"{int(counts.get(n.ACTOR_EPISODES, 0))} episodes", flush=True)
+
+  result = distributed.launch(dp, args.launch, echo=not args.no_progress, on_poll=on_poll)
+  print(distributed.summary_line(result), flush=True)
+  if result.evaluations:
+    print(f"final evaluation return: {result.final_eval_return:.1f} "
+          f"(mean over {args.eval_episodes} greedy episodes, actors {config.precision})",
+          flush=True)
+  return result.exit_code

@@ -25,12 +25,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from actorq import core
 from actorq.quantization import network_spec as ns
 from actorq.quantization import ops
 from actorq.quantization import ptq
 
-PRECISIONS = ("fp32", "fp16", "bf16", "int8", "simulated-int8")
-INT8_PRECISIONS = ("int8", "simulated-int8")
+PRECISIONS = core.PRECISIONS
+INT8_PRECISIONS = core.INT8_PRECISIONS
 _FLOAT_DTYPES = {"fp32": np.float32, "fp16": np.float16, "bf16": jnp.bfloat16}
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from actorq.components.onpolicy_config import OnPolicyConfig
+from actorq.agents.onpolicy_common.config import OnPolicyConfig
 
 
 @dataclasses.dataclass

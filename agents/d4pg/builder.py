@@ -9,7 +9,7 @@ from acme import specs
 from actorq.agents.d4pg import config as config_lib
 from actorq.agents.d4pg import learning
 from actorq.agents.d4pg import networks as networks_lib
-from actorq.agents.dpg_common.builder import DPGBuilder, DPGPolicy  # noqa: F401
+from actorq.agents.dpg_common.builder import DPGBuilder
 
 
 class D4PGBuilder(DPGBuilder):

@@ -8,7 +8,7 @@ from acme import specs
 from actorq.agents.ddpg import config as config_lib
 from actorq.agents.ddpg import learning
 from actorq.agents.ddpg import networks as networks_lib
-from actorq.agents.dpg_common.builder import DPGBuilder, DPGPolicy  # noqa: F401
+from actorq.agents.dpg_common.builder import DPGBuilder
 
 
 class DDPGBuilder(DPGBuilder):

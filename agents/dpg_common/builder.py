@@ -4,7 +4,6 @@ loop's methods; replay, dataset, adder and actor come from
 `critic_functions(networks) -> (critic_loss, q_value)`."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Iterator, Optional, Tuple
 
 import jax
@@ -13,20 +12,11 @@ import optax
 import reverb
 from acme import specs
 
+from actorq import core
 from actorq.agents.dpg_common import config as config_lib
 from actorq.agents.dpg_common import learning
 from actorq.agents.dpg_common import networks as networks_lib
-from actorq.components import actors, builders, continuous
-from actorq.quantization import network_spec as ns
-
-
-@dataclasses.dataclass
-class DPGPolicy:
-  """What an actor needs: the policy spec, a precision and a bounded action selector."""
-  spec: ns.NetworkSpec
-  precision: str
-  selector: actors.Selector
-  evaluation: bool
+from actorq.components import builders, continuous
 
 
 class DPGBuilder(builders.TransitionReplayBuilder):
@@ -44,12 +34,12 @@ class DPGBuilder(builders.TransitionReplayBuilder):
 
   # --- Acme's builder contract (replay, dataset, adder and actor are inherited) --------
   def make_policy(self, networks: networks_lib.DPGNetworks,
-                  environment_spec: specs.EnvironmentSpec, evaluation: bool = False) -> DPGPolicy:
+                  environment_spec: specs.EnvironmentSpec, evaluation: bool = False) -> core.ActorPolicy:
     c = self.config
     if evaluation:
-      return DPGPolicy(networks.spec, c.evaluation_precision or c.actor_precision,
+      return core.ActorPolicy(networks.spec, c.evaluation_precision or c.actor_precision,
                        continuous.deterministic_bounded(environment_spec.actions), True)
-    return DPGPolicy(networks.spec, c.actor_precision,
+    return core.ActorPolicy(networks.spec, c.actor_precision,
                      continuous.gaussian_bounded(environment_spec.actions, c.sigma), False)
 
   def make_optimizers(self) -> Tuple[optax.GradientTransformation, optax.GradientTransformation]:

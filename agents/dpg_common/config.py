@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Tuple
 
+from actorq import core
+
 
 @dataclasses.dataclass
 class DPGConfig:
@@ -51,6 +53,8 @@ class DPGConfig:
   replay_table_name: str = "priority_table"
 
   def __post_init__(self):
+    core.check_precision(self.actor_precision, "actor_precision")
+    core.check_precision(self.evaluation_precision, "evaluation_precision", optional=True)
     if self.n_step < 1:
       raise ValueError(f"n_step must be >= 1, got {self.n_step}")
     if not 0.0 <= self.discount <= 1.0:

@@ -18,11 +18,8 @@ from acme import specs
 
 from actorq.components import continuous
 from actorq.components import networks as networks_lib
+from actorq.core import UnsupportedEnvironmentError
 from actorq.quantization import network_spec as ns
-
-
-class UnsupportedEnvironmentError(ValueError):
-  """The agent cannot act in this environment (e.g. discrete actions)."""
 
 
 @dataclasses.dataclass

@@ -1,7 +1,6 @@
 """DQN builder: Acme's builder contract, shared by the local and distributed launchers."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Iterator, List, Optional
 
 import jax
@@ -10,19 +9,10 @@ import optax
 import reverb
 from acme import specs
 
+from actorq import core
 from actorq.agents.dqn import learning
 from actorq.agents.dqn import networks as networks_lib
 from actorq.components import actors, builders, replay
-from actorq.quantization import network_spec as ns
-
-
-@dataclasses.dataclass
-class DQNPolicy:
-  """What an actor needs: the network spec, a precision and an action selector."""
-  spec: ns.NetworkSpec
-  precision: str
-  selector: actors.Selector
-  evaluation: bool
 
 
 def q_value_selector(selector: actors.Selector) -> actors.Selector:
@@ -57,16 +47,16 @@ class DQNBuilder(builders.TransitionReplayBuilder):
         prioritized=True, priority_exponent=c.priority_exponent)]
 
   def make_policy(self, networks: networks_lib.DQNNetworks,
-                  environment_spec: specs.EnvironmentSpec, evaluation: bool = False) -> DQNPolicy:
+                  environment_spec: specs.EnvironmentSpec, evaluation: bool = False) -> core.ActorPolicy:
     del environment_spec
     c = self.config
     wrap = q_value_selector if networks.dueling else (lambda selector: selector)
     if evaluation:
-      return DQNPolicy(networks.spec, c.evaluation_precision or c.actor_precision,
-                       wrap(actors.greedy), True)
+      return core.ActorPolicy(networks.spec, c.evaluation_precision or c.actor_precision,
+                              wrap(actors.greedy), True)
     epsilon = actors.linear_schedule(c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps)
-    return DQNPolicy(networks.spec, c.actor_precision, wrap(actors.epsilon_greedy(epsilon)),
-                     False)
+    return core.ActorPolicy(networks.spec, c.actor_precision,
+                            wrap(actors.epsilon_greedy(epsilon)), False)
 
   def make_optimizer(self) -> optax.GradientTransformation:
     c = self.config

@@ -8,6 +8,7 @@ import haiku as hk
 from acme import specs
 
 from actorq.components import networks as networks_lib
+from actorq.core import UnsupportedEnvironmentError
 from actorq.quantization import network_spec as ns
 
 
@@ -43,10 +44,6 @@ def dueling_q(outputs):
 def dueling_network(base: hk.Transformed) -> hk.Transformed:
   """`base` (outputs [B, A + 1]) with `dueling_q` applied: same params, Q [B, A]."""
   return hk.Transformed(init=base.init, apply=lambda params, x: dueling_q(base.apply(params, x)))
-
-
-class UnsupportedEnvironmentError(ValueError):
-  """The agent cannot act in this environment (e.g. continuous actions for DQN)."""
 
 
 def make_networks(environment_spec: specs.EnvironmentSpec, hidden_sizes=(256, 256),

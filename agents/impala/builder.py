@@ -1,10 +1,10 @@
 """IMPALA builder: Acme's builder contract over the shared rollout-queue machinery
-(`actorq.components.onpolicy`); the queue rate-limits actors when several feed it."""
+(`actorq.agents.onpolicy_common`); the queue rate-limits actors when several feed it."""
 from __future__ import annotations
 
 from actorq.agents.impala import learning
 from actorq.agents.impala import networks
-from actorq.components import onpolicy
+from actorq.agents import onpolicy_common as onpolicy
 
 
 class IMPALABuilder(onpolicy.OnPolicyBuilder):

@@ -10,7 +10,7 @@ import numpy as np
 import optax
 import rlax
 
-from actorq.components import onpolicy
+from actorq.agents import onpolicy_common as onpolicy
 
 
 class VTraceOutput(NamedTuple):

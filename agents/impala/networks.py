@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from acme import specs
 
-from actorq.components import onpolicy
+from actorq.agents import onpolicy_common as onpolicy
 
 IMPALANetworks = onpolicy.ActorCriticNetworks
 

@@ -1,10 +1,10 @@
 """PPO builder: Acme's builder contract over the shared rollout-queue machinery
-(`actorq.components.onpolicy`)."""
+(`actorq.agents.onpolicy_common`)."""
 from __future__ import annotations
 
 from actorq.agents.ppo import learning
 from actorq.agents.ppo import networks
-from actorq.components import onpolicy
+from actorq.agents import onpolicy_common as onpolicy
 
 
 class PPOBuilder(onpolicy.OnPolicyBuilder):

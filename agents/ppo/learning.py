@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import optax
 import rlax
 
-from actorq.components import onpolicy
+from actorq.agents import onpolicy_common as onpolicy
 
 MAX_LOG_RATIO = 20.0
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from acme import specs
 
-from actorq.components import onpolicy
+from actorq.agents import onpolicy_common as onpolicy
 
 PPONetworks = onpolicy.ActorCriticNetworks
 
 
 def make_networks(environment_spec: specs.EnvironmentSpec, config) -> PPONetworks:
-  """Raises `onpolicy.UnsupportedEnvironmentError` for image observations or an
+  """Raises `actorq.core.UnsupportedEnvironmentError` for image observations or an
   unsupported action spec."""
   return onpolicy.make_actor_critic_networks(environment_spec, config.policy_hidden,
                                              config.value_hidden, config.activation,

@@ -14,12 +14,13 @@ from typing import Dict, Tuple
 
 import numpy as np
 
+from actorq import core
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization.runtimes.base import PolicyRuntime
 from actorq.quantization.runtimes.jax_runtime import JaxRuntime, SimulatedInt8Runtime
 
-RUNTIME_PRECISIONS = ("fp32", "fp16", "bf16", "simulated-int8", "int8")
+RUNTIME_PRECISIONS = core.PRECISIONS
 
 
 def make_runtime(precision: str, spec: ns.NetworkSpec, num_threads: int = 1) -> PolicyRuntime:

@@ -8,8 +8,8 @@ import pytest
 from actorq.agents.a2c import builder as builder_lib
 from actorq.agents.a2c import config as config_lib
 from actorq.agents.a2c import learning
-from actorq.components import onpolicy
-from actorq.launch import local
+from actorq.agents import onpolicy_common as onpolicy
+from actorq.launch import experiment, local
 
 
 def test_a2c_loss_hand_computed_with_an_episode_end():
@@ -57,8 +57,8 @@ def test_a2c_learns_cartpole_with_a_seed():
   measured (5 episodes; 500.0 at 2000 steps, 286.6 at 6000: A2C's greedy return
   oscillates, see README). Reproducible: the actors pull parameters synchronously."""
   builder = builder_lib.A2CBuilder(config_lib.A2CConfig())
-  result = local.run(builder, "gym:CartPole-v1", 4_000, seed=0, eval_every=4_000,
-                     eval_episodes=5)
+  result = local.run(experiment.ExperimentConfig(
+      builder, "gym:CartPole-v1", 4_000, seed=0, eval_every=4_000, eval_episodes=5))
   assert result.learner_steps >= 20  # one per 8 rollouts of 20 steps
   assert result.final_eval_return >= 400, result.evaluations
 

@@ -90,10 +90,11 @@ def test_d4pg_learns_cartpole_balance_seeded():
   10k; 558 at 10k, 679 at 12.5k, 820, 521 and 460 at 15k. The threshold, 1.2x the random
   policy's return, is set below the lowest 15k value measured.
   """
-  from actorq.launch import local
+  from actorq.launch import experiment, local
   cfg = config_lib.D4PGConfig(**LEARNING_TEST_CONFIG)
-  result = local.run(builder_lib.D4PGBuilder(cfg), "dmc:cartpole-balance", 15_000, seed=0,
-                     eval_every=2_500, eval_episodes=1)
+  result = local.run(experiment.ExperimentConfig(
+      builder_lib.D4PGBuilder(cfg), "dmc:cartpole-balance", 15_000, seed=0, eval_every=2_500,
+      eval_episodes=1))
   print("d4pg 15k-step greedy return", result.final_eval_return)
   # The best of six greedy evaluations (every 2.5k steps): one run's return swings
   # between evaluations, so a single final episode made this test flaky (one run: 326).

@@ -78,10 +78,11 @@ def test_ddpg_learns_cartpole_balance_seeded():
   signal: the threshold only excludes no learning (untrained policies score 78-300); the
   README's 60k-step runs reach >= 900.
   """
-  from actorq.launch import local
+  from actorq.launch import experiment, local
   cfg = config_lib.DDPGConfig(**LEARNING_TEST_CONFIG)
-  result = local.run(builder_lib.DDPGBuilder(cfg), "dmc:cartpole-balance", 15_000, seed=0,
-                     eval_every=2_500, eval_episodes=1)
+  result = local.run(experiment.ExperimentConfig(
+      builder_lib.DDPGBuilder(cfg), "dmc:cartpole-balance", 15_000, seed=0, eval_every=2_500,
+      eval_episodes=1))
   print("ddpg 15k-step greedy return", result.final_eval_return)
   # The best of six greedy evaluations (every 2.5k steps): one run's return swings
   # between evaluations, so a single final episode made this test flaky (one run: 326).

@@ -7,7 +7,7 @@ import pytest
 from actorq.agents.dqn import builder as builder_lib
 from actorq.agents.dqn import config as config_lib
 from actorq.agents.dqn import learning
-from actorq.launch import local
+from actorq.launch import experiment, local
 
 
 def test_dqn_loss_hand_computed():
@@ -51,8 +51,9 @@ def test_target_update_period_is_exact_in_learner_steps(env_steps_per_learner_st
       assert not _same(params, target), f"target == online at learner step {step}"
 
   steps = 100 + (3 * period + 5) * env_steps_per_learner_step
-  result = local.run(builder_lib.DQNBuilder(config), "gym:CartPole-v1", steps, seed=0,
-                     eval_every=10 ** 9, eval_episodes=1, on_learner_step=check)
+  result = local.run(experiment.ExperimentConfig(
+      builder_lib.DQNBuilder(config), "gym:CartPole-v1", steps, seed=0, eval_every=10 ** 9,
+      eval_episodes=1), on_learner_step=check)
   assert seen[:3] == [1, 2, 3] and seen == list(range(1, len(seen) + 1))
   assert len(seen) >= 3 * period
   assert result.learner_steps == len(seen)
@@ -64,6 +65,7 @@ def test_dqn_learns_cartpole_with_a_fixed_seed():
   Measured with the default config, seed 0 (replay sampling is asynchronous, so runs
   vary): best of the evaluations at 5k..20k steps 241-434 over three runs.
   """
-  result = local.run(builder_lib.DQNBuilder(config_lib.DQNConfig()), "gym:CartPole-v1",
-                     20_000, seed=0, eval_every=5_000, eval_episodes=5)
+  result = local.run(experiment.ExperimentConfig(
+      builder_lib.DQNBuilder(config_lib.DQNConfig()), "gym:CartPole-v1", 20_000, seed=0,
+      eval_every=5_000, eval_episodes=5))
   assert result.best_eval_return >= 150, result.evaluations

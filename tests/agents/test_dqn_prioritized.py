@@ -13,7 +13,7 @@ from actorq.agents.dqn import learning
 from actorq.agents.dqn import networks as networks_lib
 from actorq.components import actors, environments, replay
 from actorq.components import variable_client as vc
-from actorq.launch import local
+from actorq.launch import experiment, local
 from actorq.quantization import payload as payload_lib
 
 
@@ -176,6 +176,7 @@ def test_prioritized_dueling_dqn_learns_cartpole_with_a_fixed_seed():
   """
   config = config_lib.DQNConfig(prioritized_replay=True, dueling=True, hidden_sizes=(64, 64),
                                 min_replay_size=500)
-  result = local.run(builder_lib.DQNBuilder(config), "gym:CartPole-v1", 6_000, seed=0,
-                     eval_every=2_000, eval_episodes=5)
+  result = local.run(experiment.ExperimentConfig(
+      builder_lib.DQNBuilder(config), "gym:CartPole-v1", 6_000, seed=0, eval_every=2_000,
+      eval_episodes=5))
   assert result.best_eval_return >= 150, result.evaluations

@@ -7,9 +7,9 @@ import pytest
 
 from actorq.agents.impala import builder as builder_lib
 from actorq.agents.impala import config as config_lib
+from actorq.agents import onpolicy_common as onpolicy
 from actorq.agents.impala import learning
-from actorq.components import onpolicy
-from actorq.launch import local
+from actorq.launch import experiment, local
 
 
 def test_case_l2_extreme_log_ratios_give_finite_clipped_ratios():
@@ -103,8 +103,8 @@ def test_impala_learns_cartpole_with_a_seed():
   synchronously, so behaviour and target policy nearly coincide and V-trace reduces to
   A2C-like n-step returns (hence numbers close to A2C's)."""
   builder = builder_lib.IMPALABuilder(config_lib.IMPALAConfig())
-  result = local.run(builder, "gym:CartPole-v1", 4_000, seed=0, eval_every=4_000,
-                     eval_episodes=5)
+  result = local.run(experiment.ExperimentConfig(
+      builder, "gym:CartPole-v1", 4_000, seed=0, eval_every=4_000, eval_episodes=5))
   assert result.learner_steps >= 20  # one per 8 rollouts of 20 steps
   assert result.final_eval_return >= 400, result.evaluations
 
@@ -122,11 +122,10 @@ def test_learning_rate_decays_linearly_over_the_actor_steps_it_names():
 
 
 def test_impala_builder_fits_the_distributed_launcher():
-  """The launcher's calls on a builder without adders in its process: the queue under
-  `rate_limited=True`, and `--eval-every` in actor steps converted at the nominal rate
-  (T * batch_size = 160 actor steps per learner step), never 0."""
+  """The launcher's calls on a builder: the queue under `rate_limited=True`, and the
+  learner steps owed counted in rollouts written (batch_size 8 per learner step)."""
   from acme import specs as acme_specs
-  from actorq.launch import distributed_train
+  from actorq import core
   builder = builder_lib.IMPALABuilder(config_lib.IMPALAConfig())
   env_spec = acme_specs.EnvironmentSpec(
       observations=acme_specs.Array((4,), np.float32),
@@ -135,9 +134,8 @@ def test_impala_builder_fits_the_distributed_launcher():
       discounts=acme_specs.BoundedArray((), np.float32, 0.0, 1.0))
   tables = builder.make_replay_tables(env_spec, None, rate_limited=True)
   assert [t.name for t in tables] == ["impala_rollouts"]
-  assert builder.learner_steps_owed(5_000) == 31
-  assert distributed_train.eval_every_learner_steps(builder, 5_000) == 31
-  assert distributed_train.eval_every_learner_steps(builder, 100) == 1
+  assert builder.learner_steps_owed(core.ReplayProgress(actor_steps=5_000, items_written=250)) == 31
+  assert builder.learner_steps_owed(core.ReplayProgress(actor_steps=100, items_written=7)) == 0
 
 
 def test_impala_program_with_two_actors_under_test_mt(tmp_path):
@@ -149,9 +147,9 @@ def test_impala_program_with_two_actors_under_test_mt(tmp_path):
   import csv
   from actorq.launch import distributed
   builder = builder_lib.IMPALABuilder(config_lib.IMPALAConfig())
-  dc = distributed.DistributedConfig(env_id="gym:CartPole-v1", num_actors=2, num_steps=2_000,
-                                     logdir=str(tmp_path), eval_every=5, eval_episodes=1)
-  result = distributed.launch(distributed.make_program(builder, dc), "test_mt")
+  config = experiment.ExperimentConfig(builder, "gym:CartPole-v1", num_steps=2_000,
+                                       logdir=str(tmp_path), eval_every=500, eval_episodes=1)
+  result = distributed.launch(distributed.make_program(config, num_actors=2), "test_mt")
   assert (result.exit_code, result.reason) == (0, "finished")
   actor_steps, learner_steps = result.counts["actor_steps"], result.counts["learner_steps"]
   assert actor_steps >= 2_000 and learner_steps >= 5
@@ -164,4 +162,8 @@ def test_impala_program_with_two_actors_under_test_mt(tmp_path):
     with open(tmp_path / f"actor_{i}.csv", encoding="utf-8") as f:
       rows = list(csv.DictReader(f))
     assert rows and max(int(r["policy_version"]) for r in rows) > 0
-  assert result.evaluations and result.evaluations[0]["policy_version"] >= 5
+  # Evaluations are every 500 actor steps (summed over actors); once the queue (64
+  # rollouts, 1,280 actor steps) is full the actors wait for the learner, so a later one
+  # acts with an updated policy.
+  assert result.evaluations and result.evaluations[0]["actor_steps"] >= 500
+  assert max(e["policy_version"] for e in result.evaluations) >= 1

@@ -9,8 +9,8 @@ from acme import specs
 from actorq.agents.ppo import builder as builder_lib
 from actorq.agents.ppo import config as config_lib
 from actorq.agents.ppo import learning
-from actorq.components import onpolicy
-from actorq.launch import local
+from actorq.agents import onpolicy_common as onpolicy
+from actorq.launch import experiment, local
 
 HEAD = onpolicy.PolicyHead(True, 2)
 
@@ -117,8 +117,8 @@ def test_ppo_learns_cartpole_with_a_seed():
   parameters synchronously, so the run is reproducible; the threshold leaves room for
   float differences on another CPU."""
   builder = builder_lib.PPOBuilder(config_lib.PPOConfig())
-  result = local.run(builder, "gym:CartPole-v1", 6_000, seed=0, eval_every=6_000,
-                     eval_episodes=5)
+  result = local.run(experiment.ExperimentConfig(
+      builder, "gym:CartPole-v1", 6_000, seed=0, eval_every=6_000, eval_episodes=5))
   assert result.learner_steps >= 10  # one per 4 rollouts of 128 steps
   assert result.final_eval_return >= 350, result.evaluations
 

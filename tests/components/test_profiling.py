@@ -31,29 +31,31 @@ def test_pull_waiting_on_another_threads_conversion_is_transfer_not_conversion(m
     return real(*args, **kwargs)
 
   monkeypatch.setattr(payload_lib, "make_payload", slow_make_payload)
-  publisher = vc.PolicyPublisher(_Learner(), SPEC, "int8")
-  timed = profiling.TimedSource(publisher)  # the training actor's view, as in the bench
-  # An evaluation actor pulls the new version through the publisher itself, in its own
+  server = vc.PolicyServer(_Learner(), SPEC)
+  publisher = server.publisher("int8")
+  timed = profiling.TimedSource(server)  # the training actor's view, as in the bench
+  # An evaluation actor pulls the new version through the server itself, in its own
   # thread, and converts it; the training actor's pull arrives mid-conversion and waits.
-  evaluator = threading.Thread(target=publisher.get_variables, args=(["policy"],))
+  evaluator = threading.Thread(target=server.get_variables, args=([vc.policy_name("int8")],))
   evaluator.start()
   time.sleep(CONVERT_S / 3)
-  timed.get_variables(["policy"])
+  timed.get_variables([vc.policy_name("int8")])
   evaluator.join()
 
   assert publisher.stats["conversions"] == 1
   assert publisher.stats["convert_seconds"] >= CONVERT_S
   # This thread converted nothing: all of its fetch time is waiting/transfer. Counting the
   # evaluator's conversion here made fetch - convert negative (pull_transfer clamped to 0).
-  assert publisher.thread_convert_seconds() == 0.0
+  assert server.thread_convert_seconds() == 0.0
   assert timed.convert_seconds == 0.0
   assert 0.0 < timed.fetch_seconds < CONVERT_S
 
 
 def test_own_conversion_counts_for_the_calling_thread():
-  publisher = vc.PolicyPublisher(_Learner(), SPEC, "int8")
-  timed = profiling.TimedSource(publisher)
-  timed.get_variables(["policy"])
+  server = vc.PolicyServer(_Learner(), SPEC)
+  timed = profiling.TimedSource(server)
+  timed.get_variables([vc.policy_name("int8")])
+  publisher = server.publisher("int8")
   assert timed.convert_seconds == pytest.approx(publisher.stats["convert_seconds"])
   assert 0.0 < timed.convert_seconds <= timed.fetch_seconds
   assert timed.pulls == 1 and timed.versions == {0}

@@ -31,9 +31,9 @@ class _CountingLearner:
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
 def test_actor_acts_with_fresh_parameters(precision):
   learner = _CountingLearner()
-  publisher = vc.PolicyPublisher(learner, SPEC, precision)
+  server = vc.PolicyServer(learner, SPEC)
   runtime = vc.make_runtime(precision, SPEC)
-  client = vc.VariableClient(publisher, runtime, update_period=1)
+  client = vc.VariableClient(server, runtime, update_period=1)
   client.update_and_wait()
   actor = actors.FeedForwardActor(runtime, actors.greedy, client)
   obs = np.ones(4, np.float32)
@@ -58,19 +58,19 @@ def test_publisher_converts_each_version_once():
   learner = _CountingLearner()
   publisher = vc.PolicyPublisher(learner, SPEC, "int8")
   for _ in range(5):  # five actors pulling the same version
-    publisher.get_variables(["policy"])
+    publisher.payload()
   assert publisher.stats["conversions"] == 1
   learner.step()
-  publisher.get_variables(["policy"])
+  publisher.payload()
   assert publisher.stats["conversions"] == 2
-  fp32 = vc.PolicyPublisher(learner, SPEC, "fp32").get_variables(["policy"])[0]
+  fp32 = vc.PolicyPublisher(learner, SPEC, "fp32").payload()
   assert publisher.stats["payload_bytes"] <= 0.27 * fp32.nbytes + 2 * 4 * 10  # + per-channel scales
 
 
 def test_update_period_counts_actor_steps():
   learner = _CountingLearner()
   runtime = vc.make_runtime("fp32", SPEC)
-  client = vc.VariableClient(vc.PolicyPublisher(learner, SPEC), runtime, update_period=5)
+  client = vc.VariableClient(vc.PolicyServer(learner, SPEC), runtime, update_period=5)
   client.update_and_wait()
   learner.step()
   for _ in range(4):
@@ -82,3 +82,58 @@ def test_update_period_counts_actor_steps():
   assert client.version == 1 and client.stats["pulls"] == 2
   with pytest.raises(ValueError, match="update_period"):
     vc.VariableClient(None, runtime, update_period=0)
+
+
+def test_policy_server_serves_each_precision_from_one_source():
+  learner = _CountingLearner()
+  server = vc.PolicyServer(learner, SPEC)
+  int8, fp32 = server.get_variables([vc.policy_name("int8"), vc.policy_name("fp32")])
+  assert (int8.precision, fp32.precision) == ("int8", "fp32")
+  assert server.get_variables(["version"]) == [0]  # other names: the learner's own
+  server.get_variables([vc.policy_name("int8")])
+  assert server.stats["conversions"] == 2  # one per precision, not per pull
+  with pytest.raises(ValueError, match="precision must be one of"):
+    server.get_variables([vc.policy_name("int4")])
+
+
+class _CountingSource:
+  def __init__(self):
+    self.calls, self.version = 0, 0
+
+  def get_variables(self, names):
+    assert list(names) == [vc.policy_name("fp32")]  # what the runtime executes
+    self.calls += 1
+    return [_Payload(self.version)]
+
+
+class _Payload:
+  nbytes = 4
+
+  def __init__(self, version):
+    self.version = version
+
+
+class _Runtime:
+  version = -1
+  payload_precision = "fp32"
+
+  def load(self, payload):
+    self.version = int(payload.version)
+
+
+def test_synchronous_variable_client_loads_the_new_version_when_due():
+  source, runtime = _CountingSource(), _Runtime()
+  client = vc.SynchronousVariableClient(source, runtime, update_period=3)
+  try:
+    client.update_and_wait()
+    assert (source.calls, runtime.version) == (1, 0)
+    source.version = 7
+    client.update(), client.update()
+    assert (source.calls, runtime.version) == (1, 0)  # not due yet
+    client.update()  # third step: pulled and loaded before returning
+    assert (source.calls, runtime.version) == (2, 7)
+    source.version = 8
+    client.update(wait=True)
+    assert (source.calls, runtime.version) == (3, 8)
+  finally:
+    client.close()

@@ -21,11 +21,16 @@ def test_expected_sarsa_target_matches_hand_computation():
   np.testing.assert_allclose(td, 1.0 + 0.5 * 2.9, rtol=1e-6)
 
 
+def test_the_example_is_a_builder_by_the_contract():
+  from actorq import core
+  assert isinstance(example.ExpectedSarsaBuilder(), core.Builder)
+
+
 def test_single_process_learns():
+  import dataclasses
   from actorq.launch import local
-  builder = example.ExpectedSarsaBuilder(example.Config())
-  result = local.run(builder, "gym:CartPole-v1", 15_000, seed=0, eval_every=3_000,
-                     eval_episodes=5)
+  config = dataclasses.replace(example.make_experiment(15_000), eval_every=3_000)
+  result = local.run(config)
   # One learner step per 64 / 16 = 4 actor steps once 500 transitions are in replay.
   assert abs(result.learner_steps - (15_000 - 500) // 4) <= 2
   # Random policy: ~22. Measured best-of-evaluations (replay sampling is asynchronous, so
@@ -34,11 +39,15 @@ def test_single_process_learns():
 
 
 def test_distributed_program_runs_and_stops_cleanly():
+  """The same ExperimentConfig (another replay size) as a Launchpad program."""
+  import dataclasses
   from actorq.launch import distributed
-  builder = example.ExpectedSarsaBuilder(example.Config(min_replay_size=200))
-  program = distributed.make_program(builder, distributed.DistributedConfig(
-      env_id="gym:CartPole-v1", num_actors=2, num_steps=3_000, eval_every=10 ** 9))
-  outcome = distributed.launch(program, "local_mt", echo=False)
+  config = dataclasses.replace(
+      example.make_experiment(3_000),
+      builder=example.ExpectedSarsaBuilder(example.Config(min_replay_size=200)),
+      eval_every=10 ** 9)
+  outcome = distributed.launch(distributed.make_program(config, num_actors=2), "local_mt",
+                               echo=False)
   assert outcome.exit_code == 0, outcome
   assert outcome.counts.get("actor_steps", 0) >= 3_000
   assert outcome.counts.get("learner_steps", 0) > 0

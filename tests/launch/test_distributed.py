@@ -14,6 +14,7 @@ from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config
 from actorq.launch import distributed
 from actorq.launch import distributed_nodes
+from actorq.launch import experiment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYTHON = sys.executable
@@ -32,9 +33,11 @@ def _rows(path):
 def test_dqn_program_with_two_actors_under_test_mt(tmp_path):
   config = _small_config()
   builder = dqn_builder.DQNBuilder(config)
-  dc = distributed.DistributedConfig(env_id="gym:CartPole-v1", num_actors=2, num_steps=1_500,
-                                     logdir=str(tmp_path), eval_every=100, eval_episodes=1)
-  dp = distributed.make_program(builder, dc)
+  # Evaluations every 400 actor steps: after 100 in replay, 2 actor steps per learner step.
+  experiment_config = experiment.ExperimentConfig(
+      builder, "gym:CartPole-v1", num_steps=1_500, logdir=str(tmp_path), eval_every=400,
+      eval_episodes=1)
+  dp = distributed.make_program(experiment_config, num_actors=2)
   assert {label: len(nodes) for label, nodes in dp.program.groups.items()} == {
       "replay": 1, "counter": 1, "learner": 1, "actor": 2, "evaluator": 1, "limiter": 1}
   result = distributed.launch(dp, "test_mt")
@@ -66,7 +69,7 @@ def test_dqn_program_with_two_actors_under_test_mt(tmp_path):
 _FAILING = textwrap.dedent("""
     import sys, time
     from actorq.agents.dqn import builder as b, config as c
-    from actorq.launch import distributed
+    from actorq.launch import distributed, experiment
 
     class FailingBuilder(b.DQNBuilder):
       def make_learner(self, *args, **kwargs):
@@ -81,9 +84,9 @@ _FAILING = textwrap.dedent("""
         return learner
 
     cfg = c.DQNConfig(hidden_sizes=(32,), min_replay_size=100, variable_update_period=5)
-    dc = distributed.DistributedConfig(env_id="gym:CartPole-v1", num_actors=1,
-                                       num_steps=10**7, logdir=sys.argv[2], eval_every=10**6)
-    result = distributed.launch(distributed.make_program(FailingBuilder(cfg), dc), sys.argv[1],
+    config = experiment.ExperimentConfig(FailingBuilder(cfg), "gym:CartPole-v1",
+                                         num_steps=10**7, logdir=sys.argv[2], eval_every=10**6)
+    result = distributed.launch(distributed.make_program(config, num_actors=1), sys.argv[1],
                                 echo=False)
     print(distributed.summary_line(result))
     print("program ended at", repr(time.time()))

@@ -9,7 +9,7 @@ import sys
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config
 from actorq.components import checkpointing
-from actorq.launch import distributed
+from actorq.launch import distributed, experiment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 N = 600
@@ -20,10 +20,10 @@ def _rows(path):
     return list(csv.DictReader(f))
 
 
-def _config(logdir, num_steps, resume=False):
-  return distributed.DistributedConfig(
-      env_id="gym:CartPole-v1", num_actors=2, num_steps=num_steps, logdir=str(logdir),
-      eval_every=10**6, eval_episodes=1, checkpoint_every=None, resume=resume)
+def _program(builder, logdir, num_steps, resume=False):
+  return distributed.make_program(experiment.ExperimentConfig(
+      builder, "gym:CartPole-v1", num_steps=num_steps, logdir=str(logdir), eval_every=10**6,
+      eval_episodes=1, checkpoint_every=None, resume=resume), num_actors=2)
 
 
 def _launch(dp):
@@ -43,7 +43,7 @@ def test_resumed_program_continues_counter_learner_replay_and_actors(tmp_path):
       hidden_sizes=(32,), min_replay_size=100, variable_update_period=5))
   assert builder.replay_table_name() == "priority_table"
 
-  first, polls1 = _launch(distributed.make_program(builder, _config(tmp_path, N)))
+  first, polls1 = _launch(_program(builder, tmp_path, N))
   assert first.checkpoint is not None
   path1, ckpt1 = checkpointing.restore_latest(str(tmp_path / "checkpoints"),
                                               checkpointing.validate_run)
@@ -57,7 +57,7 @@ def test_resumed_program_continues_counter_learner_replay_and_actors(tmp_path):
   size1 = polls1[-1][1]  # replay items at the last poll (<= those at the checkpoint)
   assert size1 >= 100
 
-  dp = distributed.make_program(builder, _config(tmp_path, 2 * N, resume=True))
+  dp = _program(builder, tmp_path, 2 * N, resume=True)
   assert dp.resumed_from == path1
   assert dp.resumed_counts["actor_steps"] == ckpt1["actor_steps"]
   assert dp.resumed_counts["learner_steps"] == ckpt1["learner_steps"]

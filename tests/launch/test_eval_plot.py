@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from actorq.components import environments, evaluation
+from actorq.components import loop as loop_lib
 from actorq.launch import cli, eval_cmd, plot_cmd, run_dir
 
 SMALL = {"hidden_sizes": [32, 32], "batch_size": 32, "min_replay_size": 300,
@@ -51,7 +52,7 @@ def test_eval_prints_the_return_of_the_checkpointed_policy(trained, capsys):
   policy = builder.make_policy(networks, spec, evaluation=True)
   actor = evaluation.fixed_policy_actor(state["policy_params"], networks.spec, "fp32",
                                         policy.selector, seed=7)
-  expected = evaluation.evaluate(env, actor, 3)
+  expected = loop_lib.evaluate(env, actor, 3)
   assert float(m.group(1)) == pytest.approx(expected["episode_return"], abs=0.005)
   assert float(m.group(2)) == pytest.approx(expected["episode_return_std"], abs=0.005)
   assert float(lengths.group(1)) == pytest.approx(expected["episode_length"], abs=0.05)
@@ -104,19 +105,27 @@ class _Zero:
     return 0
 
 
+def _episodes(env, episodes, recorder):
+  finished = loop_lib.ActorLoop(env, _Zero(), learn=False, hooks=[recorder]).run(
+      num_episodes=episodes)
+  return [e.episode_return for e in finished], [e.episode_length for e in finished]
+
+
 def test_video_records_the_first_episode_as_a_gif(tmp_path):
-  frames, errors = [], []
-  returns, lengths = eval_cmd.run_episodes(_Cam(), _Zero(), 2, None, frames, errors)
-  assert returns == [3.0, 3.0] and lengths == [3, 3] and errors == []
+  recorder = eval_cmd.FrameRecorder()
+  returns, lengths = _episodes(_Cam(), 2, recorder)
+  frames = recorder.frames
+  assert returns == [3.0, 3.0] and lengths == [3, 3] and recorder.error is None
   assert [int(f[0, 0, 0]) for f in frames] == [0, 40, 80, 120]  # reset + 3 steps, episode 1 only
   path = str(tmp_path / "v.gif")
   assert eval_cmd.write_video(path, frames, fps=10) is None
   from PIL import Image
   with Image.open(path) as gif:
     assert gif.n_frames == 4 and gif.size == (10, 8)
-  frames, errors = [], []
-  returns, _ = eval_cmd.run_episodes(_Cam(fail=True), _Zero(), 1, None, frames, errors)
-  assert returns == [3.0] and frames == [] and errors == ["RuntimeError: no OpenGL context"]
+  recorder = eval_cmd.FrameRecorder()
+  returns, _ = _episodes(_Cam(fail=True), 1, recorder)
+  assert returns == [3.0] and recorder.frames == []
+  assert recorder.error == "RuntimeError: no OpenGL context"
 
 
 def test_plot_overlays_runs_and_reports_their_curves(trained, tmp_path, capsys):

@@ -14,10 +14,11 @@ import jax
 import optax
 import pytest
 
+from actorq import core
 from actorq.agents.dqn.builder import DQNBuilder
 from actorq.agents.dqn.config import DQNConfig
 from actorq.components import actors, checkpointing, config_io
-from actorq.launch import local
+from actorq.launch import experiment, local
 
 SMALL = {"hidden_sizes": [32, 32], "batch_size": 32, "min_replay_size": 400,
          "samples_per_insert": 8.0, "epsilon_decay_steps": 5000, "target_update_period": 50}
@@ -78,8 +79,9 @@ def killed_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def uninterrupted():
-  return local.run(_builder(), "gym:CartPole-v1", STEPS, seed=3, logdir=None,
-                   eval_every=100_000, eval_episodes=1)
+  return local.run(experiment.ExperimentConfig(
+      _builder(), "gym:CartPole-v1", STEPS, seed=3, logdir=None, eval_every=100_000,
+      eval_episodes=1))
 
 
 def test_resume_continues_counters_epsilon_optimizer_and_replay(killed_run, uninterrupted, tmp_path):
@@ -93,9 +95,10 @@ def test_resume_continues_counters_epsilon_optimizer_and_replay(killed_run, unin
 
   builder = _builder()
   first = []
-  result = local.run(builder, "gym:CartPole-v1", STEPS, seed=3, logdir=str(logdir),
-                     eval_every=100_000, eval_episodes=1, checkpoint_every=None, resume=True,
-                     progress=lambda c: first.append(dict(c)) if not first else None)
+  result = local.run(experiment.ExperimentConfig(
+      builder, "gym:CartPole-v1", STEPS, seed=3, logdir=str(logdir), eval_every=100_000,
+      eval_episodes=1, checkpoint_every=None,
+      resume=True), progress=lambda c: first.append(dict(c)) if not first else None)
   assert result.resumed_from == ckpt_path
   assert result.resumed_actor_steps == ckpt["actor_steps"]
   # Counters continue from the checkpoint, not from zero.
@@ -111,13 +114,14 @@ def test_resume_continues_counters_epsilon_optimizer_and_replay(killed_run, unin
   assert epsilon(c["actor_num_steps"] - 1) < 0.8
   # The learner-steps-owed schedule continues (and the restored table can be sampled
   # right away: these steps ran before any new transition could fill it to min size).
-  assert c["learner_steps"] == builder.learner_steps_owed(
-      c["actor_steps"] - ckpt["learning_start_step"])
+  assert c["learner_steps"] == builder.learner_steps_owed(core.ReplayProgress(
+      c["actor_steps"] - ckpt["learning_start_step"], 0))
   assert c["learner_steps"] >= ckpt["learner_steps"]
   # Same totals as the uninterrupted run.
   assert result.actor_steps == uninterrupted.actor_steps == STEPS
   assert result.learner_steps == uninterrupted.learner_steps
-  assert result.learner_steps == builder.learner_steps_owed(STEPS - ckpt["learning_start_step"])
+  assert result.learner_steps == builder.learner_steps_owed(core.ReplayProgress(
+      STEPS - ckpt["learning_start_step"], 0))
   # The optimizer state continued too: Adam's step count equals the final learner step.
   _, final = checkpointing.restore_latest(str(logdir / "checkpoints"))
   assert final["actor_steps"] == STEPS
@@ -145,9 +149,9 @@ def test_a_truncated_newest_checkpoint_falls_back_to_the_previous(killed_run, tm
   previous_steps = checkpointing.load(previous)["actor_steps"]
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    result = local.run(_builder(), "gym:CartPole-v1", previous_steps + 20, seed=3,
-                       logdir=str(logdir), eval_every=100_000, eval_episodes=1,
-                       checkpoint_every=None, resume=True)
+    result = local.run(experiment.ExperimentConfig(
+        _builder(), "gym:CartPole-v1", previous_steps + 20, seed=3, logdir=str(logdir),
+        eval_every=100_000, eval_episodes=1, checkpoint_every=None, resume=True))
   assert result.resumed_from == previous
   assert result.resumed_actor_steps == previous_steps
   assert result.actor_steps == previous_steps + 20

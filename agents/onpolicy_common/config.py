@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Tuple
 
+from actorq import core
+
 ACTIVATIONS = ("tanh", "relu")
 
 
@@ -39,6 +41,8 @@ class OnPolicyConfig:
 
   def __post_init__(self):
     """Raises ValueError naming the field, its value and what is allowed."""
+    core.check_precision(self.actor_precision, "actor_precision")
+    core.check_precision(self.evaluation_precision, "evaluation_precision", optional=True)
     if not 0.0 <= self.discount <= 1.0:
       raise ValueError(f"discount must be in [0, 1], got {self.discount}")
     for name in self.COUNT_FIELDS:

@@ -2,7 +2,8 @@
 input is a one-line usage error."""
 import pytest
 
-from actorq.launch import bench_cmd, cli
+from actorq.benchmarks import bench_cmd
+from actorq.launch import cli
 
 
 def _resolve(argv):

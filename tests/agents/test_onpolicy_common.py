@@ -8,7 +8,8 @@ import pytest
 import reverb
 from acme import specs
 
-from actorq.components import onpolicy, replay
+from actorq.agents import onpolicy_common as onpolicy
+from actorq.components import replay, rollouts
 
 
 def _env_spec(discrete=True):
@@ -86,10 +87,10 @@ def test_rollout_adder_writes_overlapping_rollouts_across_episodes_into_the_queu
   head = onpolicy.policy_head(env_spec)
   extras = onpolicy.extras_spec(head)
   t = 4
-  server = reverb.Server([onpolicy.rollout_queue("q", env_spec, extras, t, 100)])
+  server = reverb.Server([rollouts.rollout_queue("q", env_spec, extras, t, 100)])
   client = reverb.Client(f"localhost:{server.port}")
   try:
-    adder = onpolicy.make_rollout_adder(client, "q", env_spec, extras, t)
+    adder = rollouts.make_rollout_adder(client, "q", env_spec, extras, t)
     ex = {"logits": np.zeros(2, np.float32), "log_prob": np.float32(-0.5)}
     obs = lambda i: np.full(3, i, np.float32)
     n = 0
@@ -140,44 +141,3 @@ def test_state_independent_log_std_is_the_bias_and_its_weights_get_no_gradient()
   disc = onpolicy.make_actor_critic_networks(_env_spec(), (8,), (8,),
                                              state_independent_log_std=True)
   assert disc.mask_gradients(grads) is grads
-
-
-class _CountingSource:
-  def __init__(self):
-    self.calls, self.version = 0, 0
-
-  def get_variables(self, names):
-    self.calls += 1
-    return [_Payload(self.version)]
-
-
-class _Payload:
-  nbytes = 4
-
-  def __init__(self, version):
-    self.version = version
-
-
-class _Runtime:
-  version = -1
-
-  def load(self, payload):
-    self.version = int(payload.version)
-
-
-def test_synchronous_variable_client_loads_the_new_version_when_due():
-  source, runtime = _CountingSource(), _Runtime()
-  client = onpolicy.SynchronousVariableClient(source, runtime, update_period=3)
-  try:
-    client.update_and_wait()
-    assert (source.calls, runtime.version) == (1, 0)
-    source.version = 7
-    client.update(), client.update()
-    assert (source.calls, runtime.version) == (1, 0)  # not due yet
-    client.update()  # third step: pulled and loaded before returning
-    assert (source.calls, runtime.version) == (2, 7)
-    source.version = 8
-    client.update(wait=True)
-    assert (source.calls, runtime.version) == (3, 8)
-  finally:
-    client.close()

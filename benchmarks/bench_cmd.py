@@ -12,14 +12,18 @@ See `actorq.benchmarks.actorq_bench` for what each figure measures.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import time
 
-from actorq.launch import cli
+from actorq import core
+from actorq.benchmarks import actorq_bench as ab
+from actorq.benchmarks import merge
+from actorq.components import config_io, environments
+from actorq.launch import cli, registry
 
 
 def _float(name):
-  import argparse
 
   def parse(text):
     try:
@@ -30,7 +34,6 @@ def _float(name):
 
 
 def add_parser(subparsers):
-  from actorq.benchmarks import actorq_bench as ab
   p = subparsers.add_parser("bench", help="train at each actor precision and compare "
                             "(time to target, steps/s, runtime breakdown, energy)")
   p.add_argument("--preset", choices=sorted(ab.PRESETS), default="small",
@@ -76,9 +79,6 @@ def resolve(args):
     cli.UsageError: unknown agent/environment/precision/config key, an agent that
       cannot run on the environment, or no target for the environment.
   """
-  from actorq.benchmarks import actorq_bench as ab
-  from actorq.components import config_io, environments
-  from actorq.launch import registry
   preset = ab.PRESETS[args.preset]
   agent = args.agent or preset.agent
   env_id = args.env or preset.env
@@ -104,7 +104,7 @@ def resolve(args):
     raise cli.UsageError(f"--set: {e}") from None
   try:
     env = environments.make_environment(env_id, seed=0)
-  except environments.UnknownEnvironmentError as e:
+  except core.UnknownEnvironmentError as e:
     raise cli.UsageError(str(e)) from None
   try:
     builder = ab.make_builder(agent, overrides)
@@ -122,8 +122,6 @@ def resolve(args):
 
 
 def _merge(args) -> int:
-  from actorq.benchmarks import actorq_bench as ab
-  from actorq.benchmarks import merge
   if args.logdir is None:
     raise cli.UsageError("--merge needs --logdir (where the merged report goes)")
   if os.path.abspath(args.logdir) in {os.path.abspath(d) for d in args.merge}:
@@ -140,7 +138,6 @@ def _merge(args) -> int:
 
 
 def run(args) -> int:
-  from actorq.benchmarks import actorq_bench as ab
   if args.render and args.merge:
     raise cli.UsageError("use either --render or --merge, not both")
   if args.render:

@@ -1,0 +1,171 @@
+"""The experiment layer: one `ExperimentConfig` that both launchers consume.
+
+    config = ExperimentConfig(builder=DQNBuilder(DQNConfig()), env_id="gym:CartPole-v1",
+                              num_steps=100_000, seed=0, logdir="runs/x")
+    result = local.run(config)                                   # one process
+    program = distributed.make_program(config, num_actors=2)     # a Launchpad program
+    outcome = distributed.launch(program, "local_mp")
+
+What the two launchers would otherwise each write lives here once: the environment
+seeds, the evaluation row, and the run checkpoint's contents. Units: steps are actor
+(environment) steps, summed over actors in a distributed run; `checkpoint_every` is in
+minutes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Dict, Optional
+
+import jax
+from acme import specs
+
+from actorq import core
+from actorq.components import environments
+from actorq.components import loop as loop_lib
+
+# Seeds derived from `ExperimentConfig.seed`: the training actor (single process) uses
+# the seed itself, actor i of a distributed run `seed + 1 + i`, the evaluator
+# `seed + EVAL_SEED_OFFSET`.
+EVAL_SEED_OFFSET = 10_000
+
+
+@dataclasses.dataclass
+class ExperimentConfig:
+  """Everything a run needs besides how it is launched.
+
+  Attributes:
+    builder: the agent's builder (`actorq.core.Builder`; stateless, so one builder
+      serves every node of a distributed run).
+    env_id: environment id (`actorq.components.environments`).
+    num_steps: actor steps after which training ends (summed over actors).
+    seed: seeds environments, networks, exploration and replay sampling.
+    eval_every: actor steps between greedy evaluations (one more at the end of a
+      single-process run).
+    eval_episodes: episodes per evaluation.
+    logdir: run directory (CSVs, TensorBoard, checkpoints, node logs); None: no files.
+    checkpoint_every: minutes between checkpoints (None or 0: only at the end, on
+      Ctrl-C and on SIGTERM); needs `logdir`.
+    keep_checkpoints: how many checkpoints to keep.
+    resume: continue from the newest readable checkpoint in `<logdir>/checkpoints`
+      (`num_steps` stays the run's total).
+    max_episode_steps: the step cap of every episode, training and evaluation
+      (`actorq.components.loop`): an episode reaching it ends as a truncation.
+    actor_precision: if set, replaces `builder.config.actor_precision` (the builder is
+      rebuilt as `type(builder)(dataclasses.replace(builder.config, ...))`).
+
+  Raises:
+    ValueError: naming the field, the value and what is allowed.
+  """
+  builder: Any
+  env_id: str
+  num_steps: int = 100_000
+  seed: int = 0
+  eval_every: int = 5_000
+  eval_episodes: int = 10
+  logdir: Optional[str] = None
+  checkpoint_every: Optional[float] = 10.0
+  keep_checkpoints: int = 3
+  resume: bool = False
+  max_episode_steps: int = loop_lib.DEFAULT_MAX_EPISODE_STEPS
+  actor_precision: Optional[str] = None
+
+  def __post_init__(self):
+    for name in ("num_steps", "eval_every", "eval_episodes", "keep_checkpoints",
+                 "max_episode_steps"):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+      raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+    if self.checkpoint_every is not None and not self.checkpoint_every >= 0:
+      raise ValueError(f"checkpoint_every must be >= 0 minutes (or None), got "
+                       f"{self.checkpoint_every!r}")
+    if self.resume and self.logdir is None:
+      raise ValueError("resume=True needs the run's logdir")
+    if not isinstance(self.builder, core.Builder):
+      raise ValueError(f"builder must implement actorq.core.Builder, got "
+                       f"{type(self.builder).__name__}")
+    if self.actor_precision is not None:
+      core.check_precision(self.actor_precision, "actor_precision")
+      self.builder = type(self.builder)(dataclasses.replace(
+          self.builder.config, actor_precision=self.actor_precision))
+
+  @property
+  def precision(self) -> str:
+    """The precision the actors act with."""
+    return self.builder.config.actor_precision
+
+  @property
+  def checkpoint_dir(self) -> Optional[str]:
+    return None if self.logdir is None else os.path.join(os.path.abspath(self.logdir),
+                                                         "checkpoints")
+
+
+@dataclasses.dataclass
+class AgentParts:
+  """What every node builds from the config before its own pieces: the environment
+  spec, the networks and the training and evaluation policies."""
+  environment_spec: specs.EnvironmentSpec
+  networks: Any
+  policy: core.ActorPolicy
+  eval_policy: core.ActorPolicy
+
+
+def make_environment(config: ExperimentConfig, seed: int):
+  """`config.env_id` seeded with `seed`."""
+  return environments.make_environment(config.env_id, seed=seed)
+
+
+def agent_parts(config: ExperimentConfig, environment_spec: specs.EnvironmentSpec) -> AgentParts:
+  networks = config.builder.make_networks(environment_spec)
+  return AgentParts(environment_spec, networks,
+                    config.builder.make_policy(networks, environment_spec, evaluation=False),
+                    config.builder.make_policy(networks, environment_spec, evaluation=True))
+
+
+def environment_spec(config: ExperimentConfig) -> specs.EnvironmentSpec:
+  """The spec of `config.env_id` (an environment is made and closed)."""
+  env = make_environment(config, config.seed)
+  try:
+    return environments.environment_spec(env)
+  finally:
+    env.close()
+
+
+def evaluate(config: ExperimentConfig, environment, actor, *, should_stop=None
+             ) -> Optional[Dict[str, float]]:
+  """`config.eval_episodes` greedy episodes (capped at `config.max_episode_steps`);
+  None when `should_stop` ended them first."""
+  return loop_lib.evaluate(environment, actor, config.eval_episodes, should_stop=should_stop,
+                           max_episode_steps=config.max_episode_steps)
+
+
+def evaluation_row(stats: Dict[str, float], *, actor_steps: int, learner_steps: int,
+                   episodes: int, wall_seconds: float, precision: str, policy_version: int,
+                   payload_bytes: Optional[int] = None) -> Dict[str, Any]:
+  """One row of `eval.csv` (the same columns in both launch modes)."""
+  row = {"actor_steps": int(actor_steps), "learner_steps": int(learner_steps),
+         "episodes": int(episodes), "wall_seconds": float(wall_seconds),
+         "actor_precision": precision}
+  if payload_bytes is not None:
+    row["payload_bytes"] = int(payload_bytes)
+  row["policy_version"] = int(policy_version)
+  row.update(stats)
+  return row
+
+
+def checkpoint_state(config: ExperimentConfig, learner, *, actor_steps: int, episodes: int,
+                     actor_num_steps: int, counts: Dict[str, float], learning_started: bool,
+                     wall_seconds: float, **extra: Any) -> Dict[str, Any]:
+  """What a run checkpoint holds (numpy and plain Python; the same keys in both launch
+  modes): the learner's state and its fp32 policy (`actorq eval`/`quantize` read it),
+  the counts, the actor's schedule position and the run's identity; `extra` as is."""
+  return {"learner": learner.save(),
+          "policy_params": jax.device_get(learner.get_variables(["policy"])[0]),
+          "learner_steps": int(learner.step_count), "actor_steps": int(actor_steps),
+          "episodes": int(episodes), "actor_num_steps": int(actor_num_steps),
+          "counter": {"counts": dict(counts), "cache": {}},
+          "learning_started": bool(learning_started), "wall_seconds": float(wall_seconds),
+          "env_id": config.env_id, "seed": config.seed, "num_steps": config.num_steps,
+          **extra}
