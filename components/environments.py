@@ -193,7 +193,7 @@ def _flat_discrete_action(space, nvec: np.ndarray, start: np.ndarray, dtype) -> 
   spec = dm_specs.DiscreteArray(total, dtype=np.int32, name="action")
 
   def to_env(action):
-    return table[_index(action, total)].copy()
+    return np.array(table[_index(action, total)])  # a copy; an ndarray also when 0-d
 
   def from_env(env_action):
     v = np.asarray(env_action).astype(object).reshape(-1) - starts
