@@ -62,7 +62,6 @@ from typing import Any, Callable, List, Optional, Tuple
 import dm_env
 import numpy as np
 from acme import specs
-from acme.wrappers import base as wrappers_base
 from dm_env import specs as dm_specs
 
 from actorq import core
@@ -446,7 +445,7 @@ class GymnasiumToDmEnv(dm_env.Environment):
     self._env.close()
 
 
-class StepLimit(wrappers_base.EnvironmentWrapper):
+class StepLimit(dm_env.Environment):
   """Ends every episode after at most `max_episode_steps` steps, as a truncation.
 
   The step that reaches the cap is returned as LAST with the wrapped step's reward,
@@ -463,12 +462,17 @@ class StepLimit(wrappers_base.EnvironmentWrapper):
   the step on to the environment, which continues the truncated episode, so every later
   step is LAST again.
 
+  Other attributes and methods (specs, `render`, `close`, an adapter's `env_action`)
+  are the wrapped environment's. (Not an `acme.wrappers.EnvironmentWrapper`: importing
+  `acme.wrappers` imports gym, whose import prints a deprecation banner on stderr, which
+  would break the CLI's one-line errors.)
+
   Raises:
     ValueError: (at construction) unless `max_episode_steps` is an int >= 1.
   """
 
   def __init__(self, environment: dm_env.Environment, max_episode_steps: int):
-    super().__init__(environment)
+    self._environment = environment
     self.max_episode_steps = self._check(max_episode_steps)
     self._steps = 0
     self._reset_next = True
@@ -501,6 +505,31 @@ class StepLimit(wrappers_base.EnvironmentWrapper):
       self._reset_next = True
       return dm_env.truncation(timestep.reward, timestep.observation, timestep.discount)
     return timestep
+
+  @property
+  def environment(self) -> dm_env.Environment:
+    """The wrapped environment."""
+    return self._environment
+
+  def __getattr__(self, name: str) -> Any:
+    if name.startswith("__") or name == "_environment":
+      raise AttributeError(name)
+    return getattr(self._environment, name)
+
+  def observation_spec(self):
+    return self._environment.observation_spec()
+
+  def action_spec(self):
+    return self._environment.action_spec()
+
+  def reward_spec(self):
+    return self._environment.reward_spec()
+
+  def discount_spec(self):
+    return self._environment.discount_spec()
+
+  def close(self):
+    self._environment.close()
 
 
 class DmControlFlat(dm_env.Environment):
