@@ -217,6 +217,11 @@ def _box_action(space) -> _ActionMap:
   high = np.asarray(space.high, np.float32).reshape(shape)
   spec = dm_specs.BoundedArray(shape, np.float32, low, high, "action")
   space_low, space_high = space.low, space.high
+  # NaN fails every comparison, so only infinite bounds need their own isfinite; and a
+  # float32 action inside float32 bounds is inside a float32 space, so only other dtypes
+  # need the clip (float32 rounding of a float64 bound can put it just outside).
+  bounded = bool(np.isfinite(low).all() and np.isfinite(high).all())
+  clip = dtype != np.float32
 
   def to_env(action):
     a = np.asarray(action)
@@ -225,11 +230,13 @@ def _box_action(space) -> _ActionMap:
           f"action of shape {a.shape} and dtype {a.dtype} does not match the action spec: "
           f"float32 of shape {shape}")
     a = a.astype(np.float32, copy=False)
-    if not (np.isfinite(a).all() and (a >= low).all() and (a <= high).all()):
+    if not (((a >= low) & (a <= high)).all() and (bounded or np.isfinite(a).all())):
       raise InvalidActionError(
           f"action {a.tolist()} is non-finite or outside the action spec's bounds "
           f"[{low.tolist()}, {high.tolist()}]")
-    return np.clip(a.astype(dtype), space_low, space_high).reshape(space.shape)
+    if clip:
+      a = np.clip(a.astype(dtype), space_low, space_high)
+    return a.reshape(space.shape)
 
   return _ActionMap(spec, to_env)
 
