@@ -173,8 +173,6 @@ class ValidatingAdder(adders_base.Adder):
   def __init__(self, adder: adders_base.Adder, environment_spec: specs.EnvironmentSpec,
                extras_spec: types.NestedSpec = ()):
     self._adder = adder
-    self._env_spec = environment_spec
-    self._extras_spec = extras_spec
     self.steps_seen = 0
     # Per column, once: (spec, nested?, [(name, dtype, shape, floating?) per leaf]).
     self._columns = {
