@@ -104,7 +104,7 @@ def resolve(args):
     raise cli.UsageError(f"--set: {e}") from None
   try:
     env = environments.make_environment(env_id, seed=0)
-  except core.UnknownEnvironmentError as e:
+  except (core.UnknownEnvironmentError, core.UnsupportedEnvironmentError) as e:
     raise cli.UsageError(str(e)) from None
   try:
     builder = ab.make_builder(agent, overrides)

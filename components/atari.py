@@ -29,6 +29,7 @@ from typing import Optional
 
 import numpy as np
 
+from actorq import core
 from actorq.components import environments
 
 SCREEN_SIZE = 84
@@ -131,7 +132,7 @@ def make_atari(name: str, seed: int = 0, *, frame_skip: int = 4, frame_stack: in
     render_mode: "rgb_array" to make `render()` return RGB frames [210, 160, 3].
 
   Raises:
-    environments.UnknownEnvironmentError: for a game ALE does not know (lists some).
+    actorq.core.UnknownEnvironmentError: for a game ALE does not know (lists some).
   """
   gymnasium = _register()
   if not 0.0 <= sticky_actions <= 1.0:
@@ -146,7 +147,7 @@ def make_atari(name: str, seed: int = 0, *, frame_skip: int = 4, frame_stack: in
                          render_mode=render_mode)
   except gymnasium.error.Error as e:
     known = game_names()
-    raise environments.UnknownEnvironmentError(
+    raise core.UnknownEnvironmentError(
         f"unknown Atari game {name!r} ({e}); e.g. {', '.join(known[:8])} "
         f"({len(known)} games, see actorq.components.atari.game_names())") from None
   wrapped = AtariPreprocessing(env, frame_skip, frame_stack, noop_max, seed=seed)

@@ -87,8 +87,9 @@ class ActorLoop:
   def __init__(self, environment: dm_env.Environment, actor, *, hooks: Sequence[Hook] = (),
                learn: bool = True, should_stop: Optional[Callable[[], bool]] = None,
                max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS):
-    if int(max_episode_steps) < 1:
-      raise ValueError(f"max_episode_steps must be >= 1 step, got {max_episode_steps}")
+    if (isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, (int, np.integer))
+        or max_episode_steps < 1):
+      raise ValueError(f"max_episode_steps must be an integer >= 1, got {max_episode_steps!r}")
     self.environment = environment
     self.actor = actor
     self._hooks = list(hooks)

@@ -83,7 +83,7 @@ def make_builder(args):
     raise cli.UsageError(str(e)) from None
   try:
     env = environments.make_environment(args.env, seed=args.seed)
-  except core.UnknownEnvironmentError as e:
+  except (core.UnknownEnvironmentError, core.UnsupportedEnvironmentError) as e:
     raise cli.UsageError(str(e)) from None
   builder = builder_cls(resolve_config(args, config_cls))
   try:

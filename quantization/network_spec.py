@@ -58,6 +58,10 @@ class NetworkSpec:
     input_shape: observation shape without the batch dimension.
     layers: the layers, applied in order.
     input_scale: multiplies the observation first (e.g. 1/255 for Atari frames).
+
+  Raises:
+    ValueError: repeated layer names, an unknown activation, no final Dense layer, or
+      leading Conv2D layers that cannot take `input_shape` (see `check_input_shape`).
   """
   input_shape: Tuple[int, ...]
   layers: Tuple[Layer, ...]
@@ -74,6 +78,7 @@ class NetworkSpec:
             f"layer {layer.name!r}: activation {act!r} is not one of {ACTIVATIONS}")
     if not self.layers or not isinstance(self.layers[-1], Dense):
       raise ValueError("NetworkSpec must end with a Dense layer")
+    check_input_shape(self.input_shape, self.layers)
 
   @property
   def output_size(self) -> int:
@@ -82,6 +87,50 @@ class NetworkSpec:
   @property
   def parameter_layers(self) -> Tuple[Layer, ...]:
     return tuple(l for l in self.layers if not isinstance(l, Flatten))
+
+
+def smallest_input_hw(layers: Sequence[Layer]) -> Tuple[int, int]:
+  """The smallest (H, W) that the leading `Conv2D` layers of `layers` accept.
+
+  A VALID convolution with kernel k and stride s maps a side of n pixels to
+  `floor((n - k) / s) + 1`, which is >= m exactly when n >= (m - 1) * s + k; walking the
+  leading convolutions backwards from an output side of 1 gives the smallest input side
+  (the kernels are square, so H and W have the same bound). For the Nature CNN
+  (8/4, 4/2, 3/1): 3 -> (3 - 1) * 2 + 4 = 8 -> (8 - 1) * 4 + 8 = 36.
+
+  Returns:
+    (1, 1) when `layers` does not start with a `Conv2D` layer.
+  """
+  convs = []
+  for layer in layers:
+    if not isinstance(layer, Conv2D):
+      break
+    convs.append(layer)
+  side = 1
+  for conv in reversed(convs):
+    side = (side - 1) * int(conv.stride) + int(conv.kernel)
+  return side, side
+
+
+def check_input_shape(input_shape: Sequence[int], layers: Sequence[Layer],
+                      network: str = "this network") -> None:
+  """Checks that a network starting with `Conv2D` layers can take `input_shape`.
+
+  Raises:
+    ValueError: one line naming the observation shape and what the network accepts:
+      ``observation shape (15, 15, 3) is too small for the Nature CNN: the smallest input
+      it accepts is (36, 36, C)``, or that it needs an image [H, W, C].
+  """
+  if not layers or not isinstance(layers[0], Conv2D):
+    return
+  shape = tuple(int(s) for s in input_shape)
+  h, w = smallest_input_hw(layers)
+  if len(shape) != 3 or shape[2] < 1:
+    raise ValueError(f"observation shape {shape} is not supported by {network}: it needs an "
+                     f"image [H, W, C] of at least ({h}, {w}, C)")
+  if shape[0] < h or shape[1] < w:
+    raise ValueError(f"observation shape {shape} is too small for {network}: the smallest "
+                     f"input it accepts is ({h}, {w}, C)")
 
 
 def mlp(input_size: int, hidden: Sequence[int], output_size: int,
@@ -97,17 +146,25 @@ def nature_cnn(input_shape: Tuple[int, int, int], output_size: int,
                input_scale: float = 1.0 / 255.0) -> NetworkSpec:
   """The DQN Nature CNN (Mnih et al., 2015): 3 conv layers, 512-unit dense, linear head.
 
-  `input_shape` is (height, width, channels), e.g. (84, 84, 4).
+  `input_shape` is (height, width, channels), e.g. (84, 84, 4), at least (36, 36, 1)
+  (`smallest_input_hw` of its convolutions).
+
+  Raises:
+    ValueError: for an `input_shape` that is not [H, W, C] or is smaller than that, e.g.
+      ``observation shape (15, 15, 3) is too small for the Nature CNN: the smallest input
+      it accepts is (36, 36, C)``.
   """
+  layers = (
+      Conv2D("conv_0", 32, 8, 4),
+      Conv2D("conv_1", 64, 4, 2),
+      Conv2D("conv_2", 64, 3, 1),
+      Flatten(),
+      Dense("dense_0", 512),
+      Dense("dense_1", int(output_size), "none"),
+  )
+  check_input_shape(input_shape, layers, "the Nature CNN")
   return NetworkSpec(
       input_shape=tuple(int(s) for s in input_shape),
-      layers=(
-          Conv2D("conv_0", 32, 8, 4),
-          Conv2D("conv_1", 64, 4, 2),
-          Conv2D("conv_2", 64, 3, 1),
-          Flatten(),
-          Dense("dense_0", 512),
-          Dense("dense_1", int(output_size), "none"),
-      ),
+      layers=layers,
       input_scale=input_scale,
   )

@@ -52,7 +52,10 @@ def make_networks(environment_spec: specs.EnvironmentSpec, hidden_sizes=(256, 25
   has A + 1 outputs [V, A_1..A_A] and `network` returns `dueling_q` of them.
 
   Raises:
-    UnsupportedEnvironmentError: for a non-discrete action spec.
+    actorq.core.UnsupportedEnvironmentError: for a non-discrete action spec, an
+      observation that is neither a vector [D] nor an image [H, W, C], or an image
+      smaller than the Nature CNN accepts (naming both shapes, e.g. (15, 15, 3) and
+      (36, 36, C)).
   """
   actions = environment_spec.actions
   if not isinstance(actions, specs.DiscreteArray):
@@ -63,7 +66,10 @@ def make_networks(environment_spec: specs.EnvironmentSpec, hidden_sizes=(256, 25
   obs_shape = tuple(environment_spec.observations.shape)
   outputs = actions.num_values + 1 if dueling else actions.num_values
   if len(obs_shape) == 3:
-    spec = ns.nature_cnn(obs_shape, outputs)
+    try:
+      spec = ns.nature_cnn(obs_shape, outputs)
+    except ValueError as e:  # the image is smaller than the convolutions accept (case B7)
+      raise UnsupportedEnvironmentError(str(e)) from None
   elif len(obs_shape) == 1:
     spec = ns.mlp(obs_shape[0], hidden_sizes, outputs)
   else:
