@@ -470,7 +470,9 @@ def write_files(outdir, runs, peers, summary, meta):
     json.dump({"meta": meta, "summary": summary, "runs": runs, "peers": peers}, f, indent=1)
 
 
-_COLORS = {"fp32": "tab:blue", "fp16": "tab:orange", "bf16": "tab:purple", "int8": "tab:green"}
+# One colour per actor precision, shared by the bench and sweep plots.
+PRECISION_COLORS = {"fp32": "tab:blue", "fp16": "tab:orange", "bf16": "tab:purple",
+                    "int8": "tab:green"}
 
 
 def plot(outdir, runs, peers, summary, meta) -> List[str]:
@@ -487,7 +489,7 @@ def plot(outdir, runs, peers, summary, meta) -> List[str]:
     xs = [c["train_seconds"] for c in r["curve"]]
     ys = [c["episode_return"] for c in r["curve"]]
     p = r["precision"]
-    ax.plot(xs, ys, marker="o", ms=3, color=_COLORS.get(p), alpha=0.85,
+    ax.plot(xs, ys, marker="o", ms=3, color=PRECISION_COLORS.get(p), alpha=0.85,
             label=None if p in labelled else p)
     labelled.add(p)
   ax.axhline(meta["target"], color="grey", ls="--", lw=1, label=f"target {meta['target']:g}")
@@ -535,7 +537,7 @@ def plot(outdir, runs, peers, summary, meta) -> List[str]:
                        ("acting_steps_per_s", "acting only")):
       names.append(f"{p}\n{lab}")
       vals.append(summary[p][field])
-      colors.append(_COLORS.get(p, "grey"))
+      colors.append(PRECISION_COLORS.get(p, "grey"))
   peer_vals = [p["acting_steps_per_s"] for p in peers if "acting_steps_per_s" in p]
   if peer_vals:
     names.append("Acme TF\nacting only")
