@@ -18,17 +18,6 @@ import time
 from actorq.launch import cli
 
 
-def _float(name):
-  import argparse
-
-  def parse(text):
-    try:
-      return float(text)
-    except ValueError:
-      raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
-  return parse
-
-
 def add_parser(subparsers):
   from actorq.benchmarks import actorq_bench as ab
   p = subparsers.add_parser("bench", help="train at each actor precision and compare "
@@ -47,7 +36,7 @@ def add_parser(subparsers):
                  help="actor steps per run")
   p.add_argument("--eval-every", type=cli.positive_int("--eval-every"), default=None)
   p.add_argument("--eval-episodes", type=cli.positive_int("--eval-episodes"), default=10)
-  p.add_argument("--target", type=_float("--target"), default=None,
+  p.add_argument("--target", type=cli.number("--target"), default=None,
                  help="target greedy return for the time-to-target figure")
   p.add_argument("--acting-steps", type=cli.positive_int("--acting-steps"), default=None,
                  help="steps of the acting-only throughput measurement")
