@@ -20,13 +20,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # dm_control imports GLFW for on-screen rendering, which warns on headless machines.
 warnings.filterwarnings("ignore", message=".*DISPLAY environment variable is missing.*")
 
-# Command name -> module (relative to actorq.launch).
+# Command name -> module: relative to actorq.launch, or a full dotted path (imported by
+# name, so that launch never imports benchmarks statically).
 COMMANDS = {
     "train": "train_cmd",
     "quantize": "quantize_cmd",
     "eval": "eval_cmd",
     "plot": "plot_cmd",
     "bench": "bench_cmd",
+    "sweep": "actorq.benchmarks.sweep_cmd",
 }
 
 
@@ -118,7 +120,8 @@ class Parser(argparse.ArgumentParser):
 
 
 def _module(name):
-  return importlib.import_module(f"actorq.launch.{COMMANDS[name]}")
+  module = COMMANDS[name]
+  return importlib.import_module(module if "." in module else f"actorq.launch.{module}")
 
 
 def build_parser() -> argparse.ArgumentParser:
