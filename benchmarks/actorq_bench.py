@@ -389,22 +389,25 @@ RUN_FIELDS = ("precision", "seed", "agent", "env", "target", "actor_steps", "lea
               "payload_bytes", "pulls", "bytes_per_pull", "versions_pulled", "conversions",
               "cpu_seconds", "gpu_seconds", "energy_j", "energy_j_per_1k_actor_steps",
               "jax_backend", "process_wall_seconds")
-LATE_EVALS = 3  # late return: mean greedy return over a run's last LATE_EVALS evaluations
 SUMMARY_FIELDS = ("time_to_target_s", "final_return", "late_return", "actor_steps_per_s",
                   "actor_only_steps_per_s", "acting_steps_per_s", "learner_steps_per_s",
                   "bytes_per_pull", "energy_j", "train_seconds")
 
 
-def late_return(run: Dict[str, Any], evals: int = LATE_EVALS) -> float:
-  """Mean greedy return over the run's last `evals` evaluations (each itself a mean over
-  `eval_episodes` episodes): a less noisy end-of-training figure than the final one for
-  agents whose return oscillates between evaluations (D4PG at 3x2048 does)."""
-  returns = [c["episode_return"] for c in run["curve"]][-evals:]
-  return float(sum(returns) / len(returns)) if returns else float("nan")
+def late_return(run: Dict[str, Any], evals: Optional[int] = None) -> float:
+  """Mean greedy return over the run's last `evals` evaluations (default:
+  `aggregate.LAST_EVALS`, 3; each itself a mean over `eval_episodes` episodes): a less noisy
+  end-of-training figure than the final one for agents whose return oscillates between
+  evaluations (D4PG at 3x2048 does)."""
+  # aggregate (NumPy, SciPy) is imported here, not with this module: the CLI imports this
+  # module to build its parser.
+  from actorq.benchmarks import aggregate as ag
+  return ag.mean_of_last([c["episode_return"] for c in run["curve"]], evals or ag.LAST_EVALS)
 
 
 def summarize(runs: List[Dict[str, Any]], precisions: Sequence[str]) -> Dict[str, Dict[str, float]]:
   """Medians over seeds per precision, of SUMMARY_FIELDS and the breakdown components."""
+  from actorq.benchmarks import aggregate as ag
   out = {}
   for p in precisions:
     rs = [r for r in runs if r["precision"] == p]
@@ -414,8 +417,7 @@ def summarize(runs: List[Dict[str, Any]], precisions: Sequence[str]) -> Dict[str
            if f not in ("time_to_target_s", "late_return")}
     # A run that never reached the target counts as +inf (censored), not as missing: the
     # median over seeds is then "not reached" unless more than half of the runs got there.
-    row["time_to_target_s"] = float(statistics.median(
-        [math.inf if math.isnan(r["time_to_target_s"]) else r["time_to_target_s"] for r in rs]))
+    row["time_to_target_s"] = ag.censored_median(r["time_to_target_s"] for r in rs)
     row["late_return"] = _median([late_return(r) for r in rs])
     for c in ACTOR_COMPONENTS + ASYNC_COMPONENTS:
       row[f"actor_{c}_us"] = _median([r["actor_us"][c] for r in rs])
@@ -427,7 +429,8 @@ def summarize(runs: List[Dict[str, Any]], precisions: Sequence[str]) -> Dict[str
   return out
 
 
-def _write_csv(path, fieldnames, rows):
+def write_csv(path, fieldnames, rows):
+  """`rows` (dicts; keys not in `fieldnames` ignored, None written empty) as a CSV file."""
   with open(path, "w", newline="", encoding="utf-8") as f:
     w = csv.DictWriter(f, fieldnames=fieldnames, extrasaction="ignore")
     w.writeheader()
@@ -437,7 +440,7 @@ def _write_csv(path, fieldnames, rows):
 
 def write_files(outdir, runs, peers, summary, meta):
   """runs.csv, breakdown.csv, curves.csv, acting.csv, summary.csv, bench.json."""
-  _write_csv(os.path.join(outdir, "runs.csv"), RUN_FIELDS,
+  write_csv(os.path.join(outdir, "runs.csv"), RUN_FIELDS,
              [dict(r, late_return=late_return(r)) for r in runs])
   rows = []
   for r in runs:
@@ -448,10 +451,10 @@ def write_files(outdir, runs, peers, summary, meta):
     for c in LEARNER_COMPONENTS:
       rows.append({"precision": r["precision"], "seed": r["seed"], "side": "learner",
                    "component": c, "us_per_step": r["learner_us"][c], "on_critical_path": True})
-  _write_csv(os.path.join(outdir, "breakdown.csv"),
+  write_csv(os.path.join(outdir, "breakdown.csv"),
              ("precision", "seed", "side", "component", "us_per_step", "on_critical_path"), rows)
   rows = [dict(c, precision=r["precision"], seed=r["seed"]) for r in runs for c in r["curve"]]
-  _write_csv(os.path.join(outdir, "curves.csv"),
+  write_csv(os.path.join(outdir, "curves.csv"),
              ("precision", "seed", "actor_steps", "learner_steps", "train_seconds",
               "episode_return", "episode_return_std"), rows)
   rows = [{"who": f"actorq-{r['precision']}", "seed": r["seed"],
@@ -460,11 +463,11 @@ def write_files(outdir, runs, peers, summary, meta):
             "acting_steps_per_s": p.get("acting_steps_per_s", ""),
             "note": ("unavailable: " + p["unavailable"]) if "unavailable" in p else ""}
            for p in peers]
-  _write_csv(os.path.join(outdir, "acting.csv"), ("who", "seed", "acting_steps_per_s", "note"), rows)
+  write_csv(os.path.join(outdir, "acting.csv"), ("who", "seed", "acting_steps_per_s", "note"), rows)
   fields = ["precision", "runs", "reached_target"] + list(SUMMARY_FIELDS) + [
       f"actor_{c}_us" for c in ACTOR_COMPONENTS + ASYNC_COMPONENTS] + [
       f"learner_{c}_us" for c in LEARNER_COMPONENTS]
-  _write_csv(os.path.join(outdir, "summary.csv"), fields,
+  write_csv(os.path.join(outdir, "summary.csv"), fields,
              [dict(v, precision=k) for k, v in summary.items()])
   with open(os.path.join(outdir, "bench.json"), "w", encoding="utf-8") as f:
     json.dump({"meta": meta, "summary": summary, "runs": runs, "peers": peers}, f, indent=1)
@@ -580,10 +583,19 @@ def _load(loadavg) -> str:
   return f"{loadavg[0]:.2f}" if loadavg else "unknown"
 
 
+def markdown_table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> str:
+  """A Markdown table, cells right-aligned to the widest of their column."""
+  widths = [max(len(str(r[i])) for r in [header] + list(rows)) for i in range(len(header))]
+  line = lambda r: "| " + " | ".join(str(c).rjust(w) for c, w in zip(r, widths)) + " |"
+  return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+                   + [line(r) for r in rows])
+
+
 def format_table(summary, peers, meta) -> str:
   """The terminal/README table: medians per precision, then ratios vs fp32."""
+  from actorq.benchmarks import aggregate as ag
   cols = [("time_to_target_s", "time to target (s)", 1), ("final_return", "final return", 1),
-          ("late_return", f"last-{LATE_EVALS}-eval return", 1),
+          ("late_return", f"last-{ag.LAST_EVALS}-eval return", 1),
           ("actor_steps_per_s", "actor steps/s", 0),
           ("actor_only_steps_per_s", "actor own steps/s", 0),
           ("acting_steps_per_s", "acting-only steps/s", 0),
@@ -604,11 +616,7 @@ def format_table(summary, peers, meta) -> str:
       rows.append([f"{num}/fp32"] + [_ratio(summary[num][k], summary["fp32"][k]) for k, _, _ in cols]
                   + ["" if not peer_vals else _ratio(summary[num]["acting_steps_per_s"],
                                                      _median(peer_vals)) + " (acting vs peer)"])
-  widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-  line = lambda r: "| " + " | ".join(str(c).rjust(w) for c, w in zip(r, widths)) + " |"
-  out = [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-  out += [line(r) for r in rows]
-  out.append("")
+  out = [markdown_table(header, rows), ""]
   out.append("Breakdown, microseconds per actor step (median): " + "; ".join(
       f"{p}: " + ", ".join(f"{c} {s[f'actor_{c}_us']:.0f}" for c in ACTOR_COMPONENTS + ASYNC_COMPONENTS)
       for p, s in summary.items()))

@@ -40,6 +40,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import aggregate as ag
 
 SWEEP_JSON = "sweep.json"
@@ -245,14 +246,6 @@ def read_seeds_csv(path: str) -> List[Dict[str, Any]]:
   return rows
 
 
-def _write_csv(path, fields, rows):
-  with open(path, "w", newline="", encoding="utf-8") as f:
-    w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-    w.writeheader()
-    for row in rows:
-      w.writerow({k: ("" if v is None else v) for k, v in row.items()})
-
-
 def _ci_cell(entry: Dict[str, float], digits: int = 1) -> str:
   v, lo, hi = (entry[k] for k in ("value", "ci_low", "ci_high"))
   return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
@@ -277,7 +270,7 @@ def format_table(result: Dict[str, Any], meta: Dict[str, Any]) -> str:
       row += [f"{t['reached']}/{t['runs']}",
               "not reached" if t["median_first_step"] is None else f"{t['median_first_step']:,.0f}"]
     rows.append(row)
-  out = _markdown(header, rows)
+  out = ab.markdown_table(header, rows)
   if result["comparisons"]:
     header = ["paired by seed", "seeds", "final: mean difference [95% CI]",
               "final: P(X > ref) [95% CI]", f"last-{ag.LAST_EVALS}: mean difference [95% CI]",
@@ -289,7 +282,7 @@ def format_table(result: Dict[str, Any], meta: Dict[str, Any]) -> str:
         row += [_ci_cell(c[metric]["difference"]),
                 _ci_cell(c[metric]["probability_of_improvement"], 2)]
       rows.append(row)
-    out += "\n\n" + _markdown(header, rows)
+    out += "\n\n" + ab.markdown_table(header, rows)
   b = result["bootstrap"]
   m = meta["machine"]
   out += (f"\n\n{meta['agent']} on {meta['env']}, {meta['steps']:,} actor steps per run, "
@@ -301,13 +294,6 @@ def format_table(result: Dict[str, Any], meta: Dict[str, Any]) -> str:
           f"difference: X - ref, mean over seeds. Machine: {m['nproc']} cores, {m['cpu_model']}."
           f"\n\nReproduce: {command(meta)}")
   return out
-
-
-def _markdown(header, rows) -> str:
-  widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-  line = lambda r: "| " + " | ".join(c.rjust(w) for c, w in zip(r, widths)) + " |"
-  return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-                   + [line(r) for r in rows])
 
 
 def command(settings: Dict[str, Any]) -> str:
@@ -340,7 +326,6 @@ def plot(path: str, runs: Sequence[Dict[str, Any]], meta: Dict[str, Any]) -> Non
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  from actorq.benchmarks import actorq_bench as ab
   fig, ax = plt.subplots(figsize=(7.5, 4.5))
   for p in meta["precisions"]:
     color = ab.PRECISION_COLORS.get(p, "grey")
@@ -375,13 +360,13 @@ def report(outdir: str, data: Dict[str, Any]) -> Tuple[Dict[str, Any], str]:
   contents; returns (aggregate, table)."""
   meta, runs = data["settings"], data["runs"]
   rows = seed_rows(runs, meta.get("target"))
-  _write_csv(os.path.join(outdir, "seeds.csv"), SEEDS_FIELDS, rows)
+  ab.write_csv(os.path.join(outdir, "seeds.csv"), SEEDS_FIELDS, rows)
   # Aggregated from seeds.csv as written, so the files agree to the last digit.
   result = ag.aggregate(read_seeds_csv(os.path.join(outdir, "seeds.csv")),
                         target=meta.get("target"), reference=meta["reference"])
   with open(os.path.join(outdir, "aggregate.json"), "w", encoding="utf-8") as f:
     json.dump(result, f, indent=1)
-  _write_csv(os.path.join(outdir, "aggregate.csv"), ag.CSV_FIELDS, ag.flat_rows(result))
+  ab.write_csv(os.path.join(outdir, "aggregate.csv"), ag.CSV_FIELDS, ag.flat_rows(result))
   plot(os.path.join(outdir, "curves.png"), runs, meta)
   meta = dict(meta, machine=data["machine"])
   table = format_table(result, meta)
