@@ -176,8 +176,9 @@ def _run_one(settings, outdir, precision, seed) -> Tuple[str, int, Optional[str]
   if proc.returncode != 0 or not finished(run_dir, settings["steps"]):
     with open(log_path, encoding="utf-8") as f:
       tail = "".join(f.readlines()[-10:])
-    return precision, seed, (f"{name} failed (exit {proc.returncode}); last lines of "
-                             f"{log_path}:\n{tail}"), seconds
+    why = (f"exit {proc.returncode}" if proc.returncode else
+           f"exit 0 but no evaluation at step {settings['steps']} in its eval.csv")
+    return precision, seed, f"{name} failed ({why}); last lines of {log_path}:\n{tail}", seconds
   return precision, seed, None, seconds
 
 

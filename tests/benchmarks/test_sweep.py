@@ -77,6 +77,25 @@ def test_a_run_is_reused_only_when_finished_with_the_sweep_settings(tmp_path):
     sweep.check_reusable(str(other), settings)
 
 
+def test_a_failed_run_is_reported_with_its_log_and_the_others_still_run(tmp_path, monkeypatch):
+  import sys
+  ran = []
+
+  def fake_argv(settings, precision, seed, run_dir):
+    ran.append((precision, seed))
+    code = 3 if (precision, seed) == ("int8", 0) else 0
+    return [sys.executable, "-c", f"print('boom {precision} {seed}'); raise SystemExit({code})"]
+
+  monkeypatch.setattr(sweep, "train_argv", fake_argv)
+  settings = {"precisions": ["fp32", "int8"], "seeds": [0], "steps": 400}
+  failures = sweep.run_all(settings, str(tmp_path), jobs=1, log=lambda m: None)
+  assert ran == [("fp32", 0), ("int8", 0)]
+  # fp32 exited 0 but wrote no final evaluation: a failure too.
+  assert len(failures) == 2
+  assert "int8-s0 failed (exit 3)" in failures[1] and "boom int8 0" in failures[1]
+  assert "fp32-s0 failed (exit 0 but no evaluation at step 400 in its eval.csv)" in failures[0]
+
+
 def _run(argv, capsys):
   try:
     code = cli.main(argv)
