@@ -441,7 +441,7 @@ def write_csv(path, fieldnames, rows):
 def write_files(outdir, runs, peers, summary, meta):
   """runs.csv, breakdown.csv, curves.csv, acting.csv, summary.csv, bench.json."""
   write_csv(os.path.join(outdir, "runs.csv"), RUN_FIELDS,
-             [dict(r, late_return=late_return(r)) for r in runs])
+            [dict(r, late_return=late_return(r)) for r in runs])
   rows = []
   for r in runs:
     for c in ACTOR_COMPONENTS + ASYNC_COMPONENTS:
@@ -452,11 +452,11 @@ def write_files(outdir, runs, peers, summary, meta):
       rows.append({"precision": r["precision"], "seed": r["seed"], "side": "learner",
                    "component": c, "us_per_step": r["learner_us"][c], "on_critical_path": True})
   write_csv(os.path.join(outdir, "breakdown.csv"),
-             ("precision", "seed", "side", "component", "us_per_step", "on_critical_path"), rows)
+            ("precision", "seed", "side", "component", "us_per_step", "on_critical_path"), rows)
   rows = [dict(c, precision=r["precision"], seed=r["seed"]) for r in runs for c in r["curve"]]
   write_csv(os.path.join(outdir, "curves.csv"),
-             ("precision", "seed", "actor_steps", "learner_steps", "train_seconds",
-              "episode_return", "episode_return_std"), rows)
+            ("precision", "seed", "actor_steps", "learner_steps", "train_seconds",
+             "episode_return", "episode_return_std"), rows)
   rows = [{"who": f"actorq-{r['precision']}", "seed": r["seed"],
            "acting_steps_per_s": r["acting_steps_per_s"], "note": ""} for r in runs]
   rows += [{"who": "acme-tf-peer", "seed": p["seed"],
@@ -468,7 +468,7 @@ def write_files(outdir, runs, peers, summary, meta):
       f"actor_{c}_us" for c in ACTOR_COMPONENTS + ASYNC_COMPONENTS] + [
       f"learner_{c}_us" for c in LEARNER_COMPONENTS]
   write_csv(os.path.join(outdir, "summary.csv"), fields,
-             [dict(v, precision=k) for k, v in summary.items()])
+            [dict(v, precision=k) for k, v in summary.items()])
   with open(os.path.join(outdir, "bench.json"), "w", encoding="utf-8") as f:
     json.dump({"meta": meta, "summary": summary, "runs": runs, "peers": peers}, f, indent=1)
 
