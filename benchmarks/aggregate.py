@@ -50,6 +50,7 @@ SEED = 0            # seed of the bootstrap's generator; every interval restarts
 LAST_EVALS = 3      # "last-3" return: mean greedy return over a run's last 3 evaluations
 REFERENCE = "fp32"  # the precision every other one is compared with (paired by seed)
 METRICS = ("final_return", "last3_return")
+_CHUNK = 1_000      # resamples evaluated at once
 STATISTICS = ("median", "iqm", "mean")
 
 
@@ -130,11 +131,13 @@ def stratified_bootstrap(samples: Sequence, statistic: Callable, reps: int = REP
     raise ValueError(f"confidence must be in (0, 1), got {confidence}")
   runs, tasks = shape
   rng = np.random.default_rng(seed)
-  # Stratified: within each task (column), draw `runs` run indices with replacement.
-  idx = rng.integers(0, runs, size=(reps, runs, tasks))
   cols = np.arange(tasks)[None, None, :]
-  resampled = [a[idx, cols] for a in arrays]  # each (reps, runs, tasks)
-  boot = np.asarray(statistic(*resampled), dtype=float)
+  boot = []
+  for start in range(0, reps, _CHUNK):  # chunks bound the memory of P(X > Y)'s N x M pairs
+    # Stratified: within each task (column), draw `runs` run indices with replacement.
+    idx = rng.integers(0, runs, size=(min(_CHUNK, reps - start), runs, tasks))
+    boot.append(np.asarray(statistic(*[a[idx, cols] for a in arrays]), dtype=float))
+  boot = np.concatenate(boot)
   alpha = 100.0 * (1.0 - confidence) / 2.0
   low, high = np.percentile(boot, [alpha, 100.0 - alpha])
   estimate = float(np.asarray(statistic(*[a[None] for a in arrays])).reshape(-1)[0])

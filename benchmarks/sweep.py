@@ -108,8 +108,9 @@ def read_evaluations(run_dir: str) -> List[Dict[str, float]]:
   if not os.path.isfile(path):
     return []
   cols = plot_cmd.read_eval_csv(path)
-  keys = ("actor_steps", "episode_return", "episode_return_std", "wall_seconds")
-  return [{k: cols[k][i] for k in keys} for i in range(len(cols.get("actor_steps", [])))]
+  keys = ("episode_return", "episode_return_std", "wall_seconds")
+  return [dict({k: cols[k][i] for k in keys}, actor_steps=int(step))
+          for i, step in enumerate(cols.get("actor_steps", []))]
 
 
 def finished(run_dir: str, steps: int) -> bool:

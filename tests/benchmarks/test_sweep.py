@@ -156,7 +156,7 @@ def test_sweep_end_to_end_two_seeds_two_precisions(capsys, tmp_path):
     run = next(r for r in data["runs"] if (r["precision"], r["seed"]) == (row["precision"],
                                                                           row["seed"]))
     returns = [e["episode_return"] for e in run["evaluations"]]
-    assert [e["actor_steps"] for e in run["evaluations"]] == [200.0, 400.0]
+    assert [e["actor_steps"] for e in run["evaluations"]] == [200, 400]
     assert row["final_return"] == returns[-1] > 0
     assert row["last3_return"] == pytest.approx(sum(returns) / 2)
     assert row["evaluations"] == 2
