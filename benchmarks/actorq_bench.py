@@ -402,7 +402,8 @@ def late_return(run: Dict[str, Any], evals: Optional[int] = None) -> float:
   # aggregate (NumPy, SciPy) is imported here, not with this module: the CLI imports this
   # module to build its parser.
   from actorq.benchmarks import aggregate as ag
-  return ag.mean_of_last([c["episode_return"] for c in run["curve"]], evals or ag.LAST_EVALS)
+  evals = ag.LAST_EVALS if evals is None else evals
+  return ag.mean_of_last([c["episode_return"] for c in run["curve"]], evals)
 
 
 def summarize(runs: List[Dict[str, Any]], precisions: Sequence[str]) -> Dict[str, Dict[str, float]]:
