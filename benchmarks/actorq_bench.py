@@ -61,7 +61,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -70,6 +70,7 @@ import jax
 from acme import specs
 
 from actorq import core
+from actorq.benchmarks import aggregate as ag
 from actorq.components import actors, config_io, environments, profiling
 from actorq.components import loop as loop_lib
 from actorq.components import variable_client as vc
@@ -389,18 +390,20 @@ RUN_FIELDS = ("precision", "seed", "agent", "env", "target", "actor_steps", "lea
               "payload_bytes", "pulls", "bytes_per_pull", "versions_pulled", "conversions",
               "cpu_seconds", "gpu_seconds", "energy_j", "energy_j_per_1k_actor_steps",
               "jax_backend", "process_wall_seconds")
-LATE_EVALS = 3  # late return: mean greedy return over a run's last LATE_EVALS evaluations
 SUMMARY_FIELDS = ("time_to_target_s", "final_return", "late_return", "actor_steps_per_s",
                   "actor_only_steps_per_s", "acting_steps_per_s", "learner_steps_per_s",
                   "bytes_per_pull", "energy_j", "train_seconds")
 
 
-def late_return(run: Dict[str, Any], evals: int = LATE_EVALS) -> float:
-  """Mean greedy return over the run's last `evals` evaluations (each itself a mean over
-  `eval_episodes` episodes): a less noisy end-of-training figure than the final one for
-  agents whose return oscillates between evaluations (D4PG at 3x2048 does)."""
-  returns = [c["episode_return"] for c in run["curve"]][-evals:]
-  return float(sum(returns) / len(returns)) if returns else float("nan")
+def late_return(run: Dict[str, Any], evals: Optional[int] = None) -> float:
+  """Mean greedy return over the run's last `evals` evaluations (default:
+  `aggregate.LAST_EVALS`, 3; each itself a mean over `eval_episodes` episodes): a less noisy
+  end-of-training figure than the final one for agents whose return oscillates between
+  evaluations (D4PG at 3x2048 does)."""
+  # aggregate (NumPy, SciPy) is imported here, not with this module: the CLI imports this
+  # module to build its parser.
+  evals = ag.LAST_EVALS if evals is None else evals
+  return ag.mean_of_last([c["episode_return"] for c in run["curve"]], evals)
 
 
 def summarize(runs: List[Dict[str, Any]], precisions: Sequence[str]) -> Dict[str, Dict[str, float]]:
@@ -414,8 +417,7 @@ def summarize(runs: List[Dict[str, Any]], precisions: Sequence[str]) -> Dict[str
            if f not in ("time_to_target_s", "late_return")}
     # A run that never reached the target counts as +inf (censored), not as missing: the
     # median over seeds is then "not reached" unless more than half of the runs got there.
-    row["time_to_target_s"] = float(statistics.median(
-        [math.inf if math.isnan(r["time_to_target_s"]) else r["time_to_target_s"] for r in rs]))
+    row["time_to_target_s"] = ag.censored_median(r["time_to_target_s"] for r in rs)
     row["late_return"] = _median([late_return(r) for r in rs])
     for c in ACTOR_COMPONENTS + ASYNC_COMPONENTS:
       row[f"actor_{c}_us"] = _median([r["actor_us"][c] for r in rs])
@@ -427,7 +429,8 @@ def summarize(runs: List[Dict[str, Any]], precisions: Sequence[str]) -> Dict[str
   return out
 
 
-def _write_csv(path, fieldnames, rows):
+def write_csv(path, fieldnames, rows):
+  """`rows` (dicts; keys not in `fieldnames` ignored, None written empty) as a CSV file."""
   with open(path, "w", newline="", encoding="utf-8") as f:
     w = csv.DictWriter(f, fieldnames=fieldnames, extrasaction="ignore")
     w.writeheader()
@@ -437,8 +440,8 @@ def _write_csv(path, fieldnames, rows):
 
 def write_files(outdir, runs, peers, summary, meta):
   """runs.csv, breakdown.csv, curves.csv, acting.csv, summary.csv, bench.json."""
-  _write_csv(os.path.join(outdir, "runs.csv"), RUN_FIELDS,
-             [dict(r, late_return=late_return(r)) for r in runs])
+  write_csv(os.path.join(outdir, "runs.csv"), RUN_FIELDS,
+            [dict(r, late_return=late_return(r)) for r in runs])
   rows = []
   for r in runs:
     for c in ACTOR_COMPONENTS + ASYNC_COMPONENTS:
@@ -448,29 +451,31 @@ def write_files(outdir, runs, peers, summary, meta):
     for c in LEARNER_COMPONENTS:
       rows.append({"precision": r["precision"], "seed": r["seed"], "side": "learner",
                    "component": c, "us_per_step": r["learner_us"][c], "on_critical_path": True})
-  _write_csv(os.path.join(outdir, "breakdown.csv"),
-             ("precision", "seed", "side", "component", "us_per_step", "on_critical_path"), rows)
+  write_csv(os.path.join(outdir, "breakdown.csv"),
+            ("precision", "seed", "side", "component", "us_per_step", "on_critical_path"), rows)
   rows = [dict(c, precision=r["precision"], seed=r["seed"]) for r in runs for c in r["curve"]]
-  _write_csv(os.path.join(outdir, "curves.csv"),
-             ("precision", "seed", "actor_steps", "learner_steps", "train_seconds",
-              "episode_return", "episode_return_std"), rows)
+  write_csv(os.path.join(outdir, "curves.csv"),
+            ("precision", "seed", "actor_steps", "learner_steps", "train_seconds",
+             "episode_return", "episode_return_std"), rows)
   rows = [{"who": f"actorq-{r['precision']}", "seed": r["seed"],
            "acting_steps_per_s": r["acting_steps_per_s"], "note": ""} for r in runs]
   rows += [{"who": "acme-tf-peer", "seed": p["seed"],
             "acting_steps_per_s": p.get("acting_steps_per_s", ""),
             "note": ("unavailable: " + p["unavailable"]) if "unavailable" in p else ""}
            for p in peers]
-  _write_csv(os.path.join(outdir, "acting.csv"), ("who", "seed", "acting_steps_per_s", "note"), rows)
+  write_csv(os.path.join(outdir, "acting.csv"), ("who", "seed", "acting_steps_per_s", "note"), rows)
   fields = ["precision", "runs", "reached_target"] + list(SUMMARY_FIELDS) + [
       f"actor_{c}_us" for c in ACTOR_COMPONENTS + ASYNC_COMPONENTS] + [
       f"learner_{c}_us" for c in LEARNER_COMPONENTS]
-  _write_csv(os.path.join(outdir, "summary.csv"), fields,
-             [dict(v, precision=k) for k, v in summary.items()])
+  write_csv(os.path.join(outdir, "summary.csv"), fields,
+            [dict(v, precision=k) for k, v in summary.items()])
   with open(os.path.join(outdir, "bench.json"), "w", encoding="utf-8") as f:
     json.dump({"meta": meta, "summary": summary, "runs": runs, "peers": peers}, f, indent=1)
 
 
-_COLORS = {"fp32": "tab:blue", "fp16": "tab:orange", "bf16": "tab:purple", "int8": "tab:green"}
+# One colour per actor precision, shared by the bench and sweep plots.
+PRECISION_COLORS = {"fp32": "tab:blue", "fp16": "tab:orange", "bf16": "tab:purple",
+                    "int8": "tab:green"}
 
 
 def plot(outdir, runs, peers, summary, meta) -> List[str]:
@@ -487,7 +492,7 @@ def plot(outdir, runs, peers, summary, meta) -> List[str]:
     xs = [c["train_seconds"] for c in r["curve"]]
     ys = [c["episode_return"] for c in r["curve"]]
     p = r["precision"]
-    ax.plot(xs, ys, marker="o", ms=3, color=_COLORS.get(p), alpha=0.85,
+    ax.plot(xs, ys, marker="o", ms=3, color=PRECISION_COLORS.get(p), alpha=0.85,
             label=None if p in labelled else p)
     labelled.add(p)
   ax.axhline(meta["target"], color="grey", ls="--", lw=1, label=f"target {meta['target']:g}")
@@ -535,7 +540,7 @@ def plot(outdir, runs, peers, summary, meta) -> List[str]:
                        ("acting_steps_per_s", "acting only")):
       names.append(f"{p}\n{lab}")
       vals.append(summary[p][field])
-      colors.append(_COLORS.get(p, "grey"))
+      colors.append(PRECISION_COLORS.get(p, "grey"))
   peer_vals = [p["acting_steps_per_s"] for p in peers if "acting_steps_per_s" in p]
   if peer_vals:
     names.append("Acme TF\nacting only")
@@ -578,10 +583,18 @@ def _load(loadavg) -> str:
   return f"{loadavg[0]:.2f}" if loadavg else "unknown"
 
 
+def markdown_table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> str:
+  """A Markdown table, cells right-aligned to the widest of their column."""
+  widths = [max(len(str(r[i])) for r in [header] + list(rows)) for i in range(len(header))]
+  line = lambda r: "| " + " | ".join(str(c).rjust(w) for c, w in zip(r, widths)) + " |"
+  return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+                   + [line(r) for r in rows])
+
+
 def format_table(summary, peers, meta) -> str:
   """The terminal/README table: medians per precision, then ratios vs fp32."""
   cols = [("time_to_target_s", "time to target (s)", 1), ("final_return", "final return", 1),
-          ("late_return", f"last-{LATE_EVALS}-eval return", 1),
+          ("late_return", f"last-{ag.LAST_EVALS}-eval return", 1),
           ("actor_steps_per_s", "actor steps/s", 0),
           ("actor_only_steps_per_s", "actor own steps/s", 0),
           ("acting_steps_per_s", "acting-only steps/s", 0),
@@ -602,11 +615,7 @@ def format_table(summary, peers, meta) -> str:
       rows.append([f"{num}/fp32"] + [_ratio(summary[num][k], summary["fp32"][k]) for k, _, _ in cols]
                   + ["" if not peer_vals else _ratio(summary[num]["acting_steps_per_s"],
                                                      _median(peer_vals)) + " (acting vs peer)"])
-  widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-  line = lambda r: "| " + " | ".join(str(c).rjust(w) for c, w in zip(r, widths)) + " |"
-  out = [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-  out += [line(r) for r in rows]
-  out.append("")
+  out = [markdown_table(header, rows), ""]
   out.append("Breakdown, microseconds per actor step (median): " + "; ".join(
       f"{p}: " + ", ".join(f"{c} {s[f'actor_{c}_us']:.0f}" for c in ACTOR_COMPONENTS + ASYNC_COMPONENTS)
       for p, s in summary.items()))

@@ -12,7 +12,6 @@ See `actorq.benchmarks.actorq_bench` for what each figure measures.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
@@ -21,16 +20,6 @@ from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import merge
 from actorq.components import config_io, environments
 from actorq.launch import cli, registry
-
-
-def _float(name):
-
-  def parse(text):
-    try:
-      return float(text)
-    except ValueError:
-      raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
-  return parse
 
 
 def add_parser(subparsers):
@@ -50,7 +39,7 @@ def add_parser(subparsers):
                  help="actor steps per run")
   p.add_argument("--eval-every", type=cli.positive_int("--eval-every"), default=None)
   p.add_argument("--eval-episodes", type=cli.positive_int("--eval-episodes"), default=10)
-  p.add_argument("--target", type=_float("--target"), default=None,
+  p.add_argument("--target", type=cli.number("--target"), default=None,
                  help="target greedy return for the time-to-target figure")
   p.add_argument("--acting-steps", type=cli.positive_int("--acting-steps"), default=None,
                  help="steps of the acting-only throughput measurement")

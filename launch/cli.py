@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import os
 import sys
 import warnings
@@ -28,6 +29,7 @@ COMMANDS = {
     "eval": "actorq.launch.eval_cmd",
     "plot": "actorq.launch.plot_cmd",
     "bench": "actorq.benchmarks.bench_cmd",
+    "sweep": "actorq.benchmarks.sweep_cmd",
 }
 
 
@@ -57,6 +59,19 @@ def positive_float(name):
       raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text!r}") from None
     if not value > 0:
       raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text!r}")
+    return value
+  return parse
+
+
+def number(name):
+  """argparse type: any finite number (a target return may be negative)."""
+  def parse(text):
+    try:
+      value = float(text)
+    except ValueError:
+      raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+      raise argparse.ArgumentTypeError(f"{name} must be a finite number, got {text!r}")
     return value
   return parse
 

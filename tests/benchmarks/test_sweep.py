@@ -1,0 +1,189 @@
+"""`actorq sweep`: seed parsing, resuming, bad input, and one cheap end-to-end sweep
+(2 seeds x fp32,int8 of DQN on CartPole, 400 steps each) whose aggregate.json is
+`aggregate.aggregate` of its own seeds.csv."""
+import csv
+import json
+import math
+import os
+
+import pytest
+
+from actorq.benchmarks import aggregate as ag
+from actorq.benchmarks import sweep
+from actorq.launch import cli
+
+TINY = ["--steps", "400", "--eval-every", "200", "--eval-episodes", "1",
+        "--set", "min_replay_size=100", "--set", "hidden_sizes=[16]"]
+
+
+@pytest.mark.parametrize("tokens,seeds", [
+    (["0-9"], tuple(range(10))),
+    (["0,1,2"], (0, 1, 2)),
+    (["0", "1", "2"], (0, 1, 2)),
+    (["0 1 2"], (0, 1, 2)),
+    (["3-5,9", "12"], (3, 4, 5, 9, 12)),
+    (["7"], (7,)),
+])
+def test_parse_seeds(tokens, seeds):
+  assert sweep.parse_seeds(tokens) == seeds
+
+
+@pytest.mark.parametrize("tokens,fragment", [
+    (["5-2"], "goes down"), (["a"], "is not a seed"), (["-1"], "is not a seed"),
+    (["0-2", "2"], "seed 2 is given twice"), ([","], "no seeds"), (["1.5"], "is not a seed"),
+])
+def test_bad_seeds(tokens, fragment):
+  with pytest.raises(ValueError, match=fragment):
+    sweep.parse_seeds(tokens)
+
+
+def test_plan_rotates_the_precision_order_per_seed():
+  assert sweep.plan(["fp32", "int8"], [0, 1, 2]) == [
+      ("fp32", 0), ("int8", 0), ("int8", 1), ("fp32", 1), ("fp32", 2), ("int8", 2)]
+
+
+def _write_run(run_dir, steps, info):
+  os.makedirs(run_dir)
+  with open(os.path.join(run_dir, "eval.csv"), "w", encoding="utf-8") as f:
+    f.write("actor_steps,episode_return,episode_return_std\n")
+    f.writelines(f"{s},{s / 10},0.0\n" for s in steps)
+  with open(os.path.join(run_dir, "run.json"), "w", encoding="utf-8") as f:
+    json.dump(info, f)
+
+
+def test_a_run_is_reused_only_when_finished_with_the_sweep_settings(tmp_path):
+  settings = {"agent": "dqn", "env": "gym:CartPole-v1", "precisions": ["fp32"], "seeds": [0],
+              "steps": 400, "eval_every": 200, "eval_episodes": 1,
+              "configs": {"fp32": {"actor_precision": "fp32", "batch_size": 32}}}
+  info = {"agent": "dqn", "env": "gym:CartPole-v1", "seed": 0,
+          "config": {"actor_precision": "fp32", "batch_size": 32},
+          "train": {"steps": 400, "eval_every": 200, "eval_episodes": 1}}
+  run_dir = str(tmp_path / "fp32-s0")
+  _write_run(run_dir, [200, 400], info)
+  assert sweep.finished(run_dir, 400) and not sweep.finished(run_dir, 600)
+  assert sweep.mismatch(run_dir, settings, "fp32", 0) is None
+  sweep.check_reusable(str(tmp_path), settings)
+  interrupted = str(tmp_path / "int8-s0")
+  _write_run(interrupted, [200], info)
+  assert not sweep.finished(interrupted, 400)
+  # Another batch size in the finished run: refused, naming the field and both values.
+  settings["configs"]["fp32"]["batch_size"] = 64
+  with pytest.raises(ValueError, match=r"config batch_size=32 \(sweep: batch_size=64\)"):
+    sweep.check_reusable(str(tmp_path), settings)
+  other = tmp_path / "other"
+  (other / "fp32-s0").mkdir(parents=True)
+  (other / "fp32-s0" / "notes.txt").write_text("mine")
+  with pytest.raises(ValueError, match="not a run directory of 'actorq train'"):
+    sweep.check_reusable(str(other), settings)
+
+
+def test_a_failed_run_is_reported_with_its_log_and_the_others_still_run(tmp_path, monkeypatch):
+  import sys
+  ran = []
+
+  def fake_argv(settings, precision, seed, run_dir):
+    ran.append((precision, seed))
+    code = 3 if (precision, seed) == ("int8", 0) else 0
+    return [sys.executable, "-c", f"print('boom {precision} {seed}'); raise SystemExit({code})"]
+
+  monkeypatch.setattr(sweep, "train_argv", fake_argv)
+  settings = {"precisions": ["fp32", "int8"], "seeds": [0], "steps": 400}
+  failures = sweep.run_all(settings, str(tmp_path), jobs=1, log=lambda m: None)
+  assert ran == [("fp32", 0), ("int8", 0)]
+  # fp32 exited 0 but wrote no final evaluation: a failure too.
+  assert len(failures) == 2
+  assert "int8-s0 failed (exit 3)" in failures[1] and "boom int8 0" in failures[1]
+  assert "fp32-s0 failed (exit 0 but no evaluation at step 400 in its eval.csv)" in failures[0]
+
+
+def _run(argv, capsys):
+  try:
+    code = cli.main(argv)
+  except SystemExit as e:  # argparse errors
+    code = e.code
+  captured = capsys.readouterr()
+  return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["--agent", "nope"], "unknown agent 'nope'; allowed: "),
+    (["--env", "gym:NoSuchEnv-v9"], "unknown Gymnasium environment 'NoSuchEnv-v9'"),
+    (["--env", "dmc:cartpole-balance"], "DQN needs discrete actions"),
+    (["--precisions", "fp32,int3"], "allowed precisions are fp32, fp16, bf16, int8"),
+    (["--precisions", "int8,int8"], "repeats a precision"),
+    (["--seeds", "9-3"], "--seeds 9-3: range '9-3' goes down"),
+    (["--seeds", "0", "0"], "seed 0 is given twice"),
+    (["--set", "no_such_field=1"], "no_such_field"),
+    (["--jobs", "0"], "--jobs must be a positive integer"),
+    (["--target", "high"], "--target must be a number"),
+])
+def test_bad_input_is_one_line_exit_2_nothing_written(argv, fragment, capsys, tmp_path):
+  logdir = tmp_path / "sweep"
+  code, _, err = _run(["sweep"] + TINY + argv + ["--logdir", str(logdir)], capsys)
+  assert code == 2
+  assert fragment in err
+  assert err.strip().count("\n") == 0 and "Traceback" not in err
+  assert not logdir.exists()
+
+
+def test_unwritable_logdir_and_render_without_sweep(capsys, tmp_path):
+  blocker = tmp_path / "file"
+  blocker.write_text("x")
+  code, _, err = _run(["sweep"] + TINY + ["--logdir", str(blocker / "sub")], capsys)
+  assert code == 2 and "is not a writable directory" in err
+  assert err.strip().count("\n") == 0
+  code, _, err = _run(["sweep", "--render", str(tmp_path)], capsys)
+  assert code == 2 and "no sweep.json there" in err
+
+
+def test_sweep_end_to_end_two_seeds_two_precisions(capsys, tmp_path):
+  logdir = tmp_path / "sweep"
+  argv = ["sweep", "--seeds", "0-1", "--precisions", "fp32,int8", "--jobs", "2",
+          "--logdir", str(logdir)] + TINY
+  code, out, err = _run(argv, capsys)
+  assert code == 0, err
+  for name in ("sweep.json", "seeds.csv", "aggregate.csv", "aggregate.json", "curves.png",
+               "table.md"):
+    assert (logdir / name).is_file(), name
+  assert (logdir / "curves.png").stat().st_size > 10_000
+  with open(logdir / "seeds.csv", newline="", encoding="utf-8") as f:
+    raw = list(csv.DictReader(f))
+  assert sorted((r["precision"], r["seed"]) for r in raw) == [
+      ("fp32", "0"), ("fp32", "1"), ("int8", "0"), ("int8", "1")]
+  rows = sweep.read_seeds_csv(str(logdir / "seeds.csv"))
+  data = json.loads((logdir / "sweep.json").read_text())
+  for row in rows:  # each row is its run's eval.csv: two evaluations, the last at step 400
+    run = next(r for r in data["runs"] if (r["precision"], r["seed"]) == (row["precision"],
+                                                                          row["seed"]))
+    returns = [e["episode_return"] for e in run["evaluations"]]
+    assert [e["actor_steps"] for e in run["evaluations"]] == [200, 400]
+    assert row["final_return"] == returns[-1] > 0
+    assert row["last3_return"] == pytest.approx(sum(returns) / 2)
+    assert row["evaluations"] == 2
+  assert data["settings"]["target"] == 475.0  # CartPole-v1's reward_threshold
+  assert data["settings"]["configs"]["int8"]["actor_precision"] == "int8"
+  assert data["settings"]["configs"]["fp32"]["hidden_sizes"] == [16]
+  result = json.loads((logdir / "aggregate.json").read_text())
+  assert result == json.loads(json.dumps(ag.aggregate(rows, target=475.0)))
+  for p in ("fp32", "int8"):
+    for metric in ag.METRICS:
+      for name in ag.STATISTICS:
+        e = result["precisions"][p][metric][name]
+        assert all(math.isfinite(e[k]) for k in ("value", "ci_low", "ci_high"))
+        assert e["ci_low"] <= e["value"] <= e["ci_high"]
+  assert result["comparisons"]["int8"]["seeds"] == [0, 1]
+  poi = result["comparisons"]["int8"]["final_return"]["probability_of_improvement"]
+  assert 0.0 <= poi["ci_low"] <= poi["value"] <= poi["ci_high"] <= 1.0
+  assert "int8 vs fp32" in out and "final IQM [95% CI]" in out
+  assert (logdir / "table.md").read_text().strip() in out
+
+  # Run again: every run is reused (no child trains), and the report is the same.
+  mtimes = {p: os.path.getmtime(logdir / p / "eval.csv") for p in ("fp32-s0", "int8-s1")}
+  code, out, _ = _run(argv, capsys)
+  assert code == 0 and out.count("finished before, reused") == 4
+  assert mtimes == {p: os.path.getmtime(logdir / p / "eval.csv") for p in mtimes}
+  assert json.loads((logdir / "aggregate.json").read_text()) == result
+  # --render rewrites the report from sweep.json alone.
+  (logdir / "aggregate.json").unlink()
+  code, out, _ = _run(["sweep", "--render", str(logdir)], capsys)
+  assert code == 0 and json.loads((logdir / "aggregate.json").read_text()) == result
