@@ -259,16 +259,16 @@ class _Table:
     return keys, sizes, (key, taken)
 
   def mutate(self, updates: Dict[int, float]) -> None:
-    keys = list(updates.keys())
-    p = replay.validate_priorities(list(updates.values()), keys)  # raises before any write
-    live = [(k, v) for k, v in zip(keys, p) if self.first <= int(k) < self.next]
-    if not live:
-      return
-    slots = np.array([int(k) % self.capacity for k, _ in live], np.int64)
-    values = np.array([v for _, v in live], np.float64)
-    self.priorities[slots] = values
-    if self.tree is not None:
-      self.tree.set(slots, self._weights(values))
+    p = replay.validate_priorities(list(updates.values()), list(updates))  # before any write
+    try:
+      keys = np.fromiter(updates, dtype=np.uint64, count=len(updates))
+    except OverflowError:
+      raise ValueError("item keys are integers in 0 .. 2**64 - 1") from None
+    live = (keys >= self.first) & (keys < self.next)  # others were removed: ignored
+    slots = (keys[live] % np.uint64(self.capacity)).astype(np.int64)
+    self.priorities[slots] = p[live]
+    if self.tree is not None and slots.size:
+      self.tree.set(slots, self._weights(p[live]))
 
   def info(self) -> LocalTableInfo:
     return LocalTableInfo(self.name, self.sampler, self.max_size, self.max_times_sampled,

@@ -155,19 +155,24 @@ class LocalColumnHistory:
     raise TypeError(f"history indices must be integers, slices or lists, not {type(index)}")
 
 
-_LEAF_TYPES = (np.ndarray, np.generic, bool, int, float, complex, type(None))
+_LEAF_TYPES = frozenset([np.ndarray, bool, int, float, complex, type(None)])
+
+
+class _Uncached(Exception):
+  """A nest `_structure_key` does not know (its paths are then not cached)."""
 
 
 def _structure_key(x: Any) -> Any:
-  """A hashable key of a nest's structure (dicts, lists, tuples, namedtuples over array or
-  scalar leaves), or None for anything else (then the structure is not cached)."""
-  if isinstance(x, dict):
-    keys = tuple((k, _structure_key(v)) for k, v in x.items())
-    return None if any(v is None for _, v in keys) else (type(x), keys)
-  if isinstance(x, (list, tuple)):
-    keys = tuple(_structure_key(v) for v in x)
-    return None if any(v is None for v in keys) else (type(x), keys)
-  return "leaf" if isinstance(x, _LEAF_TYPES) else None
+  """A hashable key of a nest's structure: dicts, lists, tuples and namedtuples over numpy
+  arrays, numpy scalars and Python scalars. Raises `_Uncached` for anything else."""
+  t = type(x)
+  if t in _LEAF_TYPES or isinstance(x, np.generic):
+    return 0
+  if t is dict:
+    return (t, tuple([(k, _structure_key(v)) for k, v in x.items()]))
+  if t is list or isinstance(x, tuple):
+    return (t, tuple([_structure_key(v) for v in x]))
+  raise _Uncached
 
 
 def _union(a: Any, b: Any) -> Any:
@@ -253,8 +258,9 @@ class LocalTrajectoryWriter:
   def _flatten_with_path(self, data: Any) -> List[Tuple[Tuple[Any, ...], Any]]:
     """`tree.flatten_with_path(data)`, with the paths of a structure seen before cached
     (dm-tree's path flattening is pure Python; its plain `flatten` is native)."""
-    key = _structure_key(data)
-    if key is None:
+    try:
+      key = _structure_key(data)
+    except _Uncached:
       return tree.flatten_with_path(data)
     paths = self._paths.get(key)
     if paths is None:
