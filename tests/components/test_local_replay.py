@@ -177,10 +177,10 @@ def test_batches_have_the_dtypes_and_shapes_of_the_reverb_dataset(reverb_client)
   local = local_replay.LocalReplayClient([_transition_table()], seed=0)
   for client in (remote, local):
     _write_items(client, "t", [1.0] * 6)
-  it = replay.numpy_iterator(replay.make_dataset(remote.server_address, "t", 4))
+  it = replay.make_iterator(remote, "t", 4)  # numpy_iterator(make_dataset(...))
   theirs = next(it)
   del it
-  ours = next(local.iterator("t", 4))
+  ours = next(replay.make_iterator(local, "t", 4))  # local.iterator("t", 4)
   describe = lambda s: tree.map_structure(lambda x: (x.dtype, x.shape), s)
   assert describe(ours) == describe(theirs)
   # Both rebuild the signature's namedtuple from the table's proto (a class named Transition,
