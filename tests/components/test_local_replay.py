@@ -107,21 +107,36 @@ def _assert_same_items(a, b):
 # --- the same adders, the same items ------------------------------------------------------
 
 
+def _rows(transitions):
+  """Transitions as sorted hashable rows (a multiset to compare)."""
+  return sorted(tuple(np.asarray(x).tobytes() for x in tree.flatten(t)) for t in transitions)
+
+
 @pytest.mark.parametrize("adder_cls", [adders.NStepTransitionAdder,
                                        adders_reverb.NStepTransitionAdder])
 def test_nstep_adders_store_the_same_transitions(reverb_client, adder_cls):
-  remote = reverb_client([_transition_queue()])
-  local = local_replay.LocalReplayClient([_transition_queue()], seed=0)
-  written = {}
-  for name, client in (("reverb", remote), ("local", local)):
-    adder = replay.ValidatingAdder(
-        adder_cls(client, n_step=N_STEP, discount=GAMMA, priority_fns={"q": None}), ENV_SPEC)
+  """Each transition goes to a queue (read back in order) and a uniform table."""
+  tables = lambda: [_transition_queue(), _transition_table("t")]
+  remote = reverb_client(tables())
+  local = local_replay.LocalReplayClient(tables(), seed=0)
+  for client in (remote, local):
+    adder = replay.ValidatingAdder(adder_cls(client, n_step=N_STEP, discount=GAMMA,
+                                             priority_fns={"q": None, "t": None}), ENV_SPEC)
     _run_episodes(adder, EPISODES)
     adder.close()
-  written = {"reverb": _reverb_queue_items(remote, "q"), "local": _local_queue_items(local, "q")}
-  _assert_same_items(written["reverb"], written["local"])
+  ts = _local_queue_items(local, "q")
+  _assert_same_items(_reverb_queue_items(remote, "q"), ts)
+  # The uniform tables hold the same multiset (Reverb's read by sampling until every key
+  # has been seen: 15 items through actorq's adder, a few more through acme's; 3,000 samples).
+  size = remote.server_info()["t"].current_size
+  assert size == local.server_info()["t"].current_size == len(ts)
+  by_key = {int(s.info.key): s.data for s in remote.sample(
+      "t", num_samples=3_000, emit_timesteps=False, unpack_as_table_signature=True)}
+  assert len(by_key) == size
+  local_rows = tree.unflatten_as(ts[0], local.state()["tables"]["t"]["columns"])
+  assert _rows(by_key.values()) == _rows(
+      [tree.map_structure(lambda x, i=i: x[i], local_rows) for i in range(size)]) == _rows(ts)
   if adder_cls is adders.NStepTransitionAdder:  # case E1: one transition per step
-    ts = written["local"]
     assert len(ts) == sum(len(r) for _, r, _ in EPISODES)
     assert [float(t.observation[0]) for t in ts[:6]] == [0, 1, 2, 10, 11, 12]
     assert all(float(t.next_observation[0]) == 3 for t in ts[:3])
@@ -132,7 +147,7 @@ def test_nstep_adders_store_the_same_transitions(reverb_client, adder_cls):
     # the last episode (rewards 8, 16, truncated) is untouched by the ones before it
     np.testing.assert_allclose([float(t.reward) for t in ts[-2:]], [8 + 0.5 * 16, 16])
   else:  # acme's adder also writes the shortened transitions at each episode start
-    assert len(written["local"]) > sum(len(r) for _, r, _ in EPISODES)
+    assert len(ts) > sum(len(r) for _, r, _ in EPISODES)
 
 
 def test_rollout_adder_fills_the_same_queue_in_the_same_order(reverb_client):
@@ -266,26 +281,30 @@ def test_the_same_seed_gives_the_same_stream_and_another_seed_another():
 
 
 def test_state_and_restore_continue_the_identical_stream():
-  # max_size past the first allocation: the tables grow, then the FIFO remover evicts
-  a = _client(3, max_size=1_500)
-  _fill(a, 0, 1_200)
+  # max_size past the first allocation (1,024 slots): the tables grow, then evict
+  a = _client(3, max_size=1_100)
+  _fill(a, 0, 1_050)
   _stream(a)
   state = pickle.loads(pickle.dumps(a.state()))
   expected = _stream(a)
-  _fill(a, 1_200, 600)
+  _fill(a, 1_050, 300)
   expected += _stream(a)
-  b = _client(99, max_size=1_500)  # another seed and other contents: all of it is replaced
+  b = _client(99, max_size=1_100)  # another seed and other contents: all of it is replaced
   _fill(b, 5_000, 30)
   b.restore(state)
   got = _stream(b)
-  _fill(b, 1_200, 600)
+  _fill(b, 1_050, 300)
   got += _stream(b)
   _assert_same_stream(expected, got)
+  tree.map_structure(np.testing.assert_array_equal, a.state(), b.state())
   info = b.server_info()
-  assert info["u"].current_size == 1_500 and info["u"].num_inserted == 1_800
-  assert a.sample_batch("u", 1_000).info.key.min() >= 300  # the oldest 300 were evicted
+  assert info["u"].current_size == 1_100 and info["u"].num_inserted == 1_350
+  assert b.sample_batch("u", 1_000).info.key.min() >= 250  # the oldest 250 were evicted
   with pytest.raises(ValueError, match="tables"):
     local_replay.LocalReplayClient([_transition_queue()], seed=0).restore(state)
+  state["tables"]["p"]["columns"][0] = state["tables"]["p"]["columns"][0][:, :1]
+  with pytest.raises(ValueError, match="state column 'observation'"):
+    b.restore(state)
 
 
 # --- case R2, signatures, errors ----------------------------------------------------------
