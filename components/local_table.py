@@ -18,7 +18,6 @@ Sampling draws from the generator it is given:
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -165,9 +164,7 @@ class LocalTable:
       TableFullError: the table is a full queue.
     """
     self.check(values)
-    priority = float(priority)
-    if not (math.isfinite(priority) and priority >= 0):
-      replay.validate_priorities([priority])  # raises ValueError with its message
+    priority = replay.validate_priorities([priority])
     if self.size >= self.max_size:
       if self.is_queue:
         raise TableFullError(f"queue {self.name!r} is full ({self.max_size} items): nothing "
@@ -178,9 +175,9 @@ class LocalTable:
     slot = self.next % self.capacity
     for column, v in zip(self.columns, values):
       column[slot] = v
-    self.priorities[slot] = priority
+    self.priorities[slot] = priority[0]
     if self.tree is not None:
-      self.tree.set(slot, priority ** self.alpha if priority > 0 else 0.0)
+      self.tree.set(slot, float(self._weights(priority)[0]))
     self.next += 1
 
   def _remove_oldest(self) -> None:
@@ -194,11 +191,11 @@ class LocalTable:
     size = self.size
     need = max(self.min_size, batch_size if self.is_queue else 1)
     if size < need:
-      what = "a batch of a queue" if self.is_queue and batch_size > self.min_size else (
-          "its min size to sample")
+      queue = f", a batch of {batch_size} from a queue" if self.is_queue else ""
       raise NotEnoughItemsError(
-          f"table {self.name!r} holds {size} items; {what} needs {need} (a single-process "
-          "run samples only what has been written; Reverb would block here)")
+          f"table {self.name!r} holds {size} items but a sample needs {need} (min size to "
+          f"sample {self.min_size}{queue}); a single-process run samples only what has been "
+          "written (Reverb would block here)")
     head = None
     if self.sampler == "fifo":
       keys, sizes, head = self._take_fifo(batch_size)

@@ -239,7 +239,7 @@ class LocalTrajectoryWriter:
       raise RuntimeError("append on a closed LocalTrajectoryWriter")
     flat = [(p, v) for p, v in self._flatten_with_path(data) if v is not None]
     if any(p not in self._columns for p, _ in flat):
-      self._add_columns(data)
+      self._add_columns(data, [p for p, _ in flat])
     values = {p: self._columns[p].check(v) for p, v in flat}
     if self._open:
       for p in values:
@@ -269,15 +269,16 @@ class LocalTrajectoryWriter:
       return flat
     return list(zip(paths, tree.flatten(data)))
 
-  def _add_columns(self, data: Any) -> None:
+  def _add_columns(self, data: Any, paths: List[Tuple[Any, ...]]) -> None:
+    """Columns for the new `paths` of `data` (None in the steps so far); a new history."""
     steps = len(next(iter(self._columns.values()))) if self._columns else 0
-    for path, value in tree.flatten_with_path(data):
-      if value is not None and path not in self._columns:
+    for path in paths:
+      if path not in self._columns:
         self._columns[path] = LocalColumnHistory(path, self._keep, steps)
     skeleton = tree.map_structure(lambda _: None, data)
     self._structure = skeleton if self._structure is None else _union(self._structure, skeleton)
-    paths = [p for p, _ in tree.flatten_with_path(self._structure)]
-    self._history = tree.unflatten_as(self._structure, [self._columns.get(p) for p in paths])
+    every_path = [p for p, _ in tree.flatten_with_path(self._structure)]
+    self._history = tree.unflatten_as(self._structure, [self._columns.get(p) for p in every_path])
 
   def create_item(self, table: str, priority: float, trajectory: Any) -> None:
     """Inserts an item referencing `trajectory` (a nest of `LocalTrajectoryColumn`s) into
