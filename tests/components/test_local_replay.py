@@ -70,14 +70,14 @@ def _timestep(step_type, reward, discount, obs):
                          np.full(2, obs, np.float32))
 
 
-def _run_episodes(adder, episodes, extras=None):
+def _run_episodes(adder, episodes, with_extras=False):
   for first, rewards, end in episodes:
     adder.add_first(dm_env.restart(np.full(2, first, np.float32)))
     for k, r in enumerate(rewards):
       last = k == len(rewards) - 1
       ts = _timestep(dm_env.StepType.LAST if last else dm_env.StepType.MID, r,
                      0.0 if last and end == "terminated" else 1.0, first + k + 1)
-      if extras is None:
+      if not with_extras:
         adder.add(np.int32(k % 2), ts)
       else:
         adder.add(np.int32(k % 2), ts, {"logits": np.full(2, k, np.float32),
@@ -157,7 +157,7 @@ def test_rollout_adder_fills_the_same_queue_in_the_same_order(reverb_client):
   counts = []
   for client in (remote, local):
     adder = onpolicy.make_rollout_adder(client, "r", ENV_SPEC, EXTRAS, T)
-    _run_episodes(adder, EPISODES, extras=True)
+    _run_episodes(adder, EPISODES, with_extras=True)
     counts.append(adder.items_written)
     adder.close()
   assert counts[0] == counts[1] == 4  # (15 actions + 5 terminal steps - 1) // T
@@ -265,18 +265,12 @@ def _stream(client, batches=5):
   return out
 
 
-def _assert_same_stream(a, b):
-  assert len(a) == len(b)
-  for x, y in zip(a, b):
-    tree.map_structure(np.testing.assert_array_equal, x, y)
-
-
 def test_the_same_seed_gives_the_same_stream_and_another_seed_another():
   a, b, c = _client(7), _client(7), _client(8)
   for client in (a, b, c):
     _fill(client, 0, 40)
   sa, sb, sc = _stream(a), _stream(b), _stream(c)
-  _assert_same_stream(sa, sb)
+  _assert_same_items(sa, sb)
   assert not all(np.array_equal(x[0], y[0]) for x, y in zip(sa[:-1], sc[:-1]))
 
 
@@ -295,7 +289,7 @@ def test_state_and_restore_continue_the_identical_stream():
   got = _stream(b)
   _fill(b, 1_050, 300)
   got += _stream(b)
-  _assert_same_stream(expected, got)
+  _assert_same_items(expected, got)
   tree.map_structure(np.testing.assert_array_equal, a.state(), b.state())
   info = b.server_info()
   assert info["u"].current_size == 1_100 and info["u"].num_inserted == 1_350
