@@ -115,6 +115,19 @@ def numpy_iterator(dataset: tf.data.Dataset) -> Iterator[reverb.ReplaySample]:
       raise ReplayTimeoutError(f"replay server unavailable: {e.message}") from None
 
 
+def make_iterator(client: Any, table: str, batch_size: int) -> Iterator[reverb.ReplaySample]:
+  """Endless numpy batches of `batch_size` items of `table`, from either replay.
+
+  An in-process `local_replay.LocalReplayClient` (single-process runs) draws them itself,
+  seeded and without prefetch (`client.iterator`); a Reverb client's come through
+  `numpy_iterator(make_dataset(client.server_address, table, batch_size))`.
+  """
+  from actorq.components import local_replay  # pylint: disable=g-import-not-at-top (a cycle)
+  if isinstance(client, local_replay.LocalReplayClient):
+    return client.iterator(table, batch_size)
+  return numpy_iterator(make_dataset(client.server_address, table, batch_size))
+
+
 def sample(server_address: str, table: str, num_samples: int = 1,
            timeout_s: float = DEFAULT_TIMEOUT_MS / 1000) -> list:
   """`num_samples` items (numpy `ReplaySample`s) from `table`.
