@@ -34,7 +34,7 @@ Batches are `reverb.ReplaySample(info, data)` with a leading batch dim B: `info`
 `SampleInfo(key uint64 [B], probability float64 [B], table_size int64 [B], priority
 float64 [B])` and `data` the table signature's structure of arrays `[B, *shape]` of the
 signature's dtypes, as Reverb's datasets yield them (`replay.numpy_iterator`,
-`onpolicy.RolloutIterator`); like them, `data` is built from the signature decoded from
+`rollouts.RolloutIterator`); like them, `data` is built from the signature decoded from
 the table's info (its namedtuples are TF's rebuilt classes with acme's fields). Keys are
 the insertion counter (0, 1, 2, ...). `replay.make_iterator(client, table, B)` picks
 `client.iterator` or Reverb's dataset for whichever client a builder gets.

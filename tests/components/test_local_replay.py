@@ -13,7 +13,7 @@ from acme import specs, types
 from acme.adders import reverb as adders_reverb
 from scipy import stats
 
-from actorq.components import adders, local_replay, onpolicy, replay
+from actorq.components import adders, local_replay, replay, rollouts
 
 ENV_SPEC = specs.EnvironmentSpec(
     observations=specs.Array((2,), np.float32), actions=specs.DiscreteArray(2, dtype=np.int32),
@@ -151,18 +151,18 @@ def test_nstep_adders_store_the_same_transitions(reverb_client, adder_cls):
 
 
 def test_rollout_adder_fills_the_same_queue_in_the_same_order(reverb_client):
-  tables = lambda: [onpolicy.rollout_queue("r", ENV_SPEC, EXTRAS, T, max_size=50)]
+  tables = lambda: [rollouts.rollout_queue("r", ENV_SPEC, EXTRAS, T, max_size=50)]
   remote = reverb_client(tables())
   local = local_replay.LocalReplayClient(tables(), seed=0)
   counts = []
   for client in (remote, local):
-    adder = onpolicy.make_rollout_adder(client, "r", ENV_SPEC, EXTRAS, T)
+    adder = rollouts.make_rollout_adder(client, "r", ENV_SPEC, EXTRAS, T)
     _run_episodes(adder, EPISODES, with_extras=True)
     counts.append(adder.items_written)
     adder.close()
   assert counts[0] == counts[1] == 4  # (15 actions + 5 terminal steps - 1) // T
   assert remote.server_info()["r"].current_size == local.server_info()["r"].current_size == 4
-  it = onpolicy.RolloutIterator(remote.server_address, "r", batch_size=4, timeout_ms=5_000)
+  it = rollouts.RolloutIterator(remote.server_address, "r", batch_size=4, timeout_ms=5_000)
   theirs = next(it)
   del it
   ours = next(local.iterator("r", 4))
