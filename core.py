@@ -118,6 +118,9 @@ class VariableSource(Protocol):
   actorq learners serve ``"policy"`` (fp32 params of the actors' network spec) and
   ``"version"`` (int, learner steps). A policy server (learner side) also serves
   ``"policy/<precision>"``: the `Payload` of the newest version at that precision.
+  A source living in the actor's own process says so with a class attribute
+  `in_process = True`; actors then pull it synchronously at fixed steps (deterministic
+  single-process runs) instead of in a background thread.
   """
 
   def get_variables(self, names: Sequence[str]) -> List[Any]:

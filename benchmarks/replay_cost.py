@@ -9,7 +9,7 @@ For each path, on the same tables (a uniform and a Prioritized(0.6) transition t
     make_dataset(...))`, which prefetches on background threads, so its wall time per
     `next` hides work; hence also the process CPU time per batch, all threads counted;
     local: `client.iterator`, drawn on the calling thread);
-  * priority update: `replay.update_priorities` of a batch's B keys (prioritized table).
+  * priority update: `priorities_lib.update_priorities` of a batch's B keys (prioritized table).
 Ratios are local / reverb (below 1: the local path is cheaper). The paths are measured in
 alternating rounds and each figure is the median over the rounds, so that a load from
 other processes shifts both alike.
@@ -32,6 +32,7 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 import reverb  # pylint: disable=g-import-not-at-top
 from acme import specs  # pylint: disable=g-import-not-at-top
 
+from actorq.components import priorities as priorities_lib
 from actorq.components import adders, local_replay, replay  # pylint: disable=g-import-not-at-top
 
 EPISODE_LENGTH = 200
@@ -97,7 +98,7 @@ def update_cost(client, batch, batches: int, rng: np.random.Generator):
   for _ in range(batches):
     priorities = rng.random(keys.shape[0]) + 0.01
     start = time.perf_counter()
-    replay.update_priorities(client, "prioritized", keys, priorities)
+    priorities_lib.update_priorities(client, "prioritized", keys, priorities)
     times.append(time.perf_counter() - start)
   return np.asarray(times)
 
@@ -115,13 +116,9 @@ def measure(path: str, steps: int, batches: int, batch_size: int, obs_dim: int):
   out = {}
   out["insert"], out["insert_cpu"] = insert_cost(client, env_spec, steps, rng)
   for table in ("uniform", "prioritized"):
-    if path == "reverb":
-      it = replay.numpy_iterator(replay.make_dataset(client.server_address, table, batch_size))
-    else:
-      it = client.iterator(table, batch_size)
-    wall, cpu, batch = sample_cost(lambda: next(it), batches)  # pylint: disable=cell-var-from-loop
+    batches_of = replay.make_iterator(client, table, batch_size)
+    wall, cpu, batch = sample_cost(lambda: next(batches_of), batches)  # pylint: disable=cell-var-from-loop
     out[f"sample_{table}"], out[f"sample_{table}_cpu"] = wall, cpu
-    del it
   out["update"] = update_cost(client, batch, batches, rng)
   if server is not None:
     del client

@@ -30,7 +30,7 @@ from typing import Optional
 import numpy as np
 
 from actorq import core
-from actorq.components import environments
+from actorq.components import gymnasium_adapter
 
 SCREEN_SIZE = 84
 
@@ -122,7 +122,7 @@ def game_names():
 def make_atari(name: str, seed: int = 0, *, frame_skip: int = 4, frame_stack: int = 4,
                sticky_actions: float = 0.25, noop_max: int = 30,
                max_episode_steps: int = 27_000, full_action_space: bool = False,
-               render_mode: Optional[str] = None) -> environments.GymnasiumToDmEnv:
+               render_mode: Optional[str] = None) -> gymnasium_adapter.GymnasiumToDmEnv:
   """The preprocessed game `name` (e.g. "Pong") as a dm_env (see the module docstring).
 
   Args:
@@ -151,4 +151,4 @@ def make_atari(name: str, seed: int = 0, *, frame_skip: int = 4, frame_stack: in
         f"unknown Atari game {name!r} ({e}); e.g. {', '.join(known[:8])} "
         f"({len(known)} games, see actorq.components.atari.game_names())") from None
   wrapped = AtariPreprocessing(env, frame_skip, frame_stack, noop_max, seed=seed)
-  return environments.GymnasiumToDmEnv(wrapped, seed=seed)
+  return gymnasium_adapter.GymnasiumToDmEnv(wrapped, seed=seed)

@@ -57,9 +57,10 @@ class TransitionReplayBuilder:
         samples_per_insert=c.samples_per_insert if rate_limited else None)]
 
   def make_dataset_iterator(self, replay_client: reverb.Client) -> Iterator[reverb.ReplaySample]:
-    ds = replay.make_dataset(replay_client.server_address, self.config.replay_table_name,
-                             self.config.batch_size)
-    return replay.numpy_iterator(ds)
+    """Batches of `batch_size` transitions from Reverb, or from the single-process run's
+    seeded in-process replay (`replay.make_iterator`)."""
+    return replay.make_iterator(replay_client, self.config.replay_table_name,
+                                self.config.batch_size)
 
   def make_adder(self, replay_client: reverb.Client, environment_spec: specs.EnvironmentSpec,
                  policy=None) -> acme_adders.Adder:

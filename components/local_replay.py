@@ -126,7 +126,7 @@ class LocalReplayClient:
 
     Raises:
       ValueError: an unknown table, or any priority NaN, +-inf or negative (then nothing
-        is written: `replay.validate_priorities`, case R2).
+        is written: `priorities.validate_priorities`, case R2).
       NotImplementedError: `deletes` (items leave only oldest first here).
     """
     t = self._table(table)

@@ -24,7 +24,7 @@ import numpy as np
 import reverb
 import tree
 
-from actorq.components import replay, sum_tree
+from actorq.components import priorities, sum_tree
 
 _INITIAL_CAPACITY = 1024  # slots allocated first; doubled as a table fills, up to max_size
 _SAMPLERS = ("uniform", "prioritized", "fifo")
@@ -164,7 +164,7 @@ class LocalTable:
       TableFullError: the table is a full queue.
     """
     self.check(values)
-    priority = replay.validate_priorities([priority])
+    priority = priorities.validate_priorities([priority])
     if self.size >= self.max_size:
       if self.is_queue:
         raise TableFullError(f"queue {self.name!r} is full ({self.max_size} items): nothing "
@@ -253,7 +253,7 @@ class LocalTable:
       ValueError: a priority NaN, +-inf or negative, or a key outside uint64; nothing is
         written then.
     """
-    p = replay.validate_priorities(list(updates.values()), list(updates))  # before any write
+    p = priorities.validate_priorities(list(updates.values()), list(updates))  # before any write
     try:
       keys = np.fromiter(updates, dtype=np.uint64, count=len(updates))
     except OverflowError:

@@ -22,6 +22,8 @@ from acme import specs, types
 from acme.adders import base as adders_base
 from acme.adders import reverb as adders_reverb
 
+from actorq.components import local_replay
+
 DEFAULT_TIMEOUT_MS = 60_000
 
 
@@ -122,7 +124,6 @@ def make_iterator(client: Any, table: str, batch_size: int) -> Iterator[reverb.R
   seeded and without prefetch (`client.iterator`); a Reverb client's come through
   `numpy_iterator(make_dataset(client.server_address, table, batch_size))`.
   """
-  from actorq.components import local_replay  # pylint: disable=g-import-not-at-top (a cycle)
   if isinstance(client, local_replay.LocalReplayClient):
     return client.iterator(table, batch_size)
   return numpy_iterator(make_dataset(client.server_address, table, batch_size))
@@ -258,52 +259,3 @@ class ValidatingAdder(adders_base.Adder):
     if writer is not None:
       writer.close()
       setattr(self._adder, "_ReverbAdder__writer", None)
-
-
-def validate_priorities(priorities: Any, keys: Optional[Any] = None) -> np.ndarray:
-  """Checks sampling priorities before they reach Reverb (case R2).
-
-  Reverb's Prioritized selector samples item i with P(i) = p_i^alpha / sum_k p_k^alpha
-  (Schaul et al. 2016, eq. 1), which needs every p_i finite and >= 0. Reverb 0.7's
-  `mutate_priorities` accepts inf (the item then takes all the probability mass) and
-  rejects NaN and negative values only inside its native call; here every value is
-  checked before anything is sent.
-
-  Args:
-    priorities: float [N] priorities (any real dtype).
-    keys: optional uint64 [N] item keys; when given, must have the same length.
-
-  Returns:
-    float64 [N] copy of `priorities`.
-
-  Raises:
-    ValueError: naming the offending positions (and keys) and values, when a priority is
-      NaN, +-inf or negative, or when `keys` and `priorities` differ in length.
-  """
-  p = np.asarray(priorities, dtype=np.float64).reshape(-1)
-  if keys is not None and np.asarray(keys).reshape(-1).shape[0] != p.shape[0]:
-    raise ValueError(f"{np.asarray(keys).size} keys but {p.shape[0]} priorities: "
-                     "one priority per key is allowed")
-  bad = np.flatnonzero(~np.isfinite(p) | (p < 0))
-  if bad.size:
-    shown = bad[:8]
-    where = [f"index {i}" + (f" (key {int(np.asarray(keys).reshape(-1)[i])})" if keys is not None
-                             else "") + f": {p[i]!r}" for i in shown]
-    more = f" and {bad.size - shown.size} more" if bad.size > shown.size else ""
-    raise ValueError(f"invalid replay priorities at {', '.join(where)}{more}; priorities "
-                     "must be finite and >= 0")
-  return p
-
-
-def update_priorities(client: reverb.Client, table: str, keys: Any, priorities: Any) -> None:
-  """`client.mutate_priorities(table, {key: priority})` after `validate_priorities`.
-
-  Nothing is written when any priority is invalid. Keys no longer in the table (removed
-  by the FIFO remover since they were sampled) are ignored by Reverb.
-
-  Raises:
-    ValueError: see `validate_priorities`.
-  """
-  p = validate_priorities(priorities, keys)
-  k = np.asarray(keys).reshape(-1)
-  client.mutate_priorities(table, updates={int(key): float(v) for key, v in zip(k, p)})

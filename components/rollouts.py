@@ -12,7 +12,7 @@ Data path (one builder for every launch mode):
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import jax
 import numpy as np
@@ -21,7 +21,7 @@ from acme import specs
 from acme.adders import base as adders_base
 from acme.adders import reverb as adders_reverb
 
-from actorq.components import replay
+from actorq.components import local_replay, replay
 
 def rollout_queue(name: str, environment_spec: specs.EnvironmentSpec, extras: Any,
                   rollout_length: int, max_size: int) -> reverb.Table:
@@ -127,3 +127,11 @@ class RolloutIterator:
       self._pending.append(self._next_item())
     items, self._pending = self._pending, []
     return jax.tree_util.tree_map(lambda *x: np.stack(x), *items)
+
+
+def make_iterator(client: Any, table: str, batch_size: int) -> Iterator[reverb.ReplaySample]:
+  """Batches of `batch_size` rollouts of `table`, oldest first: a `RolloutIterator` over
+  Reverb, or the in-process replay's own queue sampling (single-process runs)."""
+  if isinstance(client, local_replay.LocalReplayClient):
+    return client.iterator(table, batch_size)
+  return RolloutIterator(client.server_address, table, batch_size)

@@ -97,6 +97,9 @@ class PolicyPublisher:
 class PolicyServer:
   """The actors' variable source: `get_variables(["policy/<precision>"])` -> `[payload]`.
 
+  `in_process` is True: an actor of the same process pulls it synchronously (see
+  `VariableClient`); the learner node serves the same names to remote actors.
+
   Owns one `PolicyPublisher` per precision, made on the first request for it
   (thread-safe); any other name is served by the learner itself (``"policy"``,
   ``"version"``, ...), so this also is the learner's `acme.core.VariableSource`.
@@ -106,6 +109,8 @@ class PolicyServer:
     spec: the policy's `NetworkSpec`.
     per_channel: per-channel weight scales for integer precisions.
   """
+
+  in_process = True
 
   def __init__(self, learner: core.VariableSource, spec: ns.NetworkSpec,
                per_channel: bool = True):
@@ -153,20 +158,29 @@ def make_runtime(precision: str, spec: ns.NetworkSpec):
 
 
 class VariableClient:
-  """Pulls the policy every `update_period` actor steps without blocking acting.
+  """Pulls the policy every `update_period` actor steps.
+
+  Asynchronous pulls (the default for a remote source) run in a background thread: acting
+  never waits, and which version a step acts with depends on the fetch's timing. A
+  source in the actor's own process (`in_process = True`, e.g. a `PolicyServer` of a
+  single-process run) is pulled synchronously at the due step instead: a pull is a
+  function call there, and the version every step acts with is then fixed by the step
+  count (deterministic runs).
 
   Args:
     source: a `PolicyServer` (or the learner node's Courier handle): anything serving
       `get_variables(["policy/<precision>"])`.
     runtime: has `load(payload)`, `version` and `payload_precision` (what is pulled).
     update_period: actor steps between pulls (>= 1).
+    asynchronous: pull in a background thread; None: unless the source is in process.
 
   Attributes:
     stats: pulls, bytes received, fetch seconds (transfer) and load seconds.
     payload: the payload the runtime executes (None before the first load).
   """
 
-  def __init__(self, source, runtime, update_period: int = 1):
+  def __init__(self, source, runtime, update_period: int = 1,
+               asynchronous: Optional[bool] = None):
     if update_period < 1:
       raise ValueError(f"update_period must be >= 1 actor step, got {update_period}")
     self._source = source
@@ -174,7 +188,11 @@ class VariableClient:
     self._name = policy_name(runtime.payload_precision)
     self._period = int(update_period)
     self._calls = 0
-    self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="variable-client")
+    if asynchronous is None:
+      asynchronous = not getattr(source, "in_process", False)
+    self.asynchronous = bool(asynchronous)
+    self._executor = (concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="variable-client")
+                      if self.asynchronous else None)
     self._future: Optional[concurrent.futures.Future] = None
     self.payload = None
     self.stats = {"pulls": 0, "bytes": 0, "fetch_seconds": 0.0, "load_seconds": 0.0}
@@ -200,7 +218,7 @@ class VariableClient:
       self.stats["load_seconds"] += time.perf_counter() - start
 
   def update(self, wait: bool = False) -> None:
-    """Counts one actor step; pulls when due. Never blocks unless `wait`."""
+    """Counts one actor step; pulls when due. Blocks only when `wait` or synchronous."""
     if wait:
       self.update_and_wait()
       return
@@ -209,6 +227,9 @@ class VariableClient:
       self._load(future.result())  # re-raises a failed fetch here, on the actor thread
     self._calls += 1
     if self._calls >= self._period and self._future is None:
+      if not self.asynchronous:
+        self.update_and_wait()
+        return
       self._calls = 0
       self._future = self._executor.submit(self._fetch)
 
@@ -221,22 +242,19 @@ class VariableClient:
     self._calls = 0
 
   def close(self) -> None:
-    self._executor.shutdown(wait=False)
+    if self._executor is not None:
+      self._executor.shutdown(wait=False)
 
 
 class SynchronousVariableClient(VariableClient):
-  """Pulls (and loads) the newest policy every `update_period` actor steps, waiting for
-  it, instead of in a background thread.
+  """A `VariableClient` that always pulls synchronously, whatever the source.
 
   On-policy actors should act with the policy the learner just produced: with
-  background pulls, which version a step is taken with depends on thread scheduling,
-  so a seeded single-process run is not reproducible on a loaded machine (and A2C,
-  which has no off-policy correction, trains on a lagging policy's data). A pull of an
-  unchanged version costs one `get_variables` call; a new version is converted once by
-  the learner-side `PolicyPublisher`.
+  background pulls, which version a step is taken with depends on thread scheduling
+  (and A2C, which has no off-policy correction, would train on a lagging policy's data).
+  A pull of an unchanged version costs one `get_variables` call; a new version is
+  converted once by the learner-side `PolicyPublisher`.
   """
 
-  def update(self, wait: bool = False) -> None:
-    self._calls += 1
-    if wait or self._calls >= self._period:
-      self.update_and_wait()
+  def __init__(self, source, runtime, update_period: int = 1):
+    super().__init__(source, runtime, update_period, asynchronous=False)

@@ -1,38 +1,49 @@
-"""Single-process training: an embedded replay, one actor and the learner, interleaved in
-one readable loop (`actorq.components.loop.ActorLoop` with hooks).
+"""Single-process training: an in-process replay, one actor and the learner, interleaved
+in one readable loop (`actorq.components.loop.ActorLoop` with hooks). Deterministic: the
+same config (seed included) on the same machine gives the same run, step for step.
 
     result = local.run(ExperimentConfig(builder, "gym:CartPole-v1", num_steps=100_000))
 
 After every actor step the loop asks the builder how many learner steps are owed
 (`learner_steps_owed(ReplayProgress)`) and runs them, so the tables need no blocking rate
-limiter in this mode and nothing can deadlock (every sample also has a timeout,
-`actorq.components.replay`).
+limiter in this mode and nothing can deadlock.
+
+Why a run is a function of its seed: the replay is `components.local_replay`'s seeded
+in-process client, built from the builder's own `reverb.Table`s (its samples come from
+one generator on this thread, with no prefetch: Reverb's samplers cannot be seeded and
+its datasets prefetch on other threads); the actor pulls the policy from an in-process
+`PolicyServer`, synchronously at fixed actor steps (`VariableClient`); environments,
+network initialisation, exploration and replay sampling are seeded from
+`ExperimentConfig.seed`; nothing depends on wall-clock time (checkpoints are written
+every `checkpoint_every` minutes but change no state). Distributed runs stay on Reverb
+and asynchronous (`launch/distributed.py`).
 
 Checkpoints (`<logdir>/checkpoints`, see `actorq.components.checkpointing`) are written
 every `checkpoint_every` minutes, at the end, and when the run is interrupted with
 Ctrl-C; each holds the learner's state (params, target params, optimizer state, step
 counter), the counters (actor steps, episodes, learner steps, the acme counter), the
 actor's step count (drives epsilon) and selector RNG, when learning started, the items
-the adder had written, and the Reverb tables. `resume=True` continues from the newest
-readable one; what is not restored: the episode in progress (the resumed run starts a new
+the adder had written, and the replay (items, priorities, sampling RNG). `resume=True`
+continues from the newest readable one; what is not restored: the episode in progress (the resumed run starts a new
 episode; up to n-1 pending n-step transitions of it are lost) and the environments'
 internal state.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from typing import Any, Callable, Dict, List, Optional
 
 import jax
-import reverb
+import numpy as np
 from acme.utils import counting
 
 from actorq import core
 from actorq.components import checkpointing, environments
 from actorq.components import logging as logging_lib
+from actorq.components import local_replay
 from actorq.components import loop as loop_lib
-from actorq.components import replay
 from actorq.components import variable_client as vc
 from actorq.launch import experiment as experiment_lib
 
@@ -50,9 +61,21 @@ class RunResult:
   evaluations: List[Dict[str, Any]]
   resumed_from: Optional[str] = None  # the checkpoint a resumed run started from
   resumed_actor_steps: int = 0  # its actor steps (0: a fresh run)
+  params_checksum: str = ""  # `params_checksum` of the learner's final policy parameters
 
 
-def _table_size(client: reverb.Client, table: str) -> int:
+def params_checksum(params: Any) -> str:
+  """SHA-256 (first 16 hex digits) of a params tree's leaves in tree order (bytes, dtype
+  and shape): two runs that end with bit-identical parameters print the same value."""
+  digest = hashlib.sha256()
+  for leaf in jax.tree_util.tree_leaves(jax.device_get(params)):
+    leaf = np.asarray(leaf)
+    digest.update(f"{leaf.dtype}{leaf.shape}".encode())
+    digest.update(np.ascontiguousarray(leaf).tobytes())
+  return digest.hexdigest()[:16]
+
+
+def _table_size(client, table: str) -> int:
   return int(client.server_info()[table].current_size)
 
 
@@ -117,15 +140,18 @@ def run(config: experiment_lib.ExperimentConfig, *,
   parts = experiment_lib.agent_parts(config, environments.environment_spec(env))
   env_spec = parts.environment_spec
 
-  tables = builder.make_replay_tables(env_spec, parts.policy)
-  if ckpt_dir is None:
-    server = replay.make_server(tables)
-  else:  # Reverb's own checkpointer; a resumed run's tables load from its checkpoint
-    server = reverb.Server(tables, checkpointer=checkpointing.reverb_checkpointer(
-        ckpt_dir, restored.get("replay_checkpoint") if restored else None))
-  client = reverb.Client(f"localhost:{server.port}")
+  key_learner, key_actor, key_eval, key_replay = jax.random.split(
+      jax.random.PRNGKey(config.seed), 4)
+  client = local_replay.LocalReplayClient(
+      builder.make_replay_tables(env_spec, parts.policy),
+      seed=int(jax.random.randint(key_replay, (), 0, 2**31 - 1)))
+  if restored is not None:
+    if restored.get("replay_state") is None:
+      raise checkpointing.CheckpointError(
+          f"{resumed_from} holds no in-process replay (a Reverb-era or distributed "
+          "checkpoint): a single-process run resumes only from its own checkpoints")
+    client.restore(restored["replay_state"])
   counter = counting.Counter()
-  key_learner, key_actor, key_eval = jax.random.split(jax.random.PRNGKey(config.seed), 3)
   learner = builder.make_learner(key_learner, parts.networks,
                                  builder.make_dataset_iterator(client),
                                  lambda label: logger_fn(label, time_delta=1.0), env_spec,
@@ -164,8 +190,9 @@ def run(config: experiment_lib.ExperimentConfig, *,
             actor_num_steps=actor.num_steps, counts=counter.save()["counts"],
             learning_started=learning.started, wall_seconds=wall_seconds(),
             learning_start_step=learning.start_step, items_written=learning.items_written,
-            actor_rng=actor.rng_state, last_eval=state["last_eval"]),
-        step=training.steps, keep=config.keep_checkpoints, replay_client=client)
+            actor_rng=actor.rng_state, last_eval=state["last_eval"],
+            replay_state=client.state()),
+        step=training.steps, keep=config.keep_checkpoints)
 
   def run_evaluation(loop=None) -> None:
     del loop
@@ -213,8 +240,7 @@ def run(config: experiment_lib.ExperimentConfig, *,
   finally:
     for logger in (train_logger, eval_logger, logger_fn("learner")):
       logger.close()
-    adder.close()  # flush and close the writer while the server is still up
-    server.stop()
+    adder.close()
 
   best = max(evaluations, key=lambda r: r["episode_return"])
   return RunResult(final_eval_return=evaluations[-1]["episode_return"],
@@ -222,4 +248,5 @@ def run(config: experiment_lib.ExperimentConfig, *,
                    actor_steps=training.steps, learner_steps=learner.step_count,
                    episodes=training.episodes, wall_seconds=time.time() - start_time,
                    evaluations=evaluations, resumed_from=resumed_from,
-                   resumed_actor_steps=int(restored["actor_steps"]) if restored else 0)
+                   resumed_actor_steps=int(restored["actor_steps"]) if restored else 0,
+                   params_checksum=params_checksum(learner.get_variables(["policy"])[0]))

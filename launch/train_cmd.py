@@ -234,7 +234,8 @@ def _run_local(args, config) -> int:
         f"{result.learner_steps} learner steps, {result.episodes} episodes; "
         f"best evaluation return {result.best_eval_return:.1f} at step {result.best_eval_step}")
   print(f"final evaluation return: {result.final_eval_return:.1f} "
-        f"(mean over {args.eval_episodes} greedy episodes, actors {config.precision})")
+        f"(mean over {args.eval_episodes} greedy episodes, actors {config.precision}); "
+        f"learner parameters {result.params_checksum}")
   return 0
 
 

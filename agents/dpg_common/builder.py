@@ -17,6 +17,7 @@ from actorq.agents.dpg_common import config as config_lib
 from actorq.agents.dpg_common import learning
 from actorq.agents.dpg_common import networks as networks_lib
 from actorq.components import builders, continuous
+from actorq.quantization import qat
 
 
 class DPGBuilder(builders.TransitionReplayBuilder):
@@ -59,7 +60,6 @@ class DPGBuilder(builders.TransitionReplayBuilder):
     c = self.config
     transform = None
     if c.qat_bits is not None:
-      from actorq.quantization import qat
       transform = lambda p: qat.fake_quant_params(p, bits=c.qat_bits)
     critic_loss, q_value = self.critic_functions(networks)
     policy_opt, critic_opt = self.make_optimizers()

@@ -13,6 +13,7 @@ from actorq import core
 from actorq.agents.dqn import learning
 from actorq.agents.dqn import networks as networks_lib
 from actorq.components import actors, builders, replay
+from actorq.quantization import qat
 
 
 def q_value_selector(selector: actors.Selector) -> actors.Selector:
@@ -85,7 +86,6 @@ class DQNBuilder(builders.TransitionReplayBuilder):
           c.importance_sampling_annealing_steps, c.priority_epsilon)
     transform = None
     if c.qat_bits is not None:
-      from actorq.quantization import qat
       transform = lambda p: qat.fake_quant_params(p, bits=c.qat_bits)
     dummy = np.zeros(environment_spec.observations.shape, environment_spec.observations.dtype)
     return learning.DQNLearner(

@@ -15,7 +15,7 @@ from acme import types
 from acme.utils import counting, loggers
 
 from actorq.components import learners
-from actorq.components import replay as replay_lib
+from actorq.components import priorities as priorities_lib
 
 
 class TrainingState(NamedTuple):
@@ -136,7 +136,7 @@ class DQNLearner(learners.JaxLearner):
       is the mean of w_i * Huber(td_i) with `importance_sampling_weights` from the
       sample's `info.probability` and `info.table_size`, and after each step the sampled
       items' priorities become |td_i| + epsilon, validated by
-      `replay.update_priorities` (ValueError, nothing written, on NaN/inf/negative).
+      `priorities_lib.update_priorities` (ValueError, nothing written, on NaN/inf/negative).
 
   `get_variables(["policy", "version"])` returns `[params, learner steps]`.
   """
@@ -210,7 +210,7 @@ class DQNLearner(learners.JaxLearner):
           self._state, sample.data, np.asarray(sample.info.probability, np.float32),
           np.asarray(sample.info.table_size, np.float32), np.float32(beta))
       priorities = np.abs(np.asarray(td, np.float64)) + pr.priority_epsilon
-      replay_lib.update_priorities(pr.client, pr.table, sample.info.key, priorities)
+      priorities_lib.update_priorities(pr.client, pr.table, sample.info.key, priorities)
     self._record_step(metrics)
 
   def get_variables(self, names):

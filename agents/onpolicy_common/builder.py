@@ -90,8 +90,8 @@ class OnPolicyBuilder:
                                    c.max_queue_size)]
 
   def make_dataset_iterator(self, replay_client: reverb.Client) -> Iterator[reverb.ReplaySample]:
-    return rollouts.RolloutIterator(replay_client.server_address, self.config.replay_table_name,
-                                    self.config.batch_size)
+    return rollouts.make_iterator(replay_client, self.config.replay_table_name,
+                                  self.config.batch_size)
 
   def make_adder(self, replay_client: reverb.Client, environment_spec: specs.EnvironmentSpec,
                  policy: Optional[core.ActorPolicy] = None) -> rollouts.CountingAdder:

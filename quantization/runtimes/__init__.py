@@ -19,6 +19,7 @@ from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization.runtimes.base import PolicyRuntime
 from actorq.quantization.runtimes.jax_runtime import JaxRuntime, SimulatedInt8Runtime
+from actorq.quantization.runtimes.litert_runtime import LiteRTInt8Runtime
 
 RUNTIME_PRECISIONS = core.PRECISIONS
 
@@ -31,7 +32,6 @@ def make_runtime(precision: str, spec: ns.NetworkSpec, num_threads: int = 1) -> 
   if precision == "simulated-int8":
     return SimulatedInt8Runtime(spec, num_threads)
   if precision == "int8":
-    from actorq.quantization.runtimes.litert_runtime import LiteRTInt8Runtime  # pylint: disable=g-import-not-at-top
     return LiteRTInt8Runtime(spec, num_threads)
   raise ValueError(f"precision {precision!r} unknown; allowed: {RUNTIME_PRECISIONS}")
 

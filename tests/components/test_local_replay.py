@@ -14,6 +14,7 @@ from acme.adders import reverb as adders_reverb
 from scipy import stats
 
 from actorq.components import adders, local_replay, replay, rollouts
+from actorq.components import priorities as priorities_lib
 
 ENV_SPEC = specs.EnvironmentSpec(
     observations=specs.Array((2,), np.float32), actions=specs.DiscreteArray(2, dtype=np.int32),
@@ -313,7 +314,7 @@ def test_r2_only_the_positive_priority_is_sampled_and_bad_updates_write_nothing(
     with pytest.raises(ValueError, match="finite and >= 0"):
       client.mutate_priorities("p", updates={0: 5.0, 1: bad})
     with pytest.raises(ValueError, match="finite and >= 0"):
-      replay.update_priorities(client, "p", np.array([0, 1], np.uint64), [5.0, bad])
+      priorities_lib.update_priorities(client, "p", np.array([0, 1], np.uint64), [5.0, bad])
   s = client.sample_batch("p", 10_000)
   np.testing.assert_array_equal(s.info.key, 2)
   np.testing.assert_array_equal(s.info.priority, 3.0)

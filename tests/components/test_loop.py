@@ -1,56 +1,8 @@
 """The one actor loop: step order, hooks, the episode step cap (case B4) and stopping."""
-import dm_env
-import numpy as np
 import pytest
 
 from actorq.components import loop as loop_lib
-
-
-class _Env(dm_env.Environment):
-  """Rewards 1.5 per step; an episode ends after `length` steps (terminated), or never."""
-
-  def __init__(self, length=None):
-    self.length, self.t, self.resets, self.actions = length, 0, 0, []
-
-  def reset(self):
-    self.t = 0
-    self.resets += 1
-    return dm_env.restart(np.zeros(2, np.float32))
-
-  def step(self, action):
-    self.actions.append(action)
-    self.t += 1
-    obs = np.full(2, self.t, np.float32)
-    if self.length is not None and self.t >= self.length:
-      return dm_env.termination(np.float32(1.5), obs)
-    return dm_env.transition(np.float32(1.5), obs)
-
-  def observation_spec(self):
-    return dm_env.specs.Array((2,), np.float32)
-
-  def action_spec(self):
-    return dm_env.specs.DiscreteArray(2)
-
-
-class _Actor:
-  """Records the calls a learning actor gets, in order."""
-
-  def __init__(self):
-    self.calls, self.observed, self.policy_version = [], [], 3
-
-  def select_action(self, observation):
-    self.calls.append("select")
-    return 1
-
-  def observe_first(self, timestep):
-    self.calls.append("first")
-
-  def observe(self, action, timestep):
-    self.calls.append("observe")
-    self.observed.append(timestep)
-
-  def update(self, wait=False):
-    self.calls.append("update")
+from actorq.testing import fakes
 
 
 class _Hook(loop_lib.Hook):
@@ -71,9 +23,9 @@ class _Hook(loop_lib.Hook):
 
 
 def test_step_order_hooks_and_counts():
-  actor = _Actor()
+  actor = fakes.RecordingActor()
   hook = _Hook(actor.calls)
-  loop = loop_lib.ActorLoop(_Env(length=2), actor, hooks=[hook])
+  loop = loop_lib.ActorLoop(fakes.ScriptedEnvironment(reward=1.5, episode_length=2), actor, hooks=[hook])
   finished = loop.run(num_episodes=2)
   one_episode = ["first", "hook-start", "select", "observe", "hook-step", "update",
                  "select", "observe", "hook-step", "update", "hook-end"]
@@ -84,7 +36,7 @@ def test_step_order_hooks_and_counts():
 
 
 def test_a_never_ending_episode_is_capped_as_a_truncation():
-  env, actor = _Env(length=None), _Actor()
+  env, actor = fakes.ScriptedEnvironment(reward=1.5), fakes.RecordingActor()
   loop = loop_lib.ActorLoop(env, actor, max_episode_steps=7)
   finished = loop.run(num_episodes=3)
   assert [(e.episode_length, e.truncated_by_cap) for e in finished] == [(7, True)] * 3
@@ -96,29 +48,29 @@ def test_a_never_ending_episode_is_capped_as_a_truncation():
 
 
 def test_a_termination_at_the_cap_stays_a_termination():
-  actor = _Actor()
-  finished = loop_lib.ActorLoop(_Env(length=4), actor, max_episode_steps=4).run(num_episodes=1)
+  actor = fakes.RecordingActor()
+  finished = loop_lib.ActorLoop(fakes.ScriptedEnvironment(reward=1.5, episode_length=4), actor, max_episode_steps=4).run(num_episodes=1)
   assert finished[0].truncated_by_cap is False
   assert actor.observed[-1].last() and actor.observed[-1].discount == 0.0
 
 
 def test_evaluation_of_an_episode_that_never_ends_returns():
-  stats = loop_lib.evaluate(_Env(length=None), _Actor(), episodes=2, max_episode_steps=50)
+  stats = loop_lib.evaluate(fakes.ScriptedEnvironment(reward=1.5), fakes.RecordingActor(), episodes=2, max_episode_steps=50)
   assert stats == {"episode_return": 75.0, "episode_return_std": 0.0, "episode_length": 50.0}
   assert loop_lib.DEFAULT_MAX_EPISODE_STEPS == 27_000
 
 
 def test_should_stop_ends_the_run_and_evaluate_returns_none():
-  actor = _Actor()
+  actor = fakes.RecordingActor()
   stop = {"after": 5}
-  loop = loop_lib.ActorLoop(_Env(length=None), actor,
+  loop = loop_lib.ActorLoop(fakes.ScriptedEnvironment(reward=1.5), actor,
                             should_stop=lambda: loop.steps >= stop["after"])
   assert loop.run() == [] and loop.steps == 5
-  assert loop_lib.evaluate(_Env(length=None), _Actor(), 3, should_stop=lambda: True) is None
+  assert loop_lib.evaluate(fakes.ScriptedEnvironment(reward=1.5), fakes.RecordingActor(), 3, should_stop=lambda: True) is None
 
 
 def test_num_steps_counts_this_call_and_a_new_call_starts_an_episode():
-  env, actor = _Env(length=None), _Actor()
+  env, actor = fakes.ScriptedEnvironment(reward=1.5), fakes.RecordingActor()
   loop = loop_lib.ActorLoop(env, actor)
   loop.steps = 100  # a resumed run
   loop.run(num_steps=3)
@@ -127,20 +79,20 @@ def test_num_steps_counts_this_call_and_a_new_call_starts_an_episode():
 
 
 def test_acting_only_does_not_observe_or_update():
-  actor = _Actor()
-  loop_lib.ActorLoop(_Env(length=3), actor, learn=False).run(num_episodes=1)
+  actor = fakes.RecordingActor()
+  loop_lib.ActorLoop(fakes.ScriptedEnvironment(reward=1.5, episode_length=3), actor, learn=False).run(num_episodes=1)
   assert actor.calls == ["select"] * 3
 
 
 @pytest.mark.parametrize("cap", [0, -3, 2.5, True, "10"])
 def test_bad_step_caps_are_refused(cap):
   with pytest.raises(ValueError, match=r"max_episode_steps must be an integer >= 1"):
-    loop_lib.ActorLoop(_Env(), _Actor(), max_episode_steps=cap)
+    loop_lib.ActorLoop(fakes.ScriptedEnvironment(), fakes.RecordingActor(), max_episode_steps=cap)
 
 
 def test_periodic_hooks():
   seen = []
-  loop = loop_lib.ActorLoop(_Env(length=None), _Actor(), learn=False,
+  loop = loop_lib.ActorLoop(fakes.ScriptedEnvironment(reward=1.5), fakes.RecordingActor(), learn=False,
                             hooks=[loop_lib.EveryNSteps(4, lambda l: seen.append(l.steps))])
   loop.run(num_steps=10)
   assert seen == [4, 8]

@@ -8,6 +8,7 @@ import reverb
 import tree
 from acme import specs, types
 
+from actorq.components import priorities as priorities_lib
 from actorq.components import replay
 
 ENV_SPEC = specs.EnvironmentSpec(
@@ -49,7 +50,7 @@ def _table():
   while len(keys) < 4:
     keys.update(_sample_indices(client, 50)[2])
   ordered = np.array([keys[i] for i in range(4)], np.uint64)
-  replay.update_priorities(client, TABLE, ordered, [0.0, 0.0, 3.0, 0.0])
+  priorities_lib.update_priorities(client, TABLE, ordered, [0.0, 0.0, 3.0, 0.0])
   yield client, ordered
   gc.collect()  # release the sampling streams, else stop() waits for them
   server.stop()
@@ -68,7 +69,7 @@ def test_invalid_priority_updates_raise_and_write_nothing(table):
   for bad in [np.nan, np.inf, -np.inf, -1.0, -1e-12]:
     # A valid value for item 0 travels with the bad one for item 1: neither may be written.
     with pytest.raises(ValueError, match=r"finite and >= 0") as info:
-      replay.update_priorities(client, TABLE, keys[:2], [5.0, bad])
+      priorities_lib.update_priorities(client, TABLE, keys[:2], [5.0, bad])
     assert repr(float(bad)) in str(info.value) and f"key {int(keys[1])}" in str(info.value)
   indices, priorities, _ = _sample_indices(client, 10_000)
   np.testing.assert_array_equal(indices, 2)  # items 0, 1 (and 3) still have priority 0
@@ -76,8 +77,8 @@ def test_invalid_priority_updates_raise_and_write_nothing(table):
 
 
 def test_validate_priorities_values_and_errors():
-  np.testing.assert_array_equal(replay.validate_priorities([0.0, 2.5]), [0.0, 2.5])
+  np.testing.assert_array_equal(priorities_lib.validate_priorities([0.0, 2.5]), [0.0, 2.5])
   with pytest.raises(ValueError, match=r"index 1: nan.*index 2: -3\.0.*finite and >= 0"):
-    replay.validate_priorities(np.array([1.0, np.nan, -3.0], np.float32))
+    priorities_lib.validate_priorities(np.array([1.0, np.nan, -3.0], np.float32))
   with pytest.raises(ValueError, match="2 keys but 3 priorities"):
-    replay.validate_priorities([1.0, 1.0, 1.0], keys=[1, 2])
+    priorities_lib.validate_priorities([1.0, 1.0, 1.0], keys=[1, 2])

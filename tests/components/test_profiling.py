@@ -2,25 +2,15 @@
 import threading
 import time
 
-import numpy as np
 import pytest
 
 from actorq.components import profiling, variable_client as vc
+from actorq.testing import fakes
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as payload_lib
 
 SPEC = ns.mlp(4, [8], 2)
 CONVERT_S = 0.3
-
-
-class _Learner:
-  """Serves one zero-valued policy at version 0."""
-
-  def get_variables(self, names):
-    params = {"dense_0": {"w": np.zeros((4, 8), np.float32), "b": np.zeros(8, np.float32)},
-              "dense_1": {"w": np.zeros((8, 2), np.float32), "b": np.zeros(2, np.float32)}}
-    out = {"policy": params, "version": 0}
-    return [out[n] for n in names]
 
 
 def test_pull_waiting_on_another_threads_conversion_is_transfer_not_conversion(monkeypatch):
@@ -31,7 +21,7 @@ def test_pull_waiting_on_another_threads_conversion_is_transfer_not_conversion(m
     return real(*args, **kwargs)
 
   monkeypatch.setattr(payload_lib, "make_payload", slow_make_payload)
-  server = vc.PolicyServer(_Learner(), SPEC)
+  server = vc.PolicyServer(fakes.CountingLearner(SPEC), SPEC)
   publisher = server.publisher("int8")
   timed = profiling.TimedSource(server)  # the training actor's view, as in the bench
   # An evaluation actor pulls the new version through the server itself, in its own
@@ -52,7 +42,7 @@ def test_pull_waiting_on_another_threads_conversion_is_transfer_not_conversion(m
 
 
 def test_own_conversion_counts_for_the_calling_thread():
-  server = vc.PolicyServer(_Learner(), SPEC)
+  server = vc.PolicyServer(fakes.CountingLearner(SPEC), SPEC)
   timed = profiling.TimedSource(server)
   timed.get_variables([vc.policy_name("int8")])
   publisher = server.publisher("int8")

@@ -5,35 +5,20 @@ import numpy as np
 import pytest
 
 from actorq.components import actors, variable_client as vc
+from actorq.testing import fakes
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as payload_lib
 
 SPEC = ns.mlp(4, [8], 2)
 
 
-class _CountingLearner:
-  """Every parameter equals the learner's step count."""
-
-  def __init__(self):
-    self.steps = 0
-
-  def step(self):
-    self.steps += 1
-
-  def get_variables(self, names):
-    value = float(self.steps)
-    params = {"dense_0": {"w": np.full((4, 8), value, np.float32), "b": np.full(8, value, np.float32)},
-              "dense_1": {"w": np.full((8, 2), value, np.float32), "b": np.full(2, value, np.float32)}}
-    out = {"policy": params, "version": self.steps}
-    return [out[n] for n in names]
-
-
+@pytest.mark.parametrize("asynchronous", [True, False])
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
-def test_actor_acts_with_fresh_parameters(precision):
-  learner = _CountingLearner()
+def test_actor_acts_with_fresh_parameters(precision, asynchronous):
+  learner = fakes.CountingLearner(SPEC)
   server = vc.PolicyServer(learner, SPEC)
   runtime = vc.make_runtime(precision, SPEC)
-  client = vc.VariableClient(server, runtime, update_period=1)
+  client = vc.VariableClient(server, runtime, update_period=1, asynchronous=asynchronous)
   client.update_and_wait()
   actor = actors.FeedForwardActor(runtime, actors.greedy, client)
   obs = np.ones(4, np.float32)
@@ -55,7 +40,7 @@ def test_actor_acts_with_fresh_parameters(precision):
 
 
 def test_publisher_converts_each_version_once():
-  learner = _CountingLearner()
+  learner = fakes.CountingLearner(SPEC)
   publisher = vc.PolicyPublisher(learner, SPEC, "int8")
   for _ in range(5):  # five actors pulling the same version
     publisher.payload()
@@ -68,9 +53,10 @@ def test_publisher_converts_each_version_once():
 
 
 def test_update_period_counts_actor_steps():
-  learner = _CountingLearner()
+  learner = fakes.CountingLearner(SPEC)
   runtime = vc.make_runtime("fp32", SPEC)
-  client = vc.VariableClient(vc.PolicyServer(learner, SPEC), runtime, update_period=5)
+  client = vc.VariableClient(vc.PolicyServer(learner, SPEC), runtime, update_period=5,
+                             asynchronous=True)
   client.update_and_wait()
   learner.step()
   for _ in range(4):
@@ -84,8 +70,24 @@ def test_update_period_counts_actor_steps():
     vc.VariableClient(None, runtime, update_period=0)
 
 
+def test_an_in_process_source_is_pulled_synchronously_at_the_due_step():
+  """A PolicyServer of the same process: the pull happens at exactly every 3rd step."""
+  learner = fakes.CountingLearner(SPEC)
+  runtime = vc.make_runtime("fp32", SPEC)
+  client = vc.VariableClient(vc.PolicyServer(learner, SPEC), runtime, update_period=3)
+  assert not client.asynchronous
+  client.update_and_wait()
+  versions = []
+  for _ in range(9):
+    learner.step()
+    client.update()
+    versions.append(client.version)
+  assert versions == [0, 0, 3, 3, 3, 6, 6, 6, 9]
+  assert vc.VariableClient(object(), runtime).asynchronous  # a remote source: background
+
+
 def test_policy_server_serves_each_precision_from_one_source():
-  learner = _CountingLearner()
+  learner = fakes.CountingLearner(SPEC)
   server = vc.PolicyServer(learner, SPEC)
   int8, fp32 = server.get_variables([vc.policy_name("int8"), vc.policy_name("fp32")])
   assert (int8.precision, fp32.precision) == ("int8", "fp32")

@@ -90,7 +90,7 @@ def test_resume_continues_counters_epsilon_optimizer_and_replay(killed_run, unin
   ckpt_path, ckpt = checkpointing.restore_latest(str(logdir / "checkpoints"),
                                                  checkpointing.validate_run)
   assert ckpt["actor_steps"] >= KILL_AFTER_STEP and ckpt["learner_steps"] > 0
-  assert ckpt["learning_started"] and ckpt["replay_checkpoint"]
+  assert ckpt["learning_started"] and ckpt["replay_state"]["tables"]["priority_table"]
   assert _adam_count(ckpt["learner"]) == ckpt["learner_steps"]
 
   builder = _builder()

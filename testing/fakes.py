@@ -1,0 +1,133 @@
+"""Fakes for tests of components and launchers (the shape of `acme.testing.fakes`): small
+objects with the contracts of `actorq.core`, whose every value is known in advance, so a
+test can assert exact values without training anything.
+
+* `CountingLearner`: a `core.Learner` whose every policy parameter equals its step count
+  (case Q5: an actor's copy can be checked against the version it claims).
+* `ScriptedEnvironment`: a `dm_env.Environment` with scripted rewards, episode lengths
+  and ends (termination or truncation), or episodes that never end.
+* `RecordingActor`: a `core.Actor` that records the calls it gets, in order.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence
+
+import dm_env
+import numpy as np
+from dm_env import specs as dm_specs
+
+from actorq.quantization import network_spec as ns
+from actorq.quantization import payload
+
+
+class CountingLearner:
+  """Every parameter of `spec`'s policy equals the learner's step count (float32).
+
+  `get_variables(["policy", "version"])` -> `[params, steps]`; `step()` adds one;
+  `save()`/`restore()` carry the step count.
+  """
+
+  def __init__(self, spec: ns.NetworkSpec):
+    self._shapes = payload.expected_shapes(spec)
+    self.steps = 0
+
+  @property
+  def step_count(self) -> int:
+    return self.steps
+
+  def step(self) -> None:
+    self.steps += 1
+
+  def get_variables(self, names: Sequence[str]) -> List[Any]:
+    value = float(self.steps)
+    params = {layer: {k: np.full(shape, value, np.float32) for k, shape in arrays.items()}
+              for layer, arrays in self._shapes.items()}
+    out = {"policy": params, "version": self.steps}
+    return [out[n] for n in names]
+
+  def save(self) -> int:
+    return self.steps
+
+  def restore(self, state: int) -> None:
+    self.steps = int(state)
+
+
+class ScriptedEnvironment(dm_env.Environment):
+  """Observations `[t]` (float32, the step index within the episode), `num_actions`
+  discrete actions, rewards `rewards[t]` (or `reward` on every step) and episodes of
+  `len(rewards)` steps (or `episode_length`; None: never ending) that end as a
+  termination (discount 0) unless `truncate` (discount 1).
+
+  Attributes:
+    actions: every action received, in order; `resets`: resets so far.
+  """
+
+  def __init__(self, rewards: Optional[Sequence[float]] = None, *, reward: float = 1.0,
+               episode_length: Optional[int] = None, truncate: bool = False,
+               num_actions: int = 2):
+    if rewards is not None:
+      episode_length = len(rewards)
+    self._rewards = None if rewards is None else [float(r) for r in rewards]
+    self._reward = float(reward)
+    self._length = episode_length
+    self._truncate = truncate
+    self._num_actions = int(num_actions)
+    self._t = 0
+    self.actions: List[Any] = []
+    self.resets = 0
+
+  def reset(self) -> dm_env.TimeStep:
+    self._t = 0
+    self.resets += 1
+    return dm_env.restart(np.zeros(1, np.float32))
+
+  def step(self, action) -> dm_env.TimeStep:
+    self.actions.append(action)
+    reward = np.float32(self._reward if self._rewards is None else self._rewards[self._t])
+    self._t += 1
+    obs = np.full(1, self._t, np.float32)
+    if self._length is not None and self._t >= self._length:
+      if self._truncate:
+        return dm_env.truncation(reward, obs)
+      return dm_env.termination(reward, obs)
+    return dm_env.transition(reward, obs)
+
+  def observation_spec(self):
+    return dm_specs.Array((1,), np.float32, "observation")
+
+  def action_spec(self):
+    return dm_specs.DiscreteArray(self._num_actions, dtype=np.int32, name="action")
+
+  def reward_spec(self):
+    return dm_specs.Array((), np.float32, "reward")
+
+  def discount_spec(self):
+    return dm_specs.BoundedArray((), np.float32, 0.0, 1.0, "discount")
+
+
+class RecordingActor:
+  """Acts with `action` and records every call (`calls`: "select", "first", "observe",
+  "update") and every observed timestep (`observed`)."""
+
+  def __init__(self, action: Any = 1, policy_version: int = 0):
+    self._action = action
+    self.calls: List[str] = []
+    self.observed: List[dm_env.TimeStep] = []
+    self.policy_version = policy_version
+    self.num_steps = 0
+    self.rng_state = None
+
+  def select_action(self, observation) -> Any:
+    self.calls.append("select")
+    self.num_steps += 1
+    return self._action
+
+  def observe_first(self, timestep: dm_env.TimeStep) -> None:
+    self.calls.append("first")
+
+  def observe(self, action, next_timestep: dm_env.TimeStep) -> None:
+    self.calls.append("observe")
+    self.observed.append(next_timestep)
+
+  def update(self, wait: bool = False) -> None:
+    self.calls.append("update")
