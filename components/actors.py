@@ -24,6 +24,12 @@ from actorq import core
 Selector = core.Selector
 
 
+class NonFiniteOutputError(ValueError):
+  """The policy network's outputs for an observation hold a NaN or inf; the message names
+  the precision, the parameter version and where in the network it first appears. No
+  action is ever selected from such outputs."""
+
+
 class FeedForwardActor(acme_core.Actor):
   """An `acme.core.Actor` over a policy runtime.
 
@@ -65,9 +71,15 @@ class FeedForwardActor(acme_core.Actor):
     return int(self._runtime.version)
 
   def select_action(self, observation) -> Any:
+    """Raises NonFiniteOutputError when the network's outputs are not all finite."""
     start = time.perf_counter()
-    outputs = self._runtime(np.asarray(observation)[None])[0]
+    batch = np.asarray(observation)[None]
+    outputs = self._runtime(batch)[0]
     self.timings["inference"] += time.perf_counter() - start
+    if not np.isfinite(outputs).all():
+      raise NonFiniteOutputError(
+          f"the policy's outputs are not finite at {self._runtime.precision} (parameter "
+          f"version {self._runtime.version}): {self._runtime.diagnose(batch)}")
     action, self._extras = self._selector(outputs, self._rng, self.num_steps)
     self.num_steps += 1
     return action

@@ -20,6 +20,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # dm_control imports GLFW for on-screen rendering, which warns on headless machines.
 warnings.filterwarnings("ignore", message=".*DISPLAY environment variable is missing.*")
 
+# After the environment above, which TensorFlow reads when it is first imported.
+from actorq.launch import experiment  # pylint: disable=wrong-import-position
+
 # Command name -> module with `add_parser(subparsers)` and `run(args) -> int`, reached by
 # name (as the registry reaches agents): `benchmarks/` builds on `launch/`, so the CLI
 # imports a benchmark command only when it is built, and nothing in launch imports it.
@@ -141,9 +144,15 @@ def main(argv: Optional[List[str]] = None) -> int:
   except UsageError as e:
     print(f"actorq: error: {e}", file=sys.stderr)
     return 2
+  except experiment.Preempted as e:
+    print(f"actorq: stopped by signal {e.signum}", file=sys.stderr)
+    return 128 + e.signum
   except KeyboardInterrupt:
     print("actorq: interrupted", file=sys.stderr)
     return 130
+  except experiment.RunError as e:
+    print(f"actorq: stopped: {e}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

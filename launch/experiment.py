@@ -13,9 +13,12 @@ minutes.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-from typing import Any, Dict, Optional
+import signal
+import threading
+from typing import Any, Dict, Iterator, Optional
 
 import jax
 from acme import specs
@@ -28,6 +31,40 @@ from actorq.components import loop as loop_lib
 # the seed itself, actor i of a distributed run `seed + 1 + i`, the evaluator
 # `seed + EVAL_SEED_OFFSET`.
 EVAL_SEED_OFFSET = 10_000
+
+
+class RunError(RuntimeError):
+  """A run stopped by a fault in what it was given (a non-finite reward, observation or
+  network output, ...). The message names the cause, the environment and the actor step;
+  the last good state was checkpointed first (with a logdir), so `resume` continues."""
+
+
+class Preempted(KeyboardInterrupt):
+  """SIGTERM (what SLURM, Kubernetes and `timeout` send) during a run: handled like
+  Ctrl-C (a checkpoint is written first). `signum` is the signal's number."""
+
+  def __init__(self, signum: int):
+    super().__init__(f"signal {signum}")
+    self.signum = int(signum)
+
+
+@contextlib.contextmanager
+def preemptible() -> Iterator[None]:
+  """Within it, SIGTERM raises `Preempted` in the main thread (elsewhere: no change).
+  The previous handler comes back on exit."""
+  if threading.current_thread() is not threading.main_thread():
+    yield
+    return
+
+  def handle(signum, frame):
+    del frame
+    raise Preempted(signum)
+
+  previous = signal.signal(signal.SIGTERM, handle)
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGTERM, previous)
 
 
 @dataclasses.dataclass

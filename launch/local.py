@@ -40,9 +40,10 @@ import numpy as np
 from acme.utils import counting
 
 from actorq import core
-from actorq.components import checkpointing, environments
+from actorq.components import actors, checkpointing, environments
 from actorq.components import logging as logging_lib
 from actorq.components import local_replay
+from actorq.components import replay as replay_lib
 from actorq.components import loop as loop_lib
 from actorq.components import variable_client as vc
 from actorq.launch import experiment as experiment_lib
@@ -122,6 +123,9 @@ def run(config: experiment_lib.ExperimentConfig, *,
 
   Raises:
     checkpointing.CheckpointError: `config.resume` and no readable checkpoint.
+    experiment.RunError: a non-finite reward, observation or policy output stopped the
+      run (after a checkpoint of the last good state, with a logdir).
+    experiment.Preempted: SIGTERM (after a checkpoint), like KeyboardInterrupt for Ctrl-C.
   """
   start_time = time.time()
   builder = config.builder
@@ -227,16 +231,24 @@ def run(config: experiment_lib.ExperimentConfig, *,
   if restored is not None:
     training.steps, training.episodes = int(restored["actor_steps"]), int(restored["episodes"])
   try:
-    if training.steps < config.num_steps:
-      training.run(num_steps=config.num_steps - training.steps)
-    if not evaluations:  # resumed at (or past) num_steps: evaluate once
-      run_evaluation()
+    with experiment_lib.preemptible():
+      if training.steps < config.num_steps:
+        training.run(num_steps=config.num_steps - training.steps)
+      if not evaluations:  # resumed at (or past) num_steps: evaluate once
+        run_evaluation()
+      if ckpt_dir is not None:
+        save_checkpoint()
+  except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (experiment.Preempted)
+    if ckpt_dir is not None:
+      save_checkpoint()  # keeps the progress made since the last checkpoint
+    raise
+  except (replay_lib.NonFiniteValueError, actors.NonFiniteOutputError) as e:
+    # Rejected before it reached replay or an action: the state is still the last good one.
     if ckpt_dir is not None:
       save_checkpoint()
-  except KeyboardInterrupt:
-    if ckpt_dir is not None:
-      save_checkpoint()  # Ctrl-C keeps the progress made since the last checkpoint
-    raise
+    raise experiment_lib.RunError(
+        f"{e}; environment {config.env_id}, actor step {training.steps + 1}"
+        + (f"; the last good state is checkpointed in {ckpt_dir}" if ckpt_dir else "")) from e
   finally:
     for logger in (train_logger, eval_logger, logger_fn("learner")):
       logger.close()

@@ -13,6 +13,44 @@ from actorq.quantization import network_spec as ns
 _ACT = {"relu": jax.nn.relu, "tanh": jnp.tanh, "none": lambda x: x}
 
 
+def first_non_finite_layer(params, spec: ns.NetworkSpec, observation,
+                           dtype=jnp.float32) -> str:
+  """Where `forward` first produces a NaN or inf for `observation` (diagnosis of an actor
+  whose outputs are not finite; not on the hot path).
+
+  Returns:
+    a sentence naming the input (non-finite observation) or the first layer whose
+    output has a non-finite value, with the largest finite magnitude entering it; or
+    that every layer's output is finite at `dtype`.
+  """
+  x = jnp.asarray(observation).astype(dtype) * jnp.asarray(spec.input_scale, dtype)
+  if not bool(jnp.all(jnp.isfinite(x))):
+    return "the observation itself is not finite"
+  for layer in spec.layers:
+    if isinstance(layer, ns.Flatten):
+      x = x.reshape(x.shape[0], -1)
+      continue
+    entering = float(jnp.max(jnp.abs(x.astype(jnp.float32))))
+    x = forward_layer(params, layer, x, dtype)
+    if not bool(jnp.all(jnp.isfinite(x))):
+      return (f"layer {layer.name!r} is the first whose output is not finite (largest "
+              f"|input| {entering:.4g}; computed in {jnp.dtype(dtype).name})")
+  return f"every layer's output is finite in {jnp.dtype(dtype).name}"
+
+
+def forward_layer(params, layer, x, dtype):
+  """One Dense or Conv2D layer (and its activation) of `forward`."""
+  w = params[layer.name]["w"].astype(dtype)
+  b = params[layer.name]["b"].astype(dtype)
+  if isinstance(layer, ns.Dense):
+    x = x @ w + b
+  else:
+    x = jax.lax.conv_general_dilated(
+        x, w, window_strides=(layer.stride, layer.stride), padding="VALID",
+        dimension_numbers=("NHWC", "HWIO", "NHWC")) + b
+  return _ACT[layer.activation](x)
+
+
 def forward(params, spec: ns.NetworkSpec, observation: jnp.ndarray,
             dtype=jnp.float32) -> jnp.ndarray:
   """Applies the network.
@@ -31,13 +69,5 @@ def forward(params, spec: ns.NetworkSpec, observation: jnp.ndarray,
     if isinstance(layer, ns.Flatten):
       x = x.reshape(x.shape[0], -1)
       continue
-    w = params[layer.name]["w"].astype(dtype)
-    b = params[layer.name]["b"].astype(dtype)
-    if isinstance(layer, ns.Dense):
-      x = x @ w + b
-    else:
-      x = jax.lax.conv_general_dilated(
-          x, w, window_strides=(layer.stride, layer.stride), padding="VALID",
-          dimension_numbers=("NHWC", "HWIO", "NHWC")) + b
-    x = _ACT[layer.activation](x)
+    x = forward_layer(params, layer, x, dtype)
   return x.astype(jnp.float32)

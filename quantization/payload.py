@@ -121,6 +121,23 @@ def validate_params(params, spec: ns.NetworkSpec,
   return out
 
 
+def _cast(x: np.ndarray, dtype, where: str, precision: str) -> np.ndarray:
+  """`x` cast to `dtype`; a finite value that overflows the narrower type (|x| > 65504
+  for fp16) is an error, never a silent inf on the actors.
+
+  Raises:
+    ValueError: naming the layer, the count and the largest magnitude.
+  """
+  out = x.astype(dtype)
+  bad = ~np.isfinite(out.astype(np.float32))
+  if bad.any():
+    raise ValueError(f"{where}: {int(bad.sum())} of {x.size} values overflow {precision} "
+                     f"(largest |value| {float(np.max(np.abs(x))):.4g}, the largest {precision} "
+                     f"value is {float(np.finfo(dtype).max):.4g}); keep this layer in fp32 or "
+                     "scale its weights down")
+  return out
+
+
 def make_payload(params, spec: ns.NetworkSpec, precision: str, version: int,
                  per_channel: bool = True) -> Payload:
   """Encodes `params` (learner side, once per version) for runtimes of `precision`.
@@ -134,7 +151,7 @@ def make_payload(params, spec: ns.NetworkSpec, precision: str, version: int,
 
   Raises:
     ValueError for an unknown precision or params that do not match the spec
-    (naming the layer), or NaN/inf weights.
+    (naming the layer), NaN/inf weights, or weights that overflow fp16.
   """
   if precision not in PRECISIONS:
     raise ValueError(f"precision {precision!r} unknown; allowed: {PRECISIONS}")
@@ -148,7 +165,8 @@ def make_payload(params, spec: ns.NetworkSpec, precision: str, version: int,
   else:
     dt = _FLOAT_DTYPES[precision]
     for name, p in arrays.items():
-      layers[name] = {"w": p["w"].astype(dt), "b": p["b"].astype(dt)}
+      layers[name] = {key: _cast(p[key], dt, f"layer {name!r} {key!r}", precision)
+                      for key in ("w", "b")}
   return Payload(precision, int(version), layers, bool(per_channel))
 
 

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import time
 
+import jax.numpy as jnp
 import numpy as np
 
+from actorq.quantization import forward
 from actorq.quantization import network_spec as ns
+from actorq.quantization import payload as pl
 
 
 class PolicyRuntime:
@@ -32,6 +35,7 @@ class PolicyRuntime:
   def load(self, payload) -> None:
     t0 = time.perf_counter()
     self._load(payload)
+    self._payload = payload
     ms = (time.perf_counter() - t0) * 1e3
     self.version = int(payload.version)
     self.timings["loads"] += 1
@@ -40,6 +44,15 @@ class PolicyRuntime:
 
   def _load(self, payload) -> None:
     raise NotImplementedError
+
+  def diagnose(self, observation) -> str:
+    """Why this runtime's outputs for `observation` [B, ...] are not finite: the first
+    layer whose output is NaN/inf when the loaded parameters are applied at this
+    runtime's compute precision (int8: its dequantized weights with float activations,
+    as LiteRT's dynamic-range kernels compute). For error messages, not the hot path."""
+    dtype = {"fp16": jnp.float16, "bf16": jnp.bfloat16}.get(self.precision, jnp.float32)
+    params = pl.dequantize_payload(self._payload)
+    return forward.first_non_finite_layer(params, self.spec, np.asarray(observation), dtype)
 
   def _check_observation(self, observation) -> np.ndarray:
     if self.version < 0:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Dict, List
+from typing import Dict
 
 import numpy as np
 
