@@ -52,6 +52,7 @@ def test_a2c_gaussian_loss_and_vmap():
   np.testing.assert_allclose(batched[0], batched[1])
 
 
+@pytest.mark.slow
 def test_a2c_learns_cartpole_with_a_seed():
   """Default config, seed 0, 4000 actor steps (25 learner steps): greedy return 485.4
   measured (5 episodes; 500.0 at 2000 steps, 286.6 at 6000: A2C's greedy return

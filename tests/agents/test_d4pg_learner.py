@@ -81,6 +81,7 @@ LEARNING_TEST_CONFIG = dict(policy_hidden_sizes=(64, 64), critic_hidden_sizes=(6
                             batch_size=64, samples_per_insert=64.0, min_replay_size=1_000)
 
 
+@pytest.mark.slow
 def test_d4pg_learns_cartpole_balance_seeded():
   """15k actor steps on dmc:cartpole-balance, seed 0; best of six one-episode greedy evaluations.
 

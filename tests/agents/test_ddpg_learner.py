@@ -1,6 +1,7 @@
 """DDPG learner (the shared DPG learner with a scalar critic): repeated updates on one
 fixed batch drive the critic's TD loss down and move the policy uphill on Q; seeded
 short learning run."""
+import pytest
 import itertools
 
 import jax
@@ -67,6 +68,7 @@ LEARNING_TEST_CONFIG = dict(policy_hidden_sizes=(64, 64), critic_hidden_sizes=(6
                             critic_layer_norm=True, policy_output_init_scale=1e-4)
 
 
+@pytest.mark.slow
 def test_ddpg_learns_cartpole_balance_seeded():
   """15k actor steps on dmc:cartpole-balance, seed 0; best of six one-episode greedy evaluations.
 

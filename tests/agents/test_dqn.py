@@ -32,6 +32,7 @@ def _same(a, b):
   return all(np.array_equal(x, y) for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_steps_per_learner_step", [4, 10])
 def test_target_update_period_is_exact_in_learner_steps(env_steps_per_learner_step):
   """Case E5: K = 501 learner steps, whatever the actor/learner step ratio."""
@@ -59,6 +60,7 @@ def test_target_update_period_is_exact_in_learner_steps(env_steps_per_learner_st
   assert result.learner_steps == len(seen)
 
 
+@pytest.mark.slow
 def test_dqn_learns_cartpole_with_a_fixed_seed():
   """A short budget: 20k actor steps reach a greedy return far above random (~22).
 

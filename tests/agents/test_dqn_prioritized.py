@@ -167,6 +167,7 @@ def test_prioritized_replay_needs_a_replay_client():
                    lambda label: None, env_spec)
 
 
+@pytest.mark.slow
 def test_prioritized_dueling_dqn_learns_cartpole_with_a_fixed_seed():
   """6k actor steps with both options reach a greedy return far above random (~22).
 

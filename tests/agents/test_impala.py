@@ -97,6 +97,7 @@ def test_impala_loss_hand_computed_and_under_jit_vmap():
       head, outputs, values, actions, blogp, r, disc, jnp.ones(2))[0], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_impala_learns_cartpole_with_a_seed():
   """Default config, seed 0, 4000 actor steps (25 learner steps): greedy return 488.6
   measured (5 episodes; 500.0 at 2000 steps, 286.6 at 6000). Single-process actors pull
@@ -138,6 +139,7 @@ def test_impala_builder_fits_the_distributed_launcher():
   assert builder.learner_steps_owed(core.ReplayProgress(actor_steps=100, items_written=7)) == 0
 
 
+@pytest.mark.slow
 def test_impala_program_with_two_actors_under_test_mt(tmp_path):
   """IMPALA as a Launchpad program (threads): two actors feed the rollout queue, the
   learner steps on their rollouts (clipped importance ratios in (0, 1], finite losses),

@@ -111,6 +111,7 @@ def test_losses_under_jit_and_vmap():
   np.testing.assert_allclose(eager, jitted, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_ppo_learns_cartpole_with_a_seed():
   """Default config, seed 0, 6000 actor steps: greedy return 423.6 measured (5 episodes;
   318.8 at 4000 steps, 500.0 at 8000; a random policy's is about 9). The actors pull

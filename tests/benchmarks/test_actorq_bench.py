@@ -32,6 +32,7 @@ def _finite_positive(x):
   return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
+@pytest.mark.slow
 def test_run_measures_positive_finite_figures(tiny_runs):
   for r in tiny_runs:
     assert r["actor_steps"] == 400, r["actor_steps"]
@@ -54,6 +55,7 @@ def test_run_measures_positive_finite_figures(tiny_runs):
     assert r["curve"][0]["train_seconds"] < r["curve"][1]["train_seconds"] <= r["train_seconds"]
 
 
+@pytest.mark.slow
 def test_payload_bytes_follow_precision(tiny_runs):
   fp32, int8 = tiny_runs
   # 4-32-32-2 MLP: 1,250 fp32 parameters = 5,000 bytes.
@@ -61,6 +63,7 @@ def test_payload_bytes_follow_precision(tiny_runs):
   assert int8["payload_bytes"] < fp32["payload_bytes"] / 2
 
 
+@pytest.mark.slow
 def test_files_plots_and_table(tiny_runs, tmp_path):
   peers = [ab.peer_acting(dict(TINY, kind="peer", seed=0))]
   assert ("acting_steps_per_s" in peers[0] and peers[0]["acting_steps_per_s"] > 0) or (

@@ -136,6 +136,7 @@ def test_unwritable_logdir_and_render_without_sweep(capsys, tmp_path):
   assert code == 2 and "no sweep.json there" in err
 
 
+@pytest.mark.slow
 def test_sweep_end_to_end_two_seeds_two_precisions(capsys, tmp_path):
   logdir = tmp_path / "sweep"
   argv = ["sweep", "--seeds", "0-1", "--precisions", "fp32,int8", "--jobs", "2",

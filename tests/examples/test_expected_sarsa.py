@@ -1,4 +1,5 @@
 """The README's composing example runs single-process and as a Launchpad program."""
+import pytest
 import importlib.util
 import os
 import sys
@@ -26,6 +27,7 @@ def test_the_example_is_a_builder_by_the_contract():
   assert isinstance(example.ExpectedSarsaBuilder(), core.Builder)
 
 
+@pytest.mark.slow
 def test_single_process_learns():
   import dataclasses
   from actorq.launch import local
@@ -38,6 +40,7 @@ def test_single_process_learns():
   assert result.best_eval_return >= 100, result.evaluations
 
 
+@pytest.mark.slow
 def test_distributed_program_runs_and_stops_cleanly():
   """The same ExperimentConfig (another replay size) as a Launchpad program."""
   import dataclasses

@@ -51,6 +51,7 @@ def test_help_lists_commands(capsys):
     assert command in out
 
 
+@pytest.mark.slow
 def test_train_and_quantize_end_to_end(capsys, tmp_path):
   """A short run writes the documented files; quantize reads them back."""
   logdir = tmp_path / "run"
@@ -69,6 +70,7 @@ def test_train_and_quantize_end_to_end(capsys, tmp_path):
   assert code == 0 and "int8/fp32: return ratio" in out and "model bytes ratio 0.26" in out
 
 
+@pytest.mark.slow
 def test_python_dash_m_usage_error_is_one_line_exit_2(tmp_path):
   """`python -m actorq.launch.cli` runs the module as __main__; a command's UsageError
   (raised with the imported module's class) must still be caught: exit 2, one line."""

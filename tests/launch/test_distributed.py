@@ -1,5 +1,6 @@
 """The distributed program: runs under Launchpad, and stops cleanly at the step limit,
 when a node fails, and when the launcher gets SIGTERM."""
+import pytest
 import csv
 import os
 import signal
@@ -13,8 +14,9 @@ import psutil
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config
 from actorq.launch import distributed
-from actorq.launch import distributed_nodes
 from actorq.launch import experiment
+
+pytestmark = pytest.mark.slow  # multi-process or several training runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYTHON = sys.executable

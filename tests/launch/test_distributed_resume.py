@@ -1,6 +1,7 @@
 """Resuming a distributed run: a program run to N actor steps writes a checkpoint at its
 clean finish; a resumed program (same logdir) continues its counter, learner, replay and
 actors from that checkpoint up to 2N."""
+import pytest
 import csv
 import os
 import subprocess
@@ -10,6 +11,8 @@ from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config
 from actorq.components import checkpointing
 from actorq.launch import distributed, experiment
+
+pytestmark = pytest.mark.slow  # multi-process or several training runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 N = 600

@@ -36,6 +36,7 @@ def _eval_rows(logdir):
     return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_eval_prints_the_return_of_the_checkpointed_policy(trained, capsys):
   capsys.readouterr()
   assert cli.main(["eval", "--checkpoint", trained, "--episodes", "3", "--seed", "7"]) == 0
@@ -59,6 +60,7 @@ def test_eval_prints_the_return_of_the_checkpointed_policy(trained, capsys):
   assert "learner step " + str(state["learner_steps"]) in out
 
 
+@pytest.mark.slow
 def test_eval_int8_and_capped_episodes(trained, capsys):
   capsys.readouterr()
   assert cli.main(["eval", "--checkpoint", trained, "--episodes", "2", "--precision", "int8",
@@ -68,6 +70,7 @@ def test_eval_int8_and_capped_episodes(trained, capsys):
   assert "episode length: mean 5.0, min 5, max 5 steps (capped at 5)" in out
 
 
+@pytest.mark.slow
 def test_eval_rejects_a_bad_video_suffix(trained, capsys):
   assert cli.main(["eval", "--checkpoint", trained, "--video", "x.avi"]) == 2
   assert "--video x.avi must end in .gif or .mp4" in capsys.readouterr().err
@@ -128,6 +131,7 @@ def test_video_records_the_first_episode_as_a_gif(tmp_path):
   assert recorder.error == "RuntimeError: no OpenGL context"
 
 
+@pytest.mark.slow
 def test_plot_overlays_runs_and_reports_their_curves(trained, tmp_path, capsys):
   # A second "run": the same CSV with an interrupted-and-resumed duplicate step.
   other = tmp_path / "resumed"
@@ -160,6 +164,7 @@ def test_plot_names_a_directory_without_eval_csv(tmp_path, capsys):
   assert "has no eval.csv" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_tensorboard_event_files_hold_the_csv_metrics(trained):
   import tensorflow as tf
 

@@ -1,6 +1,7 @@
 """Single-process runs stop cleanly: SIGTERM writes a checkpoint and exits 143 (like Ctrl-C),
 and a non-finite reward stops the run with one line naming the reward, the actor step and
 the environment, after a checkpoint of the last good state (case B3); both resume."""
+import pytest
 import os
 import signal
 import subprocess
@@ -12,6 +13,8 @@ import numpy as np
 
 from actorq.components import checkpointing
 from actorq.launch import cli
+
+pytestmark = pytest.mark.slow  # multi-process or several training runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL = ["--set", "hidden_sizes=[16]", "--set", "min_replay_size=100", "--eval-episodes", "1"]

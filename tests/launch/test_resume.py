@@ -20,6 +20,8 @@ from actorq.agents.dqn.config import DQNConfig
 from actorq.components import actors, checkpointing, config_io
 from actorq.launch import experiment, local
 
+pytestmark = pytest.mark.slow  # multi-process or several training runs
+
 SMALL = {"hidden_sizes": [32, 32], "batch_size": 32, "min_replay_size": 400,
          "samples_per_insert": 8.0, "epsilon_decay_steps": 5000, "target_update_period": 50}
 STEPS = 3000
