@@ -71,14 +71,8 @@ def resolve(args):
   preset = ab.PRESETS[args.preset]
   agent = args.agent or preset.agent
   env_id = args.env or preset.env
-  precisions = (tuple(p.strip() for p in args.precisions.split(",") if p.strip())
-                if args.precisions else tuple(preset.precisions))
-  bad = [p for p in precisions if p not in ab.PRECISIONS]
-  if bad or not precisions:
-    raise cli.UsageError(f"--precisions {args.precisions!r}: allowed precisions are "
-                         f"{', '.join(ab.PRECISIONS)}")
-  if len(set(precisions)) != len(precisions):
-    raise cli.UsageError(f"--precisions {args.precisions!r} repeats a precision")
+  precisions = cli.precision_list("--precisions", args.precisions, ab.PRECISIONS,
+                                  preset.precisions)
   target = args.target if args.target is not None else preset.targets.get(env_id)
   if target is None:
     raise cli.UsageError(f"no target return known for {env_id} in preset {args.preset!r}; "
@@ -130,12 +124,7 @@ def run(args) -> int:
   if args.render and args.merge:
     raise cli.UsageError("use either --render or --merge, not both")
   if args.render:
-    try:
-      _, table = ab.render(args.render)
-    except FileNotFoundError as e:
-      raise cli.UsageError(f"--render: {e}") from None
-    print(table)
-    return 0
+    return cli.print_report(ab.render, args.render)
   if args.merge:
     return _merge(args)
   settings = resolve(args)

@@ -90,13 +90,7 @@ def resolve(args) -> dict:
     seeds = sweep.parse_seeds(args.seeds)
   except ValueError as e:
     raise cli.UsageError(f"--seeds {' '.join(args.seeds)}: {e}") from None
-  precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
-  bad = [p for p in precisions if p not in core.ACTOR_PRECISIONS]
-  if bad or not precisions:
-    raise cli.UsageError(f"--precisions {args.precisions!r}: allowed precisions are "
-                         f"{', '.join(core.ACTOR_PRECISIONS)}")
-  if len(set(precisions)) != len(precisions):
-    raise cli.UsageError(f"--precisions {args.precisions!r} repeats a precision")
+  precisions = list(cli.precision_list("--precisions", args.precisions, core.ACTOR_PRECISIONS))
   config = os.path.abspath(args.config) if args.config else None
   run_args = argparse.Namespace(agent=args.agent, env=args.env, seed=seeds[0], config=config,
                                 set=list(args.set), actor_precision=precisions[0],
@@ -117,12 +111,7 @@ def resolve(args) -> dict:
 
 def run(args) -> int:
   if args.render:
-    try:
-      _, table = sweep.render(args.render)
-    except FileNotFoundError as e:
-      raise cli.UsageError(f"--render: {e}") from None
-    print(table)
-    return 0
+    return cli.print_report(sweep.render, args.render)
   settings = resolve(args)
   if args.logdir is None:
     stamp = time.strftime("%Y%m%d-%H%M%S")

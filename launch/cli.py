@@ -40,56 +40,69 @@ class UsageError(Exception):
   """Bad command-line input; the message names what is wrong and what is allowed."""
 
 
-def positive_int(name):
-  """argparse type: an integer > 0 (underscores allowed), else a one-line error."""
+def _argument_type(name: str, convert, ok, allowed: str):
+  """An argparse type: `convert(text)` if that works and `ok(value)`, else the one-line
+  error `<name> must be <allowed>, got '<text>'`."""
   def parse(text):
     try:
-      value = int(text.replace("_", ""))
+      value = convert(text)
     except ValueError:
-      raise argparse.ArgumentTypeError(f"{name} must be a positive integer, got {text!r}") from None
-    if value <= 0:
-      raise argparse.ArgumentTypeError(f"{name} must be a positive integer, got {text!r}")
+      value = None
+    if value is None or not ok(value):
+      raise argparse.ArgumentTypeError(f"{name} must be {allowed}, got {text!r}")
     return value
   return parse
+
+
+def positive_int(name):
+  """argparse type: an integer > 0 (underscores allowed)."""
+  return _argument_type(name, lambda t: int(t.replace("_", "")), lambda v: v > 0,
+                        "a positive integer")
 
 
 def positive_float(name):
   """argparse type: a number > 0."""
-  def parse(text):
-    try:
-      value = float(text)
-    except ValueError:
-      raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text!r}") from None
-    if not value > 0:
-      raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text!r}")
-    return value
-  return parse
+  return _argument_type(name, float, lambda v: v > 0, "a positive number")
 
 
 def number(name):
   """argparse type: any finite number (a target return may be negative)."""
-  def parse(text):
-    try:
-      value = float(text)
-    except ValueError:
-      raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
-    if not math.isfinite(value):
-      raise argparse.ArgumentTypeError(f"{name} must be a finite number, got {text!r}")
-    return value
-  return parse
+  return _argument_type(name, float, math.isfinite, "a number (finite)")
 
 
 def nonnegative_int(name):
   """argparse type: an integer >= 0."""
-  def parse(text):
-    try:
-      value = int(text)
-    except ValueError:
-      raise argparse.ArgumentTypeError(f"{name} must be an integer >= 0, got {text!r}") from None
-    if value < 0:
-      raise argparse.ArgumentTypeError(f"{name} must be an integer >= 0, got {text!r}")
-    return value
-  return parse
+  return _argument_type(name, int, lambda v: v >= 0, "an integer >= 0")
+
+
+def precision_list(flag: str, text: str, allowed, default=None) -> tuple:
+  """`--precisions fp32,int8` as a tuple (`default` when `text` is None).
+
+  Raises:
+    UsageError: an unknown or repeated precision, or none.
+  """
+  if text is None:
+    return tuple(default or ())
+  precisions = tuple(p.strip() for p in text.split(",") if p.strip())
+  if not precisions or any(p not in allowed for p in precisions):
+    raise UsageError(f"{flag} {text!r}: allowed precisions are {', '.join(allowed)}")
+  if len(set(precisions)) != len(precisions):
+    raise UsageError(f"{flag} {text!r} repeats a precision")
+  return precisions
+
+
+def print_report(render, directory: str) -> int:
+  """`--render DIR` of a benchmark command: prints `render(directory)`'s table.
+
+  Raises:
+    UsageError: DIR holds no finished report (`render` raised FileNotFoundError).
+  """
+  try:
+    _, table = render(directory)
+  except FileNotFoundError as e:
+    raise UsageError(f"--render: {e}") from None
+  print(table)
+  return 0
 
 
 def ensure_writable_dir(path: str, flag: str = "--logdir") -> str:

@@ -178,11 +178,7 @@ def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *
   descriptions: Dict[str, List[str]] = {}
 
   ckpt_dir = c.checkpoint_dir
-  resumed_from, restored = None, None
-  if c.resume:
-    resumed_from, restored = checkpointing.restore_latest(ckpt_dir, checkpointing.validate_run)
-    if restored is None:
-      raise checkpointing.CheckpointError(f"no readable checkpoint in {ckpt_dir} to resume from")
+  resumed_from, restored = experiment_lib.restored_checkpoint(c)
   counts = None if restored is None else nodes_lib.restored_counts(restored)
   actor_steps = 0 if counts is None else int(counts[nodes_lib.ACTOR_STEPS])
   builder_name = type(c.builder).__name__

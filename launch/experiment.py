@@ -18,13 +18,13 @@ import dataclasses
 import os
 import signal
 import threading
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import jax
 from acme import specs
 
 from actorq import core
-from actorq.components import environments
+from actorq.components import checkpointing, environments
 from actorq.components import loop as loop_lib
 
 # Seeds derived from `ExperimentConfig.seed`: the training actor (single process) uses
@@ -147,6 +147,22 @@ class AgentParts:
   networks: Any
   policy: core.ActorPolicy
   eval_policy: core.ActorPolicy
+
+
+def restored_checkpoint(config: ExperimentConfig) -> Tuple[Optional[str], Optional[dict]]:
+  """`(path, state)` of the newest readable run checkpoint when `config.resume`, else
+  `(None, None)`.
+
+  Raises:
+    checkpointing.CheckpointError: `config.resume` and no readable checkpoint.
+  """
+  if not config.resume:
+    return None, None
+  path, state = checkpointing.restore_latest(config.checkpoint_dir, checkpointing.validate_run)
+  if state is None:
+    raise checkpointing.CheckpointError(
+        f"no readable checkpoint in {config.checkpoint_dir} to resume from")
+  return path, state
 
 
 def make_environment(config: ExperimentConfig, seed: int):

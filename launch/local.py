@@ -130,11 +130,7 @@ def run(config: experiment_lib.ExperimentConfig, *,
   start_time = time.time()
   builder = config.builder
   ckpt_dir = config.checkpoint_dir
-  resumed_from, restored = None, None
-  if config.resume:
-    resumed_from, restored = checkpointing.restore_latest(ckpt_dir, checkpointing.validate_run)
-    if restored is None:
-      raise checkpointing.CheckpointError(f"no readable checkpoint in {ckpt_dir} to resume from")
+  resumed_from, restored = experiment_lib.restored_checkpoint(config)
   logger_fn = logging_lib.make_logger_factory(config.logdir)
   # A resumed run's training environment continues with a different seed (its
   # internal state is not checkpointed); evaluation keeps its seed.

@@ -54,14 +54,9 @@ def a2c_loss(head: onpolicy.PolicyHead, outputs: jnp.ndarray, values: jnp.ndarra
   return loss, {"pg_loss": pg_loss, "value_loss": value_loss, "entropy": ent}
 
 
-# The shared on-policy schedule and optimizer (one Adam update per learner step).
-learning_rate_schedule = onpolicy.learning_rate_schedule
-make_optimizer = onpolicy.make_optimizer
-
-
 def make_update(networks: onpolicy.ActorCriticNetworks, optimizer: optax.GradientTransformation,
                 config):
-  """The pure learner step on a batch of rollouts `[B, T + 1]`."""
+  """A2C's pure learner step on a batch of rollouts `[B, T + 1]`."""
   head = networks.head
 
   def per_rollout_loss(outputs, values, actions, r_t, discount_t, mask, extras):

@@ -99,14 +99,9 @@ def impala_loss(head: onpolicy.PolicyHead, outputs: jnp.ndarray, values: jnp.nda
                 "mean_clipped_rho": onpolicy.masked_mean(vt.clipped_rho, mask)}
 
 
-# The shared on-policy schedule and optimizer (one Adam update per learner step).
-learning_rate_schedule = onpolicy.learning_rate_schedule
-make_optimizer = onpolicy.make_optimizer
-
-
 def make_update(networks: onpolicy.ActorCriticNetworks, optimizer: optax.GradientTransformation,
                 config):
-  """The pure learner step on a batch of rollouts `[B, T + 1]`."""
+  """IMPALA's pure learner step on a batch of rollouts `[B, T + 1]`."""
   head = networks.head
 
   def per_rollout_loss(outputs, values, actions, r_t, discount_t, mask, extras):

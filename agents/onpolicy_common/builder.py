@@ -22,8 +22,10 @@ class OnPolicyBuilder:
 
   A subclass names its agent's modules as class attributes:
     networks_lib: has `make_networks(environment_spec, config) -> ActorCriticNetworks`;
-    learning_lib: has `make_optimizer(config)` and `make_update(networks, optimizer, config)`
-      (the pure, jitted update `OnPolicyLearner` runs).
+    learning_lib: has `make_update(networks, optimizer, config)` (the pure, jitted update
+      `OnPolicyLearner` runs).
+  `make_optimizer()` is the family's (`learning.make_optimizer`: one Adam update per learner
+  step); an agent with several updates per learner step (PPO) overrides it.
   The config is an `actorq.agents.onpolicy_common.config.OnPolicyConfig`.
   """
   networks_lib: Any = None
@@ -49,6 +51,10 @@ class OnPolicyBuilder:
     """
     return int(progress.items_written) // self.config.batch_size
 
+  def make_optimizer(self):
+    """The optimizer of one Adam update per learner step (`learning.make_optimizer`)."""
+    return learning.make_optimizer(self.config)
+
   # --- Acme's builder contract ------------------------------------------------------
   def make_networks(self, environment_spec: specs.EnvironmentSpec
                     ) -> networks_lib.ActorCriticNetworks:
@@ -63,7 +69,7 @@ class OnPolicyBuilder:
     key_init, key_learn = jax.random.split(random_key)
     dummy = np.zeros(environment_spec.observations.shape, np.float32)
     params = networks.init(key_init, dummy)
-    optimizer = self.learning_lib.make_optimizer(self.config)
+    optimizer = self.make_optimizer()
     update = self.learning_lib.make_update(networks, optimizer, self.config)
     return learning.OnPolicyLearner(update, params, optimizer, dataset, key_learn,
                                     logger=logger_fn("learner"), counter=counter)

@@ -12,3 +12,8 @@ class PPOBuilder(onpolicy.OnPolicyBuilder):
   the PPO learner. One learner step per `batch_size` rollouts of `rollout_length` steps."""
   networks_lib = networks
   learning_lib = learning
+
+  def make_optimizer(self):
+    """`num_epochs` x minibatches optimizer updates per learner step (PPO's schedule
+    counts them: `learning.make_optimizer`)."""
+    return learning.make_optimizer(self.config)

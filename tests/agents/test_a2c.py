@@ -67,9 +67,9 @@ def test_a2c_learns_cartpole_with_a_seed():
 def test_a2c_linear_learning_rate_decay_per_learner_step():
   # 8 rollouts of 20 steps per learner step: 48000 actor steps = 300 learner steps.
   cfg = config_lib.A2CConfig(learning_rate=1e-3, learning_rate_decay_steps=48_000)
-  schedule = learning.learning_rate_schedule(cfg)
+  schedule = onpolicy.learning_rate_schedule(cfg)
   np.testing.assert_allclose([schedule(0), schedule(150), schedule(300), schedule(301)],
                              [1e-3, 5e-4, 0.0, 0.0], atol=1e-9)
-  assert learning.learning_rate_schedule(config_lib.A2CConfig()) == 1e-3
+  assert onpolicy.learning_rate_schedule(config_lib.A2CConfig()) == 1e-3
   with pytest.raises(ValueError, match="learning_rate_decay_steps"):
     config_lib.A2CConfig(learning_rate_decay_steps=-1)

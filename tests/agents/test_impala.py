@@ -113,11 +113,11 @@ def test_impala_learns_cartpole_with_a_seed():
 def test_learning_rate_decays_linearly_over_the_actor_steps_it_names():
   """1e-3 decayed over 6400 actor steps = 6400 / (8 * 20) = 40 learner steps:
   1e-3 at step 0, 5e-4 at 20, 0 from 40 on; None keeps it constant."""
-  sched = learning.learning_rate_schedule(
+  sched = onpolicy.learning_rate_schedule(
       config_lib.IMPALAConfig(learning_rate=1e-3, learning_rate_decay_steps=6_400))
   np.testing.assert_allclose([float(sched(s)) for s in (0, 20, 40, 80)],
                              [1e-3, 5e-4, 0.0, 0.0], atol=1e-9)
-  assert learning.learning_rate_schedule(config_lib.IMPALAConfig()) == 1e-3
+  assert onpolicy.learning_rate_schedule(config_lib.IMPALAConfig()) == 1e-3
   with pytest.raises(ValueError, match="learning_rate_decay_steps"):
     config_lib.IMPALAConfig(learning_rate_decay_steps=0)
 
