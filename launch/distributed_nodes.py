@@ -341,8 +341,7 @@ class EvaluatorNode:
     self._stop = lp.stop_event()
     learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
     seed = config.seed + experiment_lib.EVAL_SEED_OFFSET
-    self._env = experiment_lib.make_environment(config, seed)
-    parts = experiment_lib.agent_parts(config, environments.environment_spec(self._env))
+    parts = experiment_lib.agent_parts(config, experiment_lib.environment_spec(config))
     self._precision = parts.eval_policy.precision
     self._actor = None
     try:
@@ -369,8 +368,7 @@ class EvaluatorNode:
           self._stop.wait(1.0)
           continue
         self._actor.update(wait=True)
-        stats = experiment_lib.evaluate(self._config, self._env, self._actor,
-                                        should_stop=self._stop.is_set)
+        stats = experiment_lib.evaluate(self._config, self._actor, should_stop=self._stop.is_set)
         if stats is None:
           break
         self._logger.write(experiment_lib.evaluation_row(

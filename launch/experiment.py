@@ -186,12 +186,18 @@ def environment_spec(config: ExperimentConfig) -> specs.EnvironmentSpec:
     env.close()
 
 
-def evaluate(config: ExperimentConfig, environment, actor, *, should_stop=None
-             ) -> Optional[Dict[str, float]]:
-  """`config.eval_episodes` greedy episodes (capped at `config.max_episode_steps`);
-  None when `should_stop` ended them first."""
-  return loop_lib.evaluate(environment, actor, config.eval_episodes, should_stop=should_stop,
-                           max_episode_steps=config.max_episode_steps)
+def evaluate(config: ExperimentConfig, actor, *, should_stop=None) -> Optional[Dict[str, float]]:
+  """`config.eval_episodes` greedy episodes (capped at `config.max_episode_steps`) on a
+  fresh environment seeded `seed + EVAL_SEED_OFFSET`: every evaluation of a run (and of
+  runs at other precisions with the same seed) plays the same start states, so returns
+  are comparable across evaluations and paired across precisions. None when
+  `should_stop` ended them first."""
+  environment = make_environment(config, config.seed + EVAL_SEED_OFFSET)
+  try:
+    return loop_lib.evaluate(environment, actor, config.eval_episodes, should_stop=should_stop,
+                             max_episode_steps=config.max_episode_steps)
+  finally:
+    environment.close()
 
 
 def evaluation_row(stats: Dict[str, float], *, actor_steps: int, learner_steps: int,

@@ -133,10 +133,9 @@ def run(config: experiment_lib.ExperimentConfig, *,
   resumed_from, restored = experiment_lib.restored_checkpoint(config)
   logger_fn = logging_lib.make_logger_factory(config.logdir)
   # A resumed run's training environment continues with a different seed (its
-  # internal state is not checkpointed); evaluation keeps its seed.
+  # internal state is not checkpointed); evaluations are seeded the same every time.
   env = experiment_lib.make_environment(
       config, config.seed if restored is None else config.seed + int(restored["actor_steps"]))
-  eval_env = experiment_lib.make_environment(config, config.seed + experiment_lib.EVAL_SEED_OFFSET)
   parts = experiment_lib.agent_parts(config, environments.environment_spec(env))
   env_spec = parts.environment_spec
 
@@ -197,7 +196,7 @@ def run(config: experiment_lib.ExperimentConfig, *,
   def run_evaluation(loop=None) -> None:
     del loop
     eval_actor.update(wait=True)
-    stats = experiment_lib.evaluate(config, eval_env, eval_actor)
+    stats = experiment_lib.evaluate(config, eval_actor)
     state["last_eval"] = stats["episode_return"]
     row = experiment_lib.evaluation_row(
         stats, actor_steps=training.steps, learner_steps=learner.step_count,

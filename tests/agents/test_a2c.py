@@ -10,6 +10,7 @@ from actorq.agents.a2c import config as config_lib
 from actorq.agents.a2c import learning
 from actorq.agents import onpolicy_common as onpolicy
 from actorq.launch import experiment, local
+from actorq.testing import runs
 
 
 def test_a2c_loss_hand_computed_with_an_episode_end():
@@ -54,14 +55,17 @@ def test_a2c_gaussian_loss_and_vmap():
 
 @pytest.mark.slow
 def test_a2c_learns_cartpole_with_a_seed():
-  """Default config, seed 0, 4000 actor steps (25 learner steps): greedy return 485.4
-  measured (5 episodes; 500.0 at 2000 steps, 286.6 at 6000: A2C's greedy return
-  oscillates, see README). Reproducible: the actors pull parameters synchronously."""
-  builder = builder_lib.A2CBuilder(config_lib.A2CConfig())
-  result = local.run(experiment.ExperimentConfig(
-      builder, "gym:CartPole-v1", 4_000, seed=0, eval_every=4_000, eval_episodes=5))
+  """Default config, seed 0, 4,000 actor steps (25 learner steps). Deterministic: greedy
+  return 412.6 at 4,000 steps (5 episodes; the project's 2-core machine; A2C's greedy return
+  oscillates, see README). The threshold leaves room for float differences on another
+  CPU; a second, shorter run must retrace the first."""
+  config = experiment.ExperimentConfig(
+      builder_lib.A2CBuilder(config_lib.A2CConfig()), "gym:CartPole-v1", 4_000, seed=0,
+      eval_every=2_000, eval_episodes=5)
+  result = local.run(config)
   assert result.learner_steps >= 20  # one per 8 rollouts of 20 steps
-  assert result.final_eval_return >= 400, result.evaluations
+  assert result.final_eval_return >= 350, result.evaluations
+  runs.assert_prefix_reproduces(config, result)
 
 
 def test_a2c_linear_learning_rate_decay_per_learner_step():

@@ -10,6 +10,7 @@ from actorq.agents.impala import config as config_lib
 from actorq.agents import onpolicy_common as onpolicy
 from actorq.agents.impala import learning
 from actorq.launch import experiment, local
+from actorq.testing import runs
 
 
 def test_case_l2_extreme_log_ratios_give_finite_clipped_ratios():
@@ -99,15 +100,18 @@ def test_impala_loss_hand_computed_and_under_jit_vmap():
 
 @pytest.mark.slow
 def test_impala_learns_cartpole_with_a_seed():
-  """Default config, seed 0, 4000 actor steps (25 learner steps): greedy return 488.6
-  measured (5 episodes; 500.0 at 2000 steps, 286.6 at 6000). Single-process actors pull
-  synchronously, so behaviour and target policy nearly coincide and V-trace reduces to
-  A2C-like n-step returns (hence numbers close to A2C's)."""
-  builder = builder_lib.IMPALABuilder(config_lib.IMPALAConfig())
-  result = local.run(experiment.ExperimentConfig(
-      builder, "gym:CartPole-v1", 4_000, seed=0, eval_every=4_000, eval_episodes=5))
+  """Default config, seed 0, 4,000 actor steps (25 learner steps). Deterministic: greedy
+  return 412.6 at 4,000 steps (5 episodes; the project's 2-core machine). Single-process
+  actors pull synchronously, so behaviour and target policy coincide and V-trace reduces to
+  A2C's n-step returns (the same run as A2C's). The threshold leaves room for float
+  differences on another CPU; a second, shorter run must retrace the first."""
+  config = experiment.ExperimentConfig(
+      builder_lib.IMPALABuilder(config_lib.IMPALAConfig()), "gym:CartPole-v1", 4_000, seed=0,
+      eval_every=2_000, eval_episodes=5)
+  result = local.run(config)
   assert result.learner_steps >= 20  # one per 8 rollouts of 20 steps
-  assert result.final_eval_return >= 400, result.evaluations
+  assert result.final_eval_return >= 350, result.evaluations
+  runs.assert_prefix_reproduces(config, result)
 
 
 def test_learning_rate_decays_linearly_over_the_actor_steps_it_names():

@@ -1,9 +1,9 @@
 """The README's composing example runs single-process and as a Launchpad program."""
-import pytest
 import importlib.util
 import os
 import sys
 
+import pytest
 import numpy as np
 
 _PATH = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "expected_sarsa.py")

@@ -1,6 +1,5 @@
 """The distributed program: runs under Launchpad, and stops cleanly at the step limit,
 when a node fails, and when the launcher gets SIGTERM."""
-import pytest
 import csv
 import os
 import signal
@@ -9,6 +8,7 @@ import sys
 import textwrap
 import time
 
+import pytest
 import psutil
 
 from actorq.agents.dqn import builder as dqn_builder

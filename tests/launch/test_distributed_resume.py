@@ -1,11 +1,12 @@
 """Resuming a distributed run: a program run to N actor steps writes a checkpoint at its
 clean finish; a resumed program (same logdir) continues its counter, learner, replay and
 actors from that checkpoint up to 2N."""
-import pytest
 import csv
 import os
 import subprocess
 import sys
+
+import pytest
 
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config

@@ -1,13 +1,13 @@
 """Single-process runs stop cleanly: SIGTERM writes a checkpoint and exits 143 (like Ctrl-C),
 and a non-finite reward stops the run with one line naming the reward, the actor step and
 the environment, after a checkpoint of the last good state (case B3); both resume."""
-import pytest
 import os
 import signal
 import subprocess
 import sys
 import time
 
+import pytest
 import gymnasium
 import numpy as np
 
