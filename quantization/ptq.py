@@ -104,13 +104,14 @@ def _np_qparams(lo, hi, bits, symmetric):
   with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
     if symmetric:
       amax = np.maximum(np.abs(lo), np.abs(hi))
-      scale = np.where(amax > 0, np.maximum(amax / np.float32(qmax), tiny), np.float32(1))
+      scale = np.where(amax > 0, np.maximum(amax * ops.inverse_steps(qmax), tiny),
+                       np.float32(1))
       zp = np.zeros(scale.shape, np.int32)
     else:
       lo = np.minimum(lo, 0)
       hi = np.maximum(hi, 0)
       span = hi - lo
-      scale = np.where(span > 0, np.maximum(span / np.float32(qmax - qmin), tiny),
+      scale = np.where(span > 0, np.maximum(span * ops.inverse_steps(qmax - qmin), tiny),
                        np.float32(1)).astype(np.float32)
       zp = np.clip(qmin - np.round(lo / scale), qmin, qmax).astype(np.int32)
   return np.asarray(scale, np.float32), zp
