@@ -5,6 +5,7 @@
 | "fp32", "fp16", "bf16" | jax.jit of `forward.forward` | same precision |
 | "simulated-int8" | dequantize, jax fp32 (ACCURACY STUDIES ONLY, not fast) | "simulated-int8"/"int8" |
 | "int8" | LiteRT/XNNPACK dynamic-range int8, patched flatbuffer | "int8" |
+| "mixed" (`make_mixed_runtime`) | LiteRT: int8 kernels for integer layers, float32 for float ones | `mixed.make_payload` |
 """
 from __future__ import annotations
 
@@ -34,6 +35,19 @@ def make_runtime(precision: str, spec: ns.NetworkSpec, num_threads: int = 1) -> 
   if precision == "int8":
     return LiteRTInt8Runtime(spec, num_threads)
   raise ValueError(f"precision {precision!r} unknown; allowed: {RUNTIME_PRECISIONS}")
+
+
+def make_mixed_runtime(policy, spec: ns.NetworkSpec, num_threads: int = 1) -> PolicyRuntime:
+  """The LiteRT runtime executing a per-layer `mixed.PrecisionPolicy` (float layers with
+  float32 kernels, integer layers of any width with int8 kernels); feed it
+  `mixed.make_payload(params, spec, policy, version)`.
+
+  Raises:
+    ValueError: a policy for other layers than the spec's.
+  """
+  policy.check_against(spec)
+  from actorq.quantization.runtimes.litert_runtime import LiteRTMixedRuntime  # pylint: disable=g-import-not-at-top
+  return LiteRTMixedRuntime(spec, policy.float_layers, num_threads)
 
 
 def median_latency_us(runtime: PolicyRuntime, observation: np.ndarray,
@@ -87,5 +101,6 @@ def choose_runtime(spec: ns.NetworkSpec, batch_size: int = 1, precision: str = "
   return precision, info
 
 
-__all__ = ["PolicyRuntime", "make_runtime", "choose_runtime", "median_latency_us",
+__all__ = ["PolicyRuntime", "make_runtime", "make_mixed_runtime", "choose_runtime",
+           "median_latency_us",
            "RUNTIME_PRECISIONS"]

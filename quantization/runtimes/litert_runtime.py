@@ -29,13 +29,21 @@ symmetric quantization: `q` is unchanged, `scale * input_scale`).
 
 Numerics: outputs equal `forward(dequantize(payload))` up to the error of the
 dynamic int8 quantization of activations (~0.1-1% of the output magnitude).
+
+Mixed networks (`LiteRTMixedRuntime`, per-layer policies of `quantization.mixed`): the
+same conversion, but the weight tensors of the layers named `float_layers` are rewritten
+to float32 (no quantization parameters) instead of int8, so those FULLY_CONNECTED /
+CONV_2D ops run XNNPACK's float32 kernels while the others run the dynamic-range int8
+ones. Each float/int8 pattern is one more cached template (a flatbuffer rewrite, no
+second conversion). Integer layers narrower than 8 bits are executed as int8 tensors
+holding the narrower values: exact in value, with int8 speed (no int4/int2 kernels).
 """
 from __future__ import annotations
 
 import os
 import threading
 import time
-from typing import Dict
+from typing import Dict, FrozenSet, Tuple
 
 import numpy as np
 
@@ -43,26 +51,34 @@ from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization.runtimes import base
 
-_TEMPLATES: Dict[ns.NetworkSpec, "_Template"] = {}
+_TEMPLATES: Dict[Tuple[ns.NetworkSpec, FrozenSet[str]], "_Template"] = {}
 _LOCK = threading.Lock()
 
 
 class _Template:
-  """Serialized int8 model of a spec plus the patch locations of every layer."""
+  """Serialized model of a spec (int8 weights except `float_layers`, which keep float32
+  weights) plus the patch locations of every layer."""
 
-  def __init__(self, spec: ns.NetworkSpec):
+  def __init__(self, spec: ns.NetworkSpec, float_layers: FrozenSet[str] = frozenset()):
     t0 = time.perf_counter()
     self.spec = spec
-    self.model_bytes, self.locs = _build(spec)
+    self.float_layers = frozenset(float_layers)
+    self.model_bytes, self.locs = _build(spec, self.float_layers)
     self.build_s = time.perf_counter() - t0
 
 
-def template_for(spec: ns.NetworkSpec) -> _Template:
-  """The cached template of `spec` (built on first use: seconds)."""
+def template_for(spec: ns.NetworkSpec, float_layers=frozenset()) -> _Template:
+  """The cached template of `spec` with `float_layers` left in float32 (built on first
+  use: seconds for the conversion; a further float/int8 pattern of a converted spec is a
+  flatbuffer rewrite)."""
+  key = (spec, frozenset(float_layers))
   with _LOCK:
-    if spec not in _TEMPLATES:
-      _TEMPLATES[spec] = _Template(spec)
-    return _TEMPLATES[spec]
+    if key not in _TEMPLATES:
+      _TEMPLATES[key] = _Template(spec, key[1])
+    return _TEMPLATES[key]
+
+
+_CONVERTED: Dict[ns.NetworkSpec, tuple] = {}
 
 
 def _keras_model(spec, rng):
@@ -93,17 +109,28 @@ def _keras_model(spec, rng):
   return tf.keras.Model(inp, x), dummies
 
 
-def _build(spec: ns.NetworkSpec):
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+def _convert(spec: ns.NetworkSpec):
+  """`(flatbuffer bytes, dummy biases)` of the TF 2.8 conversion, once per spec."""
+  if spec not in _CONVERTED:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    rng = np.random.default_rng(0)
+    model, dummies = _keras_model(spec, rng)
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    _CONVERTED[spec] = (conv.convert(), dummies)
+  return _CONVERTED[spec]
+
+
+def _build(spec: ns.NetworkSpec, float_layers: FrozenSet[str] = frozenset()):
   import flatbuffers  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tensorflow.lite.python import schema_py_generated as sch  # pylint: disable=g-import-not-at-top
 
-  rng = np.random.default_rng(0)
-  model, dummies = _keras_model(spec, rng)
-  conv = tf.lite.TFLiteConverter.from_keras_model(model)
-  conv.optimizations = [tf.lite.Optimize.DEFAULT]
-  flat = conv.convert()
+  unknown = set(float_layers) - {l.name for l in spec.parameter_layers}
+  if unknown:
+    raise ValueError(f"float_layers {sorted(unknown)} are not parameter layers of the "
+                     f"network {[l.name for l in spec.parameter_layers]}")
+  flat, dummies = _convert(spec)
 
   m = sch.ModelT.InitFromObj(sch.Model.GetRootAsModel(flat, 0))
   if len(m.subgraphs) != 1:
@@ -136,6 +163,16 @@ def _build(spec: ns.NetworkSpec):
                                           dummies[layer.name]):
       raise NotImplementedError(f"layer {layer.name!r}: converter folded or shared its bias")
     units = int(wt.shape[0])
+    if layer.name in float_layers:
+      # A float32 weight tensor: the op runs float kernels (no activation quantization).
+      wt.type = sch.TensorType.FLOAT32
+      m.buffers[wt.buffer].data = np.zeros(4 * int(np.prod(wt.shape)), np.uint8)
+      wt.quantization = None
+      if opname == "FULLY_CONNECTED" and hasattr(op.builtinOptions,
+                                                 "asymmetricQuantizeInputs"):
+        op.builtinOptions.asymmetricQuantizeInputs = False
+      layer_tensors.append((layer, op.inputs[1], op.inputs[2]))
+      continue
     wt.type = sch.TensorType.INT8
     m.buffers[wt.buffer].data = np.zeros(int(np.prod(wt.shape)), np.uint8)
     q = sch.QuantizationParametersT()
@@ -160,10 +197,14 @@ def _build(spec: ns.NetworkSpec):
     wt, bt = sg2.Tensors(wi), sg2.Tensors(bi)
     wdata = root.Buffers(wt.Buffer()).DataAsNumpy()
     bdata = root.Buffers(bt.Buffer()).DataAsNumpy()
-    sdata = wt.Quantization().ScaleAsNumpy()
     off = lambda a: a.__array_interface__["data"][0] - base_addr
+    is_float = layer.name in float_layers
+    sloc = None
+    if not is_float:
+      sdata = wt.Quantization().ScaleAsNumpy()
+      sloc = (off(sdata), sdata.nbytes)
     locs.append({"layer": layer, "w": (off(wdata), wdata.nbytes), "b": (off(bdata), bdata.nbytes),
-                 "scale": (off(sdata), sdata.nbytes),
+                 "scale": sloc, "float": is_float,
                  "tfl_shape": tuple(int(s) for s in wt.ShapeAsNumpy())})
   return bytes(buf), locs
 
@@ -188,10 +229,12 @@ class LiteRTInt8Runtime(base.PolicyRuntime):
   payload_precision = "int8"
   accepted_payloads = pl.INT8_PRECISIONS
 
-  def __init__(self, spec: ns.NetworkSpec, num_threads: int = 1, warmup: bool = True):
+  def __init__(self, spec: ns.NetworkSpec, num_threads: int = 1, warmup: bool = True,
+               float_layers=()):
     super().__init__(spec, num_threads)
     pl.expected_shapes(spec)  # validates the spec
-    self._template = template_for(spec)
+    self.float_layers = frozenset(float_layers)
+    self._template = template_for(spec, self.float_layers)
     self._buf = bytearray(self._template.model_bytes)
     self._view = np.frombuffer(self._buf, np.uint8)
     self._interp = None
@@ -205,6 +248,22 @@ class LiteRTInt8Runtime(base.PolicyRuntime):
     for loc in self._template.locs:
       layer = loc["layer"]
       l = payload.layers[layer.name]
+      if loc["float"]:
+        w = np.asarray(l["w"], np.float32)
+        if first:
+          w = w * np.float32(self.spec.input_scale)
+          first = False
+        units = w.shape[-1]
+        off, n = loc["w"]
+        if w.size * 4 != n:
+          raise ValueError(f"layer {layer.name!r}: payload 'w' has {w.size * 4} bytes, the "
+                           f"model expects {n}")
+        self._view[off:off + n].view(np.float32).reshape(units, -1)[...] = \
+            w.reshape(-1, units).T
+        off, n = loc["b"]
+        self._view[off:off + n] = np.ascontiguousarray(l["b"], np.float32).reshape(-1).view(
+            np.uint8)
+        continue
       w = np.asarray(l["w"], np.int8)
       units = w.shape[-1]
       # params layout [in, units] / HWIO -> TFLite [units, in] / OHWI: both are the
@@ -240,6 +299,9 @@ class LiteRTInt8Runtime(base.PolicyRuntime):
 
   def _load(self, payload):
     pl.check_payload(payload, self.spec, self.accepted_payloads)
+    self._install(payload)
+
+  def _install(self, payload):
     t0 = time.perf_counter()
     self._patch(payload)
     t1 = time.perf_counter()
@@ -264,13 +326,50 @@ class LiteRTInt8Runtime(base.PolicyRuntime):
     return it.get_tensor(self._out)
 
 
-def dynamic_range_reference(params, spec: ns.NetworkSpec, observation) -> np.ndarray:
+class LiteRTMixedRuntime(LiteRTInt8Runtime):
+  """A per-layer precision policy (`quantization.mixed`) on LiteRT/XNNPACK.
+
+  Integer layers (any width 2..8, the values held in int8 with their scales) run the
+  dynamic-range int8 kernels of `LiteRTInt8Runtime`; the layers named in `float_layers`
+  (fp32/fp16/bf16 choices) keep float32 weight tensors and run float32 kernels (an
+  fp16/bf16 layer's weights arrive rounded to fp16/bf16, as LiteRT's own fp16 models run
+  on CPUs: float32 compute). Feed it `mixed.make_payload(params, spec, policy, version)`.
+  With no float layers it computes what `LiteRTInt8Runtime` does.
+
+  Raises:
+    ValueError: `float_layers` naming layers the spec lacks; at `load`, a payload whose
+      layers do not match the float/int8 pattern.
+  """
+  precision = "mixed"
+  payload_precision = "mixed"
+  accepted_payloads = ("mixed",)
+
+  def __init__(self, spec: ns.NetworkSpec, float_layers=(), num_threads: int = 1,
+               warmup: bool = True):
+    super().__init__(spec, num_threads, warmup, float_layers)
+
+  def _load(self, payload):
+    pl.check_payload(payload, self.spec, self.accepted_payloads)
+    for name, l in payload.layers.items():
+      if name in self.float_layers:
+        if "scale" in l:
+          raise ValueError(f"layer {name!r} runs float32 kernels in this runtime, but the "
+                           "payload gives it int8 weights with scales")
+      elif "scale" not in l or np.asarray(l["w"]).dtype != np.int8:
+        raise ValueError(f"layer {name!r} runs int8 kernels in this runtime; the payload "
+                         "must give it int8 'w' and a 'scale'")
+    self._install(payload)
+
+
+def dynamic_range_reference(params, spec: ns.NetworkSpec, observation,
+                            float_layers=()) -> np.ndarray:
   """What the int8 runtime computes, in numpy: `forward` of the dequantized params
   where every layer's input row is first quantized asymmetrically to int8 (range
   widened to contain 0, scale = (max - min) / 255, zero_point =
   round(-128 - min / scale)) and dequantized, as LiteRT's dynamic-range
   FULLY_CONNECTED / CONV_2D kernels do (per batch row). Matches the runtime to
-  ~1e-6; used by the parity tests.
+  ~1e-6; used by the parity tests. Layers named in `float_layers` (a mixed network's
+  float layers) take their input unquantized, as `LiteRTMixedRuntime` runs them.
 
   Args:
     params: float32 `{layer: {"w", "b"}}` (e.g. `payload.dequantize_payload(p)`).
@@ -285,13 +384,14 @@ def dynamic_range_reference(params, spec: ns.NetworkSpec, observation) -> np.nda
       x = x.reshape(x.shape[0], -1)
       continue
     w, b = params[layer.name]["w"], params[layer.name]["b"]
-    rows = x.reshape(x.shape[0], -1)
-    lo = np.minimum(rows.min(1, keepdims=True), 0)
-    hi = np.maximum(rows.max(1, keepdims=True), 0)
-    s = (hi - lo) / 255
-    s[s == 0] = 1
-    zp = np.round(-128 - lo / s)
-    x = ((np.clip(np.round(rows / s) + zp, -128, 127) - zp) * s).reshape(x.shape)
+    if layer.name not in float_layers:
+      rows = x.reshape(x.shape[0], -1)
+      lo = np.minimum(rows.min(1, keepdims=True), 0)
+      hi = np.maximum(rows.max(1, keepdims=True), 0)
+      s = (hi - lo) / 255
+      s[s == 0] = 1
+      zp = np.round(-128 - lo / s)
+      x = ((np.clip(np.round(rows / s) + zp, -128, 127) - zp) * s).reshape(x.shape)
     if isinstance(layer, ns.Dense):
       x = x @ w + b
     else:
