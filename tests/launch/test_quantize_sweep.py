@@ -1,0 +1,165 @@
+"""`actorq quantize --sweep` / `--search` end to end on tiny trained CartPole runs (one
+plain, one trained with `qat_bits=4`), and their bad input."""
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+
+from actorq.components import environments
+from actorq.launch import cli, run_dir
+from actorq.quantization import forward, mixed, ptq, qat
+
+
+def _main(argv, capsys):
+  try:
+    code = cli.main(argv)
+  except SystemExit as e:
+    code = e.code
+  out = capsys.readouterr()
+  return code, out.out, out.err
+
+
+def _rows(path):
+  with open(path, newline="") as f:
+    return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  root = tmp_path_factory.mktemp("runs")
+  common = ["train", "--steps", "1000", "--eval-every", "1000", "--eval-episodes", "1",
+            "--no-progress", "--set", "hidden_sizes=[16]", "--set", "min_replay_size=200"]
+  assert cli.main(common + ["--logdir", str(root / "plain")]) == 0
+  assert cli.main(common + ["--logdir", str(root / "qat4"), "--set", "qat_bits=4"]) == 0
+  return root
+
+
+def test_sweep_files_columns_bytes_and_paired_seeds(runs, capsys, tmp_path):
+  out = tmp_path / "sweep"
+  code, stdout, _ = _main(["quantize", "--checkpoint", str(runs / "plain"), "--sweep", "bits=8,2",
+                           "--granularity", "per-channel,per-tensor", "--sparsity", "0,0.9",
+                           "--seeds", "7,8", "--latency-repeats", "10", "--out", str(out)],
+                          capsys)
+  assert code == 0, stdout
+  for name in ("sweep.csv", "episodes.csv", "summary.csv", "table.md", "sweep.png", "sweep.json"):
+    assert (out / name).stat().st_size > 0, name
+  rows = {r["setting"]: r for r in _rows(out / "sweep.csv")}
+  assert list(rows) == ["fp32", "int8", "int8/tensor", "int8+p0.9", "int8/tensor+p0.9", "int2",
+                        "int2/tensor", "int2+p0.9", "int2/tensor+p0.9"]
+  header = list(next(iter(rows.values())))
+  for column in ("stored_bytes", "latency_us", "return_mean", "paired_diff_mean", "agreement",
+                 "kl", "execution", "simulated", "notes", "latency_ratio"):
+    assert column in header
+  assert rows["int8"]["execution"] == "litert-int8" and rows["int8"]["simulated"] == "False"
+  assert rows["int2"]["execution"] == "simulated" and rows["int2"]["simulated"] == "True"
+  assert "SIMULATED" in (out / "table.md").read_text() and "SIMULATED" in stdout
+  # Stored bytes of int8 at sparsity 0.9 (per channel): per layer a presence bitmask of
+  # ceil(n / 8) bytes plus one byte per kept weight, 4-byte scales and biases.
+  _, state, _ = run_dir.load(str(runs / "plain"))
+  params = state["policy_params"]
+  want = 0
+  for name in ("dense_0", "dense_1"):
+    w = np.asarray(params[name]["w"], np.float32)
+    keep = np.ones(w.size, bool)
+    keep[np.argsort(np.abs(w).reshape(-1), kind="stable")[:round(0.9 * w.size)]] = False
+    q, _, _ = ptq.quantize_array(np.where(keep.reshape(w.shape), w, 0), 8, True, 1)
+    want += math.ceil(w.size / 8) + int(np.count_nonzero(q)) + 8 * w.shape[1]
+  assert int(rows["int8+p0.9"]["stored_bytes"]) == want
+  assert int(rows["int8"]["stored_bytes"]) == (4 * 16 + 16 * 2) + 8 * (16 + 2)
+  assert int(rows["fp32"]["stored_bytes"]) == 4 * (4 * 16 + 16 + 16 * 2 + 2)
+  # Paired seeds: the same seeds and first observations in every setting.
+  episodes = _rows(out / "episodes.csv")
+  by_setting = {}
+  for e in episodes:
+    by_setting.setdefault(e["setting"], []).append((e["seed"], e["first_observation"]))
+  assert len(by_setting) == 9
+  for name, eps in by_setting.items():
+    assert eps == by_setting["fp32"] and [s for s, _ in eps] == ["7", "8"], name
+  summary = _rows(out / "summary.csv")
+  assert [r["setting"] for r in summary] == list(rows)
+  assert any(r["pareto_bytes"] == "True" for r in summary)
+  data = json.loads((out / "sweep.json").read_text())
+  assert data["evaluation_seeds"] == [7, 8] and data["checkpoints"][0]["qat_bits"] is None
+
+
+def test_qat_run_is_evaluated_with_its_training_quantizer(runs, capsys, tmp_path):
+  """A qat_bits=4 run: the sweep's int4 setting (simulated) holds exactly the weights the
+  QAT forward computed with, and runs the network the learner trained."""
+  info, state, _ = run_dir.load(str(runs / "qat4"))
+  assert info["config"]["qat_bits"] == 4
+  params = state["policy_params"]
+  builder = run_dir.make_builder(info)
+  env = environments.make_environment(info["env"], seed=0)
+  networks = builder.make_networks(environments.environment_spec(env))
+  spec = networks.spec
+  sim = mixed.simulated_params(mixed.compress(
+      params, spec, mixed.PrecisionPolicy.uniform(spec, mixed.parse_choice("int4"))))
+  fq = qat.fake_quant_params(params, bits=4)  # what DQNBuilder.make_learner applies
+  for name in sim:
+    np.testing.assert_array_equal(np.asarray(fq[name]["w"]), sim[name]["w"])
+  obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+  np.testing.assert_allclose(np.asarray(networks.network.apply(fq, obs)),
+                             np.asarray(forward.forward(sim, spec, obs)), rtol=1e-6, atol=1e-6)
+  out = tmp_path / "both"
+  code, stdout, _ = _main(["quantize", "--checkpoint", str(runs), "--sweep", "bits=4",
+                           "--seeds", "1", "--latency-repeats", "5", "--out", str(out)], capsys)
+  assert code == 0
+  assert "trained with QAT at 4 bits" in stdout and "QAT at 4 bits" in (out / "table.md").read_text()
+  summary = {r["setting"]: r for r in _rows(out / "summary.csv")}
+  assert summary["int4"]["runs"] == "2" and summary["fp32"]["runs"] == "2"
+
+
+def test_search_writes_a_loadable_policy(runs, capsys, tmp_path):
+  out = tmp_path / "search"
+  code, stdout, _ = _main(["quantize", "--checkpoint", str(runs / "plain"), "--search",
+                           "--latency-budget", "5", "--size-budget", "0.5",
+                           "--choices", "fp32,int8,int4", "--calibration-episodes", "1",
+                           "--seeds", "3", "--latency-repeats", "5", "--out", str(out)], capsys)
+  assert code == 0, stdout
+  data = json.loads((out / "precision_policy.json").read_text())
+  assert data["measured"]["meets_budget"] is True
+  assert data["measured"]["stored_bytes"] <= 0.5 * data["budget"]["fp32_stored_bytes"]
+  assert all(layer["why"].startswith(layer["choice"] + ":") for layer in data["layers"])
+  _, state, _ = run_dir.load(str(runs / "plain"))
+  from actorq.quantization import network_spec as ns
+  policy = mixed.load(str(out / "precision_policy.json"), ns.mlp(4, [16], 2))
+  assert len(policy.layers) == 2
+  trials = _rows(out / "search_trials.csv")
+  assert trials[0]["phase"] == "start" and trials[-1]["phase"] == "final"
+  assert {r["setting"] for r in _rows(out / "search_eval.csv")} >= {"fp32", "search", "int8"}
+  assert len(_rows(out / "search_latency.csv")) == 4  # 2 layers: every float/int8 pattern
+
+
+@pytest.mark.parametrize("extra,fragment", [
+    (["--sweep", "bits=9"], "--sweep bit width '9' is not supported"),
+    (["--sweep", "8,4"], "--sweep '8,4' not understood"),
+    (["--sweep", "bits=8", "--granularity", "per-row"], "--granularity 'per-row' unknown"),
+    (["--sweep", "bits=8", "--sparsity", "1.0"], "--sparsity '1.0' is outside [0, 1)"),
+    (["--sweep", "bits=8", "--seeds", "5-1"], "--seeds '5-1' not understood"),
+    (["--search"], "--search needs --latency-budget"),
+    (["--search", "--size-budget", "0.5", "--choices", "int9"], "--choices: precision choice"),
+    (["--search", "--sweep", "bits=8"], "--sweep and --search are separate studies"),
+    (["--sweep", "bits=8", "--latency-repeats", "0"], "--latency-repeats must be a positive"),
+])
+def test_bad_input_one_line_exit_2_nothing_written(runs, capsys, tmp_path, extra, fragment):
+  out = tmp_path / "never"
+  code, _, err = _main(["quantize", "--checkpoint", str(runs / "plain"), "--out", str(out)]
+                       + extra, capsys)
+  assert code == 2 and fragment in err, err
+  assert err.strip().count("\n") == 0 and "Traceback" not in err
+  assert not out.exists()
+
+
+def test_bad_checkpoints(runs, capsys, tmp_path):
+  out = tmp_path / "never"
+  code, _, err = _main(["quantize", "--checkpoint", str(tmp_path / "nope"), "--sweep", "bits=8",
+                        "--out", str(out)], capsys)
+  assert code == 2 and "is neither a run directory" in err and not out.exists()
+  code, _, err = _main(["quantize", "--checkpoint", str(runs), "--search", "--size-budget", "0.5",
+                        "--out", str(out)], capsys)
+  assert code == 2 and "--search takes one checkpoint, got 2 runs" in err and not out.exists()
+  code, _, err = _main(["quantize", "--checkpoint", str(runs / "plain"), str(runs / "qat4")],
+                       capsys)
+  assert code == 2 and "takes one run directory unless --sweep" in err
