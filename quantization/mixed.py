@@ -30,10 +30,11 @@ value (b, 16 or 32):
 a pruned layer (sparsity > 0) takes whichever of the two is smaller (its mask pays for
 itself at 8 bits and sparsity 0.9: ``n/8 + 0.1 n = 0.225 n`` bytes instead of ``n``; at
 2 bits and sparsity 0.5 it does not), an unpruned layer is dense (zeros that rounding
-made are not worth a mask at these widths); plus float32 scales (4 bytes per channel, or 4 per tensor) for integer layers and the
-biases (4 bytes each; 2 for fp16/bf16 layers). The runtimes do not hold this format:
-LiteRT holds integer weights of any width in int8 (1 byte each), the JAX runtimes hold
-float arrays; `CompressedLayer.runtime_bytes` counts that.
+made are not worth a mask at these widths); plus float32 scales (4 bytes per channel,
+or 4 per tensor) for integer layers and the biases (4 bytes each; 2 for fp16/bf16
+layers). The runtimes do not hold this format: LiteRT holds integer weights of any width
+in int8 (1 byte each), the JAX runtimes hold float arrays; `CompressedLayer.runtime_bytes`
+counts that.
 
 `PrecisionPolicy` is one choice per parameter layer of a `NetworkSpec`; its JSON file
 (`to_json_dict`, `load`) is described in `docs/precision_policy.md`. `make_payload`

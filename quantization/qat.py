@@ -9,6 +9,11 @@ representable range (always true for min-max ranges), so a learner calls::
     loss = loss_fn(qat.fake_quant_params(params), ...)
 
 and its optimizer updates the float `params`. Biases stay float32.
+
+The weights it computes with are bit-identical, jitted or not, to PTQ's at the same bits
+and granularity (`ptq.quantize_array` then `ptq.dequantize_array`, used by `make_payload`
+and by `actorq quantize --sweep`'s int<b> settings): both take scales as
+`max|w| * ops.inverse_steps(qmax)`, see there.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@
 | "fp32", "fp16", "bf16" | jax.jit of `forward.forward` | same precision |
 | "simulated-int8" | dequantize, jax fp32 (ACCURACY STUDIES ONLY, not fast) | "simulated-int8"/"int8" |
 | "int8" | LiteRT/XNNPACK dynamic-range int8, patched flatbuffer | "int8" |
-| "mixed" (`make_mixed_runtime`) | LiteRT: int8 kernels for integer layers, float32 for float ones | `mixed.make_payload` |
+| "mixed" (`make_mixed_runtime`) | LiteRT: int8 / float32 kernels per layer | `mixed.make_payload` |
 """
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ def make_mixed_runtime(policy, spec: ns.NetworkSpec, num_threads: int = 1) -> Po
     ValueError: a policy for other layers than the spec's.
   """
   policy.check_against(spec)
-  from actorq.quantization.runtimes.litert_runtime import LiteRTMixedRuntime  # pylint: disable=g-import-not-at-top
-  return LiteRTMixedRuntime(spec, policy.float_layers, num_threads)
+  from actorq.quantization.runtimes import litert_runtime  # pylint: disable=g-import-not-at-top
+  return litert_runtime.LiteRTMixedRuntime(spec, policy.float_layers, num_threads)
 
 
 def median_latency_us(runtime: PolicyRuntime, observation: np.ndarray,
