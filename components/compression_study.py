@@ -89,15 +89,18 @@ def execution_for(policy: mixed.PrecisionPolicy, low_bit_runtime: str = "simulat
 
 
 def make_runtime(params, spec: ns.NetworkSpec, policy: mixed.PrecisionPolicy,
-                 execution: str, num_threads: int = 1):
+                 execution: str, num_threads: int = 1,
+                 cache: Optional[mixed.LayerCache] = None):
   """A policy runtime loaded with `params` compressed under `policy`, executing as
-  `execution` says (see `execution_for`).
+  `execution` says (see `execution_for`); `cache` (a `mixed.LayerCache` of the same
+  params) saves compressing a layer choice twice.
 
   Raises:
     ValueError: an execution that cannot run `policy` (e.g. litert-int8 with a float
       layer), or params that do not match the spec.
   """
-  layers = mixed.compress(params, spec, policy)
+  layers = (cache.compress(policy) if cache is not None
+            else mixed.compress(params, spec, policy))
   if execution in (JAX_FP32, JAX_FP16, JAX_BF16, SIMULATED):
     precision = {JAX_FP16: "fp16", JAX_BF16: "bf16"}.get(execution, "fp32")
     rt = runtimes.make_runtime(precision, spec, num_threads)
@@ -113,7 +116,7 @@ def make_runtime(params, spec: ns.NetworkSpec, policy: mixed.PrecisionPolicy,
     return rt
   if execution == LITERT_MIXED:
     rt = runtimes.make_mixed_runtime(policy, spec, num_threads)
-    rt.load(mixed.make_payload(params, spec, policy, 0))
+    rt.load(mixed.payload_of(layers, 0))
     return rt
   raise ValueError(f"execution {execution!r} unknown; allowed: {sorted(EXECUTIONS)}")
 
@@ -380,10 +383,10 @@ def evaluate_setting(ctx: StudyContext, setting: Setting) -> Dict[str, Any]:
     ValueError: as `make_runtime`.
   """
   ref = reference_run(ctx)
-  layers = mixed.compress(ctx.params, ctx.spec, setting.policy)
-  storage = mixed.storage_report(layers)
+  cache = mixed.LayerCache(ctx.params, ctx.spec)  # this setting's layers, compressed once
+  storage = mixed.storage_report(cache.compress(setting.policy))
   start = time.perf_counter()
-  rt = make_runtime(ctx.params, ctx.spec, setting.policy, setting.execution)
+  rt = make_runtime(ctx.params, ctx.spec, setting.policy, setting.execution, cache=cache)
   build_s = time.perf_counter() - start
   obs1 = ref["observations"][:1]
   latency = measure_latency_us(rt, obs1, ctx.latency_repeats)

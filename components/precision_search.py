@@ -37,8 +37,6 @@ import itertools
 import math
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
-
 from actorq.quantization import mixed
 
 
@@ -113,7 +111,8 @@ def greedy_search(start: mixed.PrecisionPolicy, choices: Sequence[mixed.LayerCho
                   latency_budget_us: Optional[float] = None,
                   size_budget_bytes: Optional[float] = None,
                   max_trials: int = 2000, tolerance: float = 1e-9,
-                  explain: bool = True) -> SearchResult:
+                  explain: bool = True,
+                  progress: Optional[Callable[[Trial], None]] = None) -> SearchResult:
   """The greedy search of the module docstring.
 
   Args:
@@ -125,6 +124,7 @@ def greedy_search(start: mixed.PrecisionPolicy, choices: Sequence[mixed.LayerCho
     max_trials: stop descending/recovering after this many evaluations.
     tolerance: a score gain below this does not count in the recover phase.
     explain: run phase 3.
+    progress: called with every accepted trial (the start, each move, the final policy).
 
   Raises:
     ValueError: no budget, a non-positive budget, or no choices.
@@ -163,6 +163,8 @@ def greedy_search(start: mixed.PrecisionPolicy, choices: Sequence[mixed.LayerCho
   current = start
   cur = record(current, "start", 0)
   cur.accepted = True
+  accept = progress or (lambda t: None)
+  accept(cur)
   step = 0
   # Phase 1: descend until the budgets are met.
   while cur.violation > 0 and len(trials) < max_trials:
@@ -185,6 +187,7 @@ def greedy_search(start: mixed.PrecisionPolicy, choices: Sequence[mixed.LayerCho
       break  # nothing lowers the violation: the budgets cannot be met with these choices
     current, cur = best
     cur.accepted = True
+    accept(cur)
   # Phase 2: recover score within the budgets.
   while cur.violation == 0 and len(trials) < max_trials:
     step += 1
@@ -209,6 +212,7 @@ def greedy_search(start: mixed.PrecisionPolicy, choices: Sequence[mixed.LayerCho
       break
     current, cur = best
     cur.accepted = True
+    accept(cur)
   final_score, final_lat, final_bytes = figures(current)
   alternatives: Dict[str, List[Trial]] = {}
   explanations: Dict[str, str] = {}
@@ -224,6 +228,7 @@ def greedy_search(start: mixed.PrecisionPolicy, choices: Sequence[mixed.LayerCho
                                           size_budget_bytes)
   final = record(current, "final", step)
   final.accepted = True
+  accept(final)
   return SearchResult(current, cur.violation == 0, final_score, final_lat, final_bytes,
                       trials, alternatives, explanations)
 
@@ -320,19 +325,16 @@ class LatencyTable:
     return self.latency_us[p]
 
 
-def stored_bytes_fn(params, spec) -> Callable[[mixed.PrecisionPolicy], int]:
-  """policy -> stored bytes (`mixed.storage_report`), computed per layer choice once."""
-  cache: Dict[Tuple[str, mixed.LayerChoice], int] = {}
-  arrays = {n: (np.asarray(params[n]["w"], np.float32), np.asarray(params[n]["b"], np.float32))
-            for n in (l.name for l in spec.parameter_layers)}
+def stored_bytes_fn(cache: mixed.LayerCache) -> Callable[[mixed.PrecisionPolicy], int]:
+  """policy -> stored bytes (`mixed.storage_report`), from a `mixed.LayerCache`."""
+  sizes: Dict[Tuple[str, mixed.LayerChoice], int] = {}
 
   def size(policy: mixed.PrecisionPolicy) -> int:
     total = 0
     for name, c in policy.layers:
-      if (name, c) not in cache:
-        w, b = arrays[name]
-        cache[(name, c)] = mixed.compress_layer(w, b, c, name).storage["bytes"]
-      total += cache[(name, c)]
+      if (name, c) not in sizes:
+        sizes[(name, c)] = cache.layer(name, c).storage["bytes"]
+      total += sizes[(name, c)]
     return total
 
   return size

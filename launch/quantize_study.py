@@ -36,6 +36,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 from acme import specs as acme_specs
 
+from actorq.agents.dqn import networks as dqn_networks
 from actorq.components import compression_study as cs
 from actorq.components import environments
 from actorq.components import precision_search as ps
@@ -176,10 +177,7 @@ def output_semantics(networks, env_spec, selector, temperature: float) -> cs.Out
   if discrete:
     if hasattr(networks, "head"):
       return cs.OutputSemantics("logits", selector)
-    transform = None
-    if getattr(networks, "dueling", False):
-      from actorq.agents.dqn import networks as dqn_networks  # pylint: disable=g-import-not-at-top
-      transform = dqn_networks.dueling_q
+    transform = dqn_networks.dueling_q if getattr(networks, "dueling", False) else None
     return cs.OutputSemantics("q_values", selector, transform, temperature)
   lo = np.broadcast_to(np.asarray(actions.minimum, np.float64), actions.shape)
   hi = np.broadcast_to(np.asarray(actions.maximum, np.float64), actions.shape)
@@ -345,8 +343,8 @@ def _json_default(value):
 # The search.
 
 
-def measure_patterns(run: LoadedRun, layers: Sequence[str], obs1: np.ndarray, repeats: int,
-                     rounds: int = 3):
+def measure_patterns(run: LoadedRun, cache: mixed.LayerCache, layers: Sequence[str],
+                     obs1: np.ndarray, repeats: int, rounds: int = 3):
   """`(LatencyTable, fp32 JAX latency us)`: every float/int8 pattern on LiteRT and the fp32
   JAX runtime, measured in `rounds` interleaved rounds (median of the rounds' medians)."""
   fp32_policy = mixed.PrecisionPolicy.uniform(run.spec, mixed.LayerChoice("fp32"))
@@ -354,23 +352,23 @@ def measure_patterns(run: LoadedRun, layers: Sequence[str], obs1: np.ndarray, re
   samples: Dict[Any, List[float]] = {p: [] for p in pats}
   ref: List[float] = []
   for _ in range(rounds):
-    rt = cs.make_runtime(run.params, run.spec, fp32_policy, cs.JAX_FP32)
+    rt = cs.make_runtime(run.params, run.spec, fp32_policy, cs.JAX_FP32, cache=cache)
     ref.append(cs.measure_latency_us(rt, obs1, repeats))
     for p in pats:
       policy = mixed.PrecisionPolicy(tuple(
           (n, mixed.LayerChoice("fp32") if f else mixed.LayerChoice(mixed.INT, 8))
           for n, f in zip(layers, p)))
-      rt = cs.make_runtime(run.params, run.spec, policy, cs.LITERT_MIXED)
+      rt = cs.make_runtime(run.params, run.spec, policy, cs.LITERT_MIXED, cache=cache)
       samples[p].append(cs.measure_latency_us(rt, obs1, repeats))
   table = ps.LatencyTable(tuple(layers), {p: float(np.median(v)) for p, v in samples.items()},
                           {p: True for p in pats})
   return table, float(np.median(ref))
 
 
-def _policy_latency(run: LoadedRun, policy, obs1, repeats, rounds=3) -> float:
+def _policy_latency(run: LoadedRun, cache, policy, obs1, repeats, rounds=3) -> float:
   vals = []
   for _ in range(rounds):
-    rt = cs.make_runtime(run.params, run.spec, policy, cs.LITERT_MIXED)
+    rt = cs.make_runtime(run.params, run.spec, policy, cs.LITERT_MIXED, cache=cache)
     vals.append(cs.measure_latency_us(rt, obs1, repeats))
   return float(np.median(vals))
 
@@ -404,7 +402,8 @@ def run_search(args) -> int:
                           max_reference_observations=args.max_reference_obs)
   ref = cs.reference_run(calib)
   obs1 = ref["observations"][:1]
-  table, fp32_us = measure_patterns(run, layers, obs1, args.latency_repeats)
+  cache = mixed.LayerCache(run.params, run.spec)
+  table, fp32_us = measure_patterns(run, cache, layers, obs1, args.latency_repeats)
   fp32_bytes = mixed.storage_report(mixed.compress(
       run.params, run.spec, mixed.PrecisionPolicy.uniform(run.spec, mixed.LayerChoice("fp32"))
   ))["bytes"]
@@ -418,7 +417,7 @@ def run_search(args) -> int:
   execution = cs.LITERT_MIXED if args.search_runtime == "litert" else cs.SIMULATED
 
   def evaluate(policy):
-    rt = cs.make_runtime(run.params, run.spec, policy, execution)
+    rt = cs.make_runtime(run.params, run.spec, policy, execution, cache=cache)
     fid = cs.fidelity(ref["outputs"], cs.batched(rt, ref["observations"]), run.semantics)
     if args.objective == "return":
       eps = cs.run_episodes(run.env_fn, rt, run.semantics.selector, calib_seeds)
@@ -430,10 +429,15 @@ def run_search(args) -> int:
     return ps.Score(score, fid["agreement"], fid["kl"])
 
   start_policy = mixed.PrecisionPolicy.uniform(run.spec, mixed.LayerChoice("fp32"))
+  def progress(t):
+    move = f"{t.layer} {t.from_choice} -> {t.to_choice}" if t.layer else t.policy
+    print(f"  {t.phase} (trial {t.trial}): {move}: score {t.score:.4f}, {t.latency_us:.1f} us, "
+          f"{t.stored_bytes} B, violation {t.violation:.3f}", flush=True)
+
   result = ps.greedy_search(start_policy, choices, evaluate, table,
-                            ps.stored_bytes_fn(run.params, run.spec), lat_budget, size_budget,
-                            max_trials=args.max_trials)
-  measured_us = _policy_latency(run, result.policy, obs1, args.latency_repeats)
+                            ps.stored_bytes_fn(cache), lat_budget, size_budget,
+                            max_trials=args.max_trials, progress=progress)
+  measured_us = _policy_latency(run, cache, result.policy, obs1, args.latency_repeats)
   meets = result.meets_budget and (lat_budget is None or measured_us <= lat_budget)
   # Held-out evaluation on the evaluation seeds.
   compare = [cs.Setting("fp32", start_policy, cs.JAX_FP32),

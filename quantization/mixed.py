@@ -324,6 +324,44 @@ def storage_report(layers: Mapping[str, CompressedLayer]) -> Dict[str, Any]:
   return {"layers": out, "bytes": total, "runtime_bytes": runtime, "fp32_bytes": fp32}
 
 
+class LayerCache:
+  """`compress_layer` results of one params tree, kept per (layer, choice): a search that
+  scores many policies compresses (prunes, quantizes) each layer choice once.
+
+  Args:
+    params: `{layer: {"w", "b"}}` matching `spec` (checked once).
+    spec: the network.
+  """
+
+  def __init__(self, params, spec: ns.NetworkSpec):
+    self.spec = spec
+    self._arrays = pl.validate_params(params, spec)
+    self._cache: Dict[Tuple[str, LayerChoice], CompressedLayer] = {}
+
+  def layer(self, name: str, choice: LayerChoice) -> CompressedLayer:
+    key = (name, choice)
+    if key not in self._cache:
+      a = self._arrays[name]
+      self._cache[key] = compress_layer(a["w"], a["b"], choice, name)
+    return self._cache[key]
+
+  def compress(self, policy: PrecisionPolicy) -> Dict[str, CompressedLayer]:
+    """As `compress(params, spec, policy)`."""
+    policy.check_against(self.spec)
+    return {n: self.layer(n, c) for n, c in policy.layers}
+
+
+def payload_of(layers: Mapping[str, CompressedLayer], version: int = 0) -> pl.Payload:
+  """The ``"mixed"`` payload of compressed layers (see `make_payload`)."""
+  out = {}
+  for name, l in layers.items():
+    if l.scale is None:
+      out[name] = {"w": np.asarray(l.values, np.float32), "b": np.asarray(l.b, np.float32)}
+    else:
+      out[name] = {"w": l.values, "scale": l.scale, "b": l.b}
+  return pl.Payload(MIXED, int(version), out, True)
+
+
 def make_payload(params, spec: ns.NetworkSpec, policy: PrecisionPolicy,
                  version: int = 0) -> pl.Payload:
   """Params encoded for `runtimes.LiteRTMixedRuntime` (precision ``"mixed"``).
@@ -336,13 +374,7 @@ def make_payload(params, spec: ns.NetworkSpec, policy: PrecisionPolicy,
   Raises:
     ValueError: as `compress`.
   """
-  layers = {}
-  for name, l in compress(params, spec, policy).items():
-    if l.scale is None:
-      layers[name] = {"w": np.asarray(l.values, np.float32), "b": np.asarray(l.b, np.float32)}
-    else:
-      layers[name] = {"w": l.values, "scale": l.scale, "b": l.b}
-  return pl.Payload(MIXED, int(version), layers, True)
+  return payload_of(compress(params, spec, policy), version)
 
 
 # ----------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization.runtimes.base import PolicyRuntime
 from actorq.quantization.runtimes.jax_runtime import JaxRuntime, SimulatedInt8Runtime
-from actorq.quantization.runtimes.litert_runtime import LiteRTInt8Runtime
+from actorq.quantization.runtimes.litert_runtime import LiteRTInt8Runtime, LiteRTMixedRuntime
 
 RUNTIME_PRECISIONS = core.PRECISIONS
 
@@ -46,8 +46,7 @@ def make_mixed_runtime(policy, spec: ns.NetworkSpec, num_threads: int = 1) -> Po
     ValueError: a policy for other layers than the spec's.
   """
   policy.check_against(spec)
-  from actorq.quantization.runtimes import litert_runtime  # pylint: disable=g-import-not-at-top
-  return litert_runtime.LiteRTMixedRuntime(spec, policy.float_layers, num_threads)
+  return LiteRTMixedRuntime(spec, policy.float_layers, num_threads)
 
 
 def median_latency_us(runtime: PolicyRuntime, observation: np.ndarray,

@@ -5,6 +5,7 @@ import pytest
 
 from actorq.components import precision_search as ps
 from actorq.quantization import mixed
+from actorq.quantization import network_spec as ns
 
 C = mixed.parse_choice
 LAYERS = ("a", "b", "c")
@@ -119,7 +120,6 @@ def test_latency_table_exhaustive_and_additive():
 
 
 def test_stored_bytes_fn_matches_storage_report():
-  from actorq.quantization import network_spec as ns
   spec = ns.mlp(4, [8], 2)
   rng = np.random.default_rng(0)
   params = {"dense_0": {"w": rng.normal(size=(4, 8)).astype(np.float32),
@@ -128,4 +128,4 @@ def test_stored_bytes_fn_matches_storage_report():
                         "b": np.zeros(2, np.float32)}}
   policy = mixed.PrecisionPolicy((("dense_0", C("int3+p0.5")), ("dense_1", C("fp16"))))
   want = mixed.storage_report(mixed.compress(params, spec, policy))["bytes"]
-  assert ps.stored_bytes_fn(params, spec)(policy) == want
+  assert ps.stored_bytes_fn(mixed.LayerCache(params, spec))(policy) == want

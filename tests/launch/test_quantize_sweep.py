@@ -10,6 +10,7 @@ import pytest
 from actorq.components import environments
 from actorq.launch import cli, run_dir
 from actorq.quantization import forward, mixed, ptq, qat
+from actorq.quantization import network_spec as ns
 
 
 def _main(argv, capsys):
@@ -36,6 +37,7 @@ def runs(tmp_path_factory):
   return root
 
 
+@pytest.mark.slow  # trains two small runs (module fixture)
 def test_sweep_files_columns_bytes_and_paired_seeds(runs, capsys, tmp_path):
   out = tmp_path / "sweep"
   code, stdout, _ = _main(["quantize", "--checkpoint", str(runs / "plain"), "--sweep", "bits=8,2",
@@ -84,6 +86,7 @@ def test_sweep_files_columns_bytes_and_paired_seeds(runs, capsys, tmp_path):
   assert data["evaluation_seeds"] == [7, 8] and data["checkpoints"][0]["qat_bits"] is None
 
 
+@pytest.mark.slow  # trains two small runs (module fixture)
 def test_qat_run_is_evaluated_with_its_training_quantizer(runs, capsys, tmp_path):
   """A qat_bits=4 run: the sweep's int4 setting (simulated) holds exactly the weights the
   QAT forward computed with, and runs the network the learner trained."""
@@ -112,6 +115,7 @@ def test_qat_run_is_evaluated_with_its_training_quantizer(runs, capsys, tmp_path
   assert summary["int4"]["runs"] == "2" and summary["fp32"]["runs"] == "2"
 
 
+@pytest.mark.slow  # trains two small runs (module fixture)
 def test_search_writes_a_loadable_policy(runs, capsys, tmp_path):
   out = tmp_path / "search"
   code, stdout, _ = _main(["quantize", "--checkpoint", str(runs / "plain"), "--search",
@@ -124,7 +128,6 @@ def test_search_writes_a_loadable_policy(runs, capsys, tmp_path):
   assert data["measured"]["stored_bytes"] <= 0.5 * data["budget"]["fp32_stored_bytes"]
   assert all(layer["why"].startswith(layer["choice"] + ":") for layer in data["layers"])
   _, state, _ = run_dir.load(str(runs / "plain"))
-  from actorq.quantization import network_spec as ns
   policy = mixed.load(str(out / "precision_policy.json"), ns.mlp(4, [16], 2))
   assert len(policy.layers) == 2
   trials = _rows(out / "search_trials.csv")
@@ -144,15 +147,17 @@ def test_search_writes_a_loadable_policy(runs, capsys, tmp_path):
     (["--search", "--sweep", "bits=8"], "--sweep and --search are separate studies"),
     (["--sweep", "bits=8", "--latency-repeats", "0"], "--latency-repeats must be a positive"),
 ])
-def test_bad_input_one_line_exit_2_nothing_written(runs, capsys, tmp_path, extra, fragment):
+def test_bad_input_one_line_exit_2_nothing_written(capsys, tmp_path, extra, fragment):
+  """Checked before any checkpoint is read (the run directory need not exist)."""
   out = tmp_path / "never"
-  code, _, err = _main(["quantize", "--checkpoint", str(runs / "plain"), "--out", str(out)]
+  code, _, err = _main(["quantize", "--checkpoint", str(tmp_path / "run"), "--out", str(out)]
                        + extra, capsys)
   assert code == 2 and fragment in err, err
   assert err.strip().count("\n") == 0 and "Traceback" not in err
   assert not out.exists()
 
 
+@pytest.mark.slow  # trains two small runs (module fixture)
 def test_bad_checkpoints(runs, capsys, tmp_path):
   out = tmp_path / "never"
   code, _, err = _main(["quantize", "--checkpoint", str(tmp_path / "nope"), "--sweep", "bits=8",
