@@ -9,9 +9,10 @@ policy of the same parameters:
 * **stored bytes**: `mixed.storage_report` (values bit-packed; a pruned layer as a
   presence bitmask plus its packed non-zero values when that is smaller; float32 scales,
   biases), and the bytes the executing runtime holds;
-* **latency**: the median wall time of one batch-1 call of the runtime that executed
-  the setting (`EXECUTIONS`); a *simulated* setting's latency is that of the fp32 JAX
-  kernels it ran on, not of any b-bit kernel;
+* **latency**: the median wall time (or, with `latency_clock="cpu"`, process CPU time) of
+  one batch-1 call of the runtime that executed the setting (`EXECUTIONS`; both medians
+  are reported); a *simulated* setting's latency is that of the fp32 JAX kernels it ran
+  on, not of any b-bit kernel;
 * **return**: one greedy episode per evaluation seed, a fresh environment built with
   that seed for every episode and every setting, so episode i of every setting starts
   from the same state (*paired* seeds); the paired difference to fp32 is averaged over
@@ -331,10 +332,40 @@ def pareto_front(costs: Sequence[float], values: Sequence[float]) -> List[bool]:
   return front
 
 
-def measure_latency_us(runtime, observation: np.ndarray, repeats: int) -> float:
-  """Median batch-1 latency (microseconds) of `runtime` on `observation [1, ...]`."""
-  return runtimes.median_latency_us(runtime, observation, repeats=repeats,
-                                    warmup=max(3, repeats // 20))
+LATENCY_CLOCKS = ("wall", "cpu")
+
+
+def measure_latency(runtime, observation: np.ndarray, repeats: int) -> Dict[str, float]:
+  """Batch-1 latency of `runtime` on `observation [1, ...]`: `{"wall_us", "cpu_us"}`, the
+  medians over `repeats` calls of the wall time and of the process CPU time per call.
+
+  On a quiet machine the two agree for one-thread runtimes; on a shared, oversubscribed
+  one wall time includes the time the process waited for a core (measured here: a 1.6 ms
+  float32 LiteRT call took 20 ms of wall time at load 15 on 2 cores), while CPU time does
+  not (it counts every thread of the process, so a runtime that spins extra threads
+  reads higher).
+  """
+  for _ in range(max(3, repeats // 20)):
+    runtime(observation)
+  wall, cpu = [], []
+  for _ in range(int(repeats)):
+    w0, c0 = time.perf_counter(), time.process_time()
+    runtime(observation)
+    cpu.append(time.process_time() - c0)
+    wall.append(time.perf_counter() - w0)
+  return {"wall_us": float(np.median(wall) * 1e6), "cpu_us": float(np.median(cpu) * 1e6)}
+
+
+def measure_latency_us(runtime, observation: np.ndarray, repeats: int,
+                       clock: str = "wall") -> float:
+  """`measure_latency(...)[clock + "_us"]`, clock "wall" or "cpu".
+
+  Raises:
+    ValueError: an unknown clock.
+  """
+  if clock not in LATENCY_CLOCKS:
+    raise ValueError(f"latency clock {clock!r}; allowed: {LATENCY_CLOCKS}")
+  return measure_latency(runtime, observation, repeats)[f"{clock}_us"]
 
 
 @dataclasses.dataclass
@@ -348,6 +379,7 @@ class StudyContext:
     semantics: `OutputSemantics` (selector, output kind).
     seeds: evaluation environment seeds (one episode each).
     latency_repeats: calls per latency median.
+    latency_clock: "wall" or "cpu": which median is `latency_us` (both are reported).
     max_reference_observations: cap on the fp32 observations fidelity is measured on.
     max_episode_steps: the loop's episode cap.
   """
@@ -357,6 +389,7 @@ class StudyContext:
   semantics: OutputSemantics
   seeds: Sequence[int]
   latency_repeats: int = 200
+  latency_clock: str = "wall"
   max_reference_observations: int = 5000
   max_episode_steps: int = loop_lib.DEFAULT_MAX_EPISODE_STEPS
   reference: Optional[Dict[str, Any]] = None
@@ -389,7 +422,8 @@ def evaluate_setting(ctx: StudyContext, setting: Setting) -> Dict[str, Any]:
   rt = make_runtime(ctx.params, ctx.spec, setting.policy, setting.execution, cache=cache)
   build_s = time.perf_counter() - start
   obs1 = ref["observations"][:1]
-  latency = measure_latency_us(rt, obs1, ctx.latency_repeats)
+  timing = measure_latency(rt, obs1, ctx.latency_repeats)
+  latency = timing[f"{ctx.latency_clock}_us"]
   if setting.policy == mixed.PrecisionPolicy.uniform(ctx.spec, mixed.LayerChoice("fp32")) \
       and setting.execution == JAX_FP32:
     episodes = ref["episodes"]
@@ -425,6 +459,8 @@ def evaluate_setting(ctx: StudyContext, setting: Setting) -> Dict[str, Any]:
       "storage_formats": "/".join(sorted({l["format"] for l in storage["layers"].values()})),
       "runtime_bytes": storage["runtime_bytes"],
       "latency_us": latency,
+      "wall_us": timing["wall_us"],
+      "cpu_us": timing["cpu_us"],
       "return_mean": float(returns.mean()),
       "return_std": float(returns.std()),
       "return_min": float(returns.min()),
@@ -444,7 +480,8 @@ def evaluate_setting(ctx: StudyContext, setting: Setting) -> Dict[str, Any]:
 
 ROW_COLUMNS = ("setting", "weights", "bits", "granularity", "sparsity", "execution",
                "simulated", "stored_bytes", "stored_ratio", "storage_formats",
-               "runtime_bytes", "latency_us", "return_mean", "return_std", "return_min",
+               "runtime_bytes", "latency_us", "wall_us", "cpu_us", "return_mean",
+               "return_std", "return_min",
                "paired_diff_mean", "paired_diff_se", "agreement", "kl", "action_distance",
                "episodes", "reference_observations", "runtime_build_s", "notes")
 

@@ -59,6 +59,10 @@ def add_parser(subparsers):
                      help="T of softmax(Q / T) for the KL of Q-value policies (default 1)")
   study.add_argument("--latency-repeats", type=cli.positive_int("--latency-repeats"),
                      default=200, help="batch-1 calls per latency median (default 200)")
+  study.add_argument("--latency-clock", choices=("wall", "cpu"), default="wall",
+                     help="latency as the median wall time per call (default) or process CPU "
+                          "time per call (robust on a shared, oversubscribed machine); both "
+                          "are reported, this one is used for ratios, fronts and budgets")
   study.add_argument("--max-reference-obs", type=cli.positive_int("--max-reference-obs"),
                      default=5000, help="fp32-visited observations that agreement/KL use")
   study.add_argument("--out", default=None, metavar="DIR",

@@ -288,6 +288,7 @@ def run_sweep(args) -> int:
   for r in runs:
     ctx = cs.StudyContext(r.params, r.spec, r.env_fn, r.semantics, seeds,
                           latency_repeats=args.latency_repeats,
+                          latency_clock=args.latency_clock,
                           max_reference_observations=args.max_reference_obs)
     rows = cs.run_study(ctx, settings, progress=lambda row, n=r.name: _print_row(n, row))
     for row in rows:
@@ -306,7 +307,9 @@ def run_sweep(args) -> int:
            f"{len(seeds)} paired evaluation seeds")
   extra = [f"Command: `actorq {' '.join(sys.argv[1:])}`" if sys.argv[1:] else "",
            f"Checkpoints: {', '.join(f'{r.name} (learner step {r.learner_steps})' for r in runs)}",
-           f"Evaluation seeds: {', '.join(map(str, seeds))}"]
+           f"Evaluation seeds: {', '.join(map(str, seeds))}",
+           f"Latency: median {args.latency_clock} time per batch-1 call "
+           f"({args.latency_repeats} calls; both clocks in sweep.csv)"]
   if qat:
     extra.append(f"Note: {qat}.")
   quantize_report.write_table(os.path.join(out, "table.md"), title, summary,
@@ -320,6 +323,7 @@ def run_sweep(args) -> int:
                "bits": bits, "granularities": granularities, "sparsities": sparsities,
                "evaluation_seeds": seeds, "low_bit_runtime": args.low_bit_runtime,
                "temperature": args.temperature, "output_kind": first.semantics.kind,
+               "latency_clock": args.latency_clock,
                "executions": cs.EXECUTIONS, "machine": _machine(),
                "seconds": time.time() - start, "summary": summary, "rows": flat},
               f, indent=1, default=_json_default)
@@ -344,7 +348,7 @@ def _json_default(value):
 
 
 def measure_patterns(run: LoadedRun, cache: mixed.LayerCache, layers: Sequence[str],
-                     obs1: np.ndarray, repeats: int, rounds: int = 3):
+                     obs1: np.ndarray, repeats: int, clock: str, rounds: int = 3):
   """`(LatencyTable, fp32 JAX latency us)`: every float/int8 pattern on LiteRT and the fp32
   JAX runtime, measured in `rounds` interleaved rounds (median of the rounds' medians)."""
   fp32_policy = mixed.PrecisionPolicy.uniform(run.spec, mixed.LayerChoice("fp32"))
@@ -353,23 +357,23 @@ def measure_patterns(run: LoadedRun, cache: mixed.LayerCache, layers: Sequence[s
   ref: List[float] = []
   for _ in range(rounds):
     rt = cs.make_runtime(run.params, run.spec, fp32_policy, cs.JAX_FP32, cache=cache)
-    ref.append(cs.measure_latency_us(rt, obs1, repeats))
+    ref.append(cs.measure_latency_us(rt, obs1, repeats, clock))
     for p in pats:
       policy = mixed.PrecisionPolicy(tuple(
           (n, mixed.LayerChoice("fp32") if f else mixed.LayerChoice(mixed.INT, 8))
           for n, f in zip(layers, p)))
       rt = cs.make_runtime(run.params, run.spec, policy, cs.LITERT_MIXED, cache=cache)
-      samples[p].append(cs.measure_latency_us(rt, obs1, repeats))
+      samples[p].append(cs.measure_latency_us(rt, obs1, repeats, clock))
   table = ps.LatencyTable(tuple(layers), {p: float(np.median(v)) for p, v in samples.items()},
                           {p: True for p in pats})
   return table, float(np.median(ref))
 
 
-def _policy_latency(run: LoadedRun, cache, policy, obs1, repeats, rounds=3) -> float:
+def _policy_latency(run: LoadedRun, cache, policy, obs1, repeats, clock, rounds=3) -> float:
   vals = []
   for _ in range(rounds):
     rt = cs.make_runtime(run.params, run.spec, policy, cs.LITERT_MIXED, cache=cache)
-    vals.append(cs.measure_latency_us(rt, obs1, repeats))
+    vals.append(cs.measure_latency_us(rt, obs1, repeats, clock))
   return float(np.median(vals))
 
 
@@ -403,13 +407,15 @@ def run_search(args) -> int:
   ref = cs.reference_run(calib)
   obs1 = ref["observations"][:1]
   cache = mixed.LayerCache(run.params, run.spec)
-  table, fp32_us = measure_patterns(run, cache, layers, obs1, args.latency_repeats)
+  table, fp32_us = measure_patterns(run, cache, layers, obs1, args.latency_repeats,
+                                    args.latency_clock)
   fp32_bytes = mixed.storage_report(mixed.compress(
       run.params, run.spec, mixed.PrecisionPolicy.uniform(run.spec, mixed.LayerChoice("fp32"))
   ))["bytes"]
   lat_budget = None if args.latency_budget is None else args.latency_budget * fp32_us
   size_budget = None if args.size_budget is None else args.size_budget * fp32_bytes
-  print(f"actorq: fp32 JAX batch-1 latency {fp32_us:.1f} us; LiteRT all-int8 "
+  print(f"actorq: fp32 JAX batch-1 latency ({args.latency_clock} clock) {fp32_us:.1f} us; "
+        f"LiteRT all-int8 "
         f"{table.latency_us[tuple([False] * len(layers))]:.1f} us, all-float "
         f"{table.latency_us[tuple([True] * len(layers))]:.1f} us; budgets: "
         f"{'-' if lat_budget is None else f'{lat_budget:.1f} us'} latency, "
@@ -437,7 +443,8 @@ def run_search(args) -> int:
   result = ps.greedy_search(start_policy, choices, evaluate, table,
                             ps.stored_bytes_fn(cache), lat_budget, size_budget,
                             max_trials=args.max_trials, progress=progress)
-  measured_us = _policy_latency(run, cache, result.policy, obs1, args.latency_repeats)
+  measured_us = _policy_latency(run, cache, result.policy, obs1, args.latency_repeats,
+                                args.latency_clock)
   meets = result.meets_budget and (lat_budget is None or measured_us <= lat_budget)
   # Held-out evaluation on the evaluation seeds.
   compare = [cs.Setting("fp32", start_policy, cs.JAX_FP32),
@@ -451,6 +458,7 @@ def run_search(args) -> int:
     compare.append(cs.Setting(f"int{b}", pol, cs.execution_for(pol, args.low_bit_runtime)))
   ctx = cs.StudyContext(run.params, run.spec, run.env_fn, run.semantics, seeds,
                         latency_repeats=args.latency_repeats,
+                        latency_clock=args.latency_clock,
                         max_reference_observations=args.max_reference_obs)
   eval_rows = cs.run_study(ctx, compare, progress=lambda row: _print_row(run.name, row))
   search_row = eval_rows[1]
@@ -469,6 +477,7 @@ def run_search(args) -> int:
               "choices": [c.label for c in choices], "calibration_seeds": calib_seeds,
               "trials": len(result.trials), "max_trials": args.max_trials},
       budget={"latency_fraction_of_fp32": args.latency_budget, "latency_us": lat_budget,
+              "latency_clock": args.latency_clock,
               "size_fraction_of_fp32": args.size_budget, "stored_bytes": size_budget,
               "fp32_jax_latency_us": fp32_us, "fp32_stored_bytes": fp32_bytes},
       measured={"meets_budget": bool(meets), "latency_us_litert": measured_us,
@@ -495,7 +504,8 @@ def run_search(args) -> int:
                             [{k: v for k, v in r.items() if not k.startswith("_")}
                              for r in eval_rows], columns)
   lines = [f"# Precision search: {run.info['agent']} on {run.info['env']}", "",
-           f"Budgets: latency {args.latency_budget} x fp32 JAX ({fp32_us:.1f} us) = "
+           f"Budgets: latency ({args.latency_clock} clock) {args.latency_budget} x fp32 JAX "
+           f"({fp32_us:.1f} us) = "
            f"{'-' if lat_budget is None else f'{lat_budget:.1f} us'}; stored bytes "
            f"{args.size_budget} x fp32 ({fp32_bytes} B) = "
            f"{'-' if size_budget is None else f'{size_budget:.0f} B'}.",
