@@ -51,8 +51,9 @@ def test_sweep_files_columns_bytes_and_paired_seeds(runs, capsys, tmp_path):
   assert list(rows) == ["fp32", "int8", "int8/tensor", "int8+p0.9", "int8/tensor+p0.9", "int2",
                         "int2/tensor", "int2+p0.9", "int2/tensor+p0.9"]
   header = list(next(iter(rows.values())))
-  for column in ("stored_bytes", "latency_us", "return_mean", "paired_diff_mean", "agreement",
-                 "kl", "execution", "simulated", "notes", "latency_ratio"):
+  for column in ("stored_bytes", "latency_us", "wall_us", "cpu_us", "return_mean",
+                 "paired_diff_mean", "agreement", "kl", "execution", "simulated", "notes",
+                 "latency_ratio"):
     assert column in header
   assert rows["int8"]["execution"] == "litert-int8" and rows["int8"]["simulated"] == "False"
   assert rows["int2"]["execution"] == "simulated" and rows["int2"]["simulated"] == "True"
