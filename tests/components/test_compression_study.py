@@ -129,3 +129,19 @@ def test_summarize_over_runs():
   assert rows[0]["return_mean"] == 150 and rows[0]["return_std_over_runs"] == 50
   assert rows[1]["latency_us"] == 3 and rows[1]["runs"] == 2 and rows[1]["return_min"] == 89
   assert rows[1]["pareto_bytes"] and not rows[0]["pareto_bytes"]  # same mean, fewer bytes
+
+
+def test_execution_for_per_layer_mixes():
+  spec = ns.mlp(4, [8], 2)
+  pol = lambda a, b: mixed.PrecisionPolicy((("dense_0", mixed.parse_choice(a)),
+                                            ("dense_1", mixed.parse_choice(b))))
+  assert cs.execution_for(pol("fp16", "fp16")) == "jax-fp16"
+  assert cs.execution_for(pol("fp32", "fp32+p0.5")) == "jax-fp32"
+  assert cs.execution_for(pol("int8", "int8/tensor+p0.9")) == "litert-int8"
+  assert cs.execution_for(pol("fp32", "int8")) == "litert-mixed"
+  assert cs.execution_for(pol("fp32", "int4")) == "simulated"
+  assert cs.execution_for(pol("fp32", "int4"), "litert") == "litert-mixed"
+  assert cs.execution_for(pol("int4", "int2"), "litert") == "litert-int8"
+  with pytest.raises(ValueError, match="low_bit_runtime"):
+    cs.execution_for(pol("int4", "int2"), "xla")
+  assert spec.parameter_layers[0].name == "dense_0"
