@@ -89,7 +89,8 @@ _COLORS = {cs.JAX_FP32: "black", cs.JAX_FP16: "tab:purple", cs.JAX_BF16: "tab:pi
            cs.LITERT_INT8: "tab:blue", cs.LITERT_MIXED: "tab:green", cs.SIMULATED: "tab:orange"}
 
 
-def plot(path: str, summary: Sequence[Mapping[str, Any]], title: str) -> None:
+def plot(path: str, summary: Sequence[Mapping[str, Any]], title: str,
+         clock: str = "wall") -> None:
   """Two panels: mean return vs stored bytes (log x) and vs latency; the Pareto front
   of each panel joined and ringed; simulated settings hollow; error bars: std over
   runs (several checkpoints) else none."""
@@ -100,7 +101,8 @@ def plot(path: str, summary: Sequence[Mapping[str, Any]], title: str) -> None:
   fig, axes = plt.subplots(1, 2, figsize=(13, 5.2))
   for ax, col, flag, xlabel in (
       (axes[0], "stored_bytes", "pareto_bytes", "stored weight bytes (log scale)"),
-      (axes[1], "latency_us", "pareto_latency", "batch-1 latency of the executing runtime (us)")):
+      (axes[1], "latency_us", "pareto_latency",
+       f"batch-1 latency of the executing runtime (us, median {clock} time per call)")):
     for exe, color in _COLORS.items():
       pts = [r for r in summary if r["execution"] == exe]
       if not pts:

@@ -314,7 +314,7 @@ def run_sweep(args) -> int:
     extra.append(f"Note: {qat}.")
   quantize_report.write_table(os.path.join(out, "table.md"), title, summary,
                               [e for e in extra if e])
-  quantize_report.plot(os.path.join(out, "sweep.png"), summary, title)
+  quantize_report.plot(os.path.join(out, "sweep.png"), summary, title, args.latency_clock)
   with open(os.path.join(out, "sweep.json"), "w", encoding="utf-8") as f:
     json.dump({"agent": first.info["agent"], "env": first.info["env"],
                "checkpoints": [{"name": r.name, "path": r.path, "learner_steps": r.learner_steps,
