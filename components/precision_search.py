@@ -160,54 +160,45 @@ def greedy_search(start: mixed.PrecisionPolicy, choices: Sequence[mixed.LayerCho
     trials.append(t)
     return t
 
+  def best_neighbour(current, phase, step, admits, rank):
+    """Evaluates every single-layer change of `current` whose violation `admits` accepts
+    (cheap figures first: latency and bytes need no evaluation) and returns the
+    `(policy, trial)` with the highest `rank(policy, trial)` (None: not a candidate)."""
+    best, best_key = None, None
+    for name, old in current.layers:
+      for c in choices:
+        if c == old or len(trials) >= max_trials:
+          continue
+        p = current.replace(name, c)
+        _, lat, nb = figures(p) if p in cache else (None, float(latency(p)), int(size(p)))
+        if not admits(violation(lat, nb)):
+          continue
+        t = record(p, phase, step, name, old.label, c.label)
+        key = rank(p, t)
+        if key is not None and (best_key is None or key > best_key):
+          best, best_key = (p, t), key
+    return best
+
   current = start
   cur = record(current, "start", 0)
   cur.accepted = True
   accept = progress or (lambda t: None)
   accept(cur)
   step = 0
-  # Phase 1: descend until the budgets are met.
-  while cur.violation > 0 and len(trials) < max_trials:
+  while len(trials) < max_trials:
     step += 1
-    best, best_key = None, None
-    for name, old in current.layers:
-      for c in choices:
-        if c == old or len(trials) >= max_trials:
-          continue
-        p = current.replace(name, c)
-        _, lat, nb = figures(p) if p in cache else (None, float(latency(p)), int(size(p)))
-        if violation(lat, nb) >= cur.violation:
-          continue  # does not lower the violation: not evaluated
-        t = record(p, "descend", step, name, old.label, c.label)
-        gain = (t.score - cur.score) / (cur.violation - t.violation)
-        key = (gain, -t.violation, -t.stored_bytes)
-        if best_key is None or key > best_key:
-          best, best_key = (p, t), key
-    if best is None:
-      break  # nothing lowers the violation: the budgets cannot be met with these choices
-    current, cur = best
-    cur.accepted = True
-    accept(cur)
-  # Phase 2: recover score within the budgets.
-  while cur.violation == 0 and len(trials) < max_trials:
-    step += 1
-    best, best_key = None, None
-    cur_key = figures(current)[0].key()
-    for name, old in current.layers:
-      for c in choices:
-        if c == old or len(trials) >= max_trials:
-          continue
-        p = current.replace(name, c)
-        _, lat, nb = figures(p) if p in cache else (None, float(latency(p)), int(size(p)))
-        if violation(lat, nb) > 0:
-          continue
-        t = record(p, "recover", step, name, old.label, c.label)
-        key = figures(p)[0].key()
-        if key[0] <= cur_key[0] + tolerance:
-          continue
-        cand = (key, -t.stored_bytes)
-        if best_key is None or cand > best_key:
-          best, best_key = (p, t), cand
+    if cur.violation > 0:  # Phase 1: descend until the budgets are met.
+      v0, s0 = cur.violation, cur.score
+      best = best_neighbour(
+          current, "descend", step, lambda v: v < v0,
+          lambda p, t: ((t.score - s0) / (v0 - t.violation), -t.violation, -t.stored_bytes))
+      # None: nothing lowers the violation, the budgets cannot be met with these choices.
+    else:  # Phase 2: recover score within the budgets.
+      k0 = figures(current)[0].key()
+      best = best_neighbour(
+          current, "recover", step, lambda v: v == 0,
+          lambda p, t: ((figures(p)[0].key(), -t.stored_bytes)
+                        if figures(p)[0].key()[0] > k0[0] + tolerance else None))
     if best is None:
       break
     current, cur = best
