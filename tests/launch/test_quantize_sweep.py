@@ -122,7 +122,8 @@ def test_search_writes_a_loadable_policy(runs, capsys, tmp_path):
   code, stdout, _ = _main(["quantize", "--checkpoint", str(runs / "plain"), "--search",
                            "--latency-budget", "5", "--size-budget", "0.5",
                            "--choices", "fp32,int8,int4", "--calibration-episodes", "1",
-                           "--seeds", "3", "--latency-repeats", "5", "--out", str(out)], capsys)
+                           "--seeds", "3", "--latency-repeats", "5", "--latency-clock", "cpu",
+                           "--out", str(out)], capsys)
   assert code == 0, stdout
   data = json.loads((out / "precision_policy.json").read_text())
   assert data["measured"]["meets_budget"] is True
