@@ -6,7 +6,9 @@
   evaluators can act with (`--actor-precision`, configs' `actor_precision` and
   `evaluation_precision`); `PRECISIONS` adds ``"simulated-int8"`` (dequantize and run in
   fp32: accuracy studies only, labelled as such), which payloads and runtimes also know.
-  `check_precision` is the one validation, used by every config at construction.
+  `check_precision` validates one value (`ExperimentConfig.actor_precision`); agent configs
+  declare `choices=ACTOR_PRECISIONS` (`actorq.components.config_checks`), whose message
+  has the same form.
 * `ActorPolicy`: what an actor needs (network spec, precision, action selector).
 * The environment errors: `UnknownEnvironmentError` (an id nothing can build) and
   `UnsupportedEnvironmentError` (an agent that cannot act in an environment).

@@ -23,6 +23,8 @@ from typing import Any, Dict, Mapping, Optional, Type, TypeVar
 
 import dacite
 
+from actorq.components import config_checks
+
 T = TypeVar("T")
 
 JSON_SUFFIXES = (".json",)
@@ -77,17 +79,7 @@ _DACITE = dacite.Config(strict=True, cast=[tuple],
                         type_hooks={int: _int, float: _float, bool: _bool})
 
 
-def _kind(annotation: Any) -> str:
-  """What a value of `annotation` must be, in words."""
-  args = [a for a in typing.get_args(annotation) if a is not type(None)]
-  if typing.get_origin(annotation) is typing.Union:
-    kinds = " or ".join(_kind(a) for a in args)
-    return kinds + (" (or null)" if type(None) in typing.get_args(annotation) else "")
-  if typing.get_origin(annotation) in (tuple, list):
-    items = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}
-    return "a list" + (f" of {items[args[0]]}" if args and args[0] in items else "")
-  return {int: "an integer", float: "a number", bool: "true or false",
-          str: "a string"}.get(annotation, getattr(annotation, "__name__", str(annotation)))
+_kind = config_checks.kind  # what a value of an annotation must be, in words
 
 
 def _base(annotation: Any) -> Any:

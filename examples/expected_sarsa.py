@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -32,28 +32,35 @@ from acme.utils import counting
 
 from actorq import core
 from actorq.components import actors, builders, networks
+from actorq.components import config_checks as checks
 from actorq.launch import distributed, experiment, local
 from actorq.quantization import network_spec as ns
 
 
 @dataclasses.dataclass
 class Config:
-  hidden_sizes: tuple = (64, 64)
-  learning_rate: float = 1e-3
-  discount: float = 0.99
-  n_step: int = 3
-  batch_size: int = 64
-  min_replay_size: int = 500
-  max_replay_size: int = 50_000
-  samples_per_insert: float = 16.0   # sampled per inserted transition
-  epsilon: float = 0.1               # behaviour = target policy (on-policy expectation)
-  target_update_period: int = 200    # learner steps
-  variable_update_period: int = 10   # actor steps
-  actor_precision: str = "fp32"
-  replay_table_name: str = "priority_table"
+  """Every field is checked at construction (`actorq.components.config_checks`)."""
+  hidden_sizes: Tuple[int, ...] = checks.field((64, 64), ge=1)
+  learning_rate: float = checks.field(1e-3, gt=0.0)
+  discount: float = checks.field(0.99, ge=0.0, le=1.0)
+  n_step: int = checks.field(3, ge=1)
+  batch_size: int = checks.field(64, ge=1)
+  min_replay_size: int = checks.field(500, ge=1)
+  max_replay_size: int = checks.field(50_000, ge=1)
+  # Sampled per inserted transition.
+  samples_per_insert: float = checks.field(16.0, gt=0.0)
+  # Behaviour = target policy (on-policy expectation).
+  epsilon: float = checks.field(0.1, ge=0.0, le=1.0)
+  target_update_period: int = checks.field(200, ge=1)    # learner steps
+  variable_update_period: int = checks.field(10, ge=1)   # actor steps
+  actor_precision: str = checks.field("fp32", choices=core.ACTOR_PRECISIONS)
+  replay_table_name: str = checks.field("priority_table", nonempty=True)
+
+  RULES = (checks.Rule("need min_replay_size <= max_replay_size",
+                       lambda c: c.min_replay_size <= c.max_replay_size),)
 
   def __post_init__(self):
-    core.check_precision(self.actor_precision, "actor_precision")
+    checks.validate(self)
 
 
 class ExpectedSarsaLearner(acme_core.Learner):

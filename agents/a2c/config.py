@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from actorq.agents.onpolicy_common.config import OnPolicyConfig
+from actorq.components import config_checks as checks
 
 
 @dataclasses.dataclass
@@ -14,12 +15,8 @@ class A2CConfig(OnPolicyConfig):
 
   The defaults solve gym:CartPole-v1 (greedy return >= 475); see agents/a2c/README.md.
   """
-  gae_lambda: float = 1.0  # 1: n-step returns bootstrapped at the rollout end
-  value_cost: float = 0.5
-  entropy_cost: float = 0.01
+  # 1: n-step returns bootstrapped at the rollout end.
+  gae_lambda: float = checks.field(1.0, ge=0.0, le=1.0)
+  value_cost: float = checks.field(0.5, ge=0.0)
+  entropy_cost: float = checks.field(0.01, ge=0.0)
   replay_table_name: str = "a2c_rollouts"
-
-  def __post_init__(self):
-    super().__post_init__()
-    if not 0.0 <= self.gae_lambda <= 1.0:
-      raise ValueError(f"gae_lambda must be in [0, 1], got {self.gae_lambda}")

@@ -4,6 +4,9 @@ from __future__ import annotations
 import dataclasses
 
 from actorq.agents.dpg_common.config import DPGConfig
+from actorq.components import config_checks as checks
+
+SUPPORT_LIMIT = 1e30  # |vmin|, |vmax| bound: float32 holds up to ~3.4e38
 
 
 @dataclasses.dataclass
@@ -15,13 +18,11 @@ class D4PGConfig(DPGConfig):
   vmin/vmax must cover the task's discounted returns: dmc tasks give rewards in [0, 1],
   so with discount 0.99 returns lie in [0, 100].
   """
-  num_atoms: int = 51
-  vmin: float = -150.0
-  vmax: float = 150.0
+  num_atoms: int = checks.field(51, ge=2)
+  # Finite and well inside float32's range (the atoms are float32; an infinite or huge
+  # bound would make inf/NaN atoms).
+  vmin: float = checks.field(-150.0, ge=-SUPPORT_LIMIT, le=SUPPORT_LIMIT)
+  vmax: float = checks.field(150.0, ge=-SUPPORT_LIMIT, le=SUPPORT_LIMIT)
 
-  def __post_init__(self):
-    super().__post_init__()
-    if self.num_atoms < 2:
-      raise ValueError(f"num_atoms must be >= 2, got {self.num_atoms}")
-    if not self.vmin < self.vmax:
-      raise ValueError(f"need vmin < vmax, got {self.vmin} and {self.vmax}")
+  RULES = DPGConfig.RULES + (
+      checks.Rule("need vmin < vmax (the critic's support)", lambda c: c.vmin < c.vmax),)

@@ -5,6 +5,7 @@ import dataclasses
 from typing import Optional
 
 from actorq.agents.dpg_common.config import DPGConfig
+from actorq.components import config_checks as checks
 
 
 @dataclasses.dataclass
@@ -18,4 +19,4 @@ class DDPGConfig(DPGConfig):
   sigma=0.2) reached only 484 after 40k actor steps (seed 0), these ones >= 900 (README).
   """
   # Huber threshold of the critic's TD loss (None: squared loss 0.5 * td^2).
-  huber_delta: Optional[float] = None
+  huber_delta: Optional[float] = checks.field(None, gt=0.0)

@@ -7,71 +7,68 @@ import dataclasses
 from typing import Optional, Tuple
 
 from actorq import core
+from actorq.components import config_checks as checks
 
 
 @dataclasses.dataclass
 class DPGConfig:
-  """Deterministic policy gradient agent settings (Lillicrap et al. 2016)."""
-  policy_hidden_sizes: Tuple[int, ...] = (256, 256)
-  critic_hidden_sizes: Tuple[int, ...] = (256, 256)
+  """Deterministic policy gradient agent settings (Lillicrap et al. 2016).
+
+  Every field is checked at construction (type, finite, range, allowed values) and so
+  are `RULES`, the pairs of fields that could contradict each other.
+  """
+  policy_hidden_sizes: Tuple[int, ...] = checks.field((256, 256), ge=1)
+  critic_hidden_sizes: Tuple[int, ...] = checks.field((256, 256), ge=1)
   # Acme's LayerNormMLP critic torso (linear -> LayerNorm -> tanh, then ELU layers)
   # instead of a ReLU MLP; see agents/dpg_common/networks.make_critic.
   critic_layer_norm: bool = False
   # Std of the policy's output-layer init as VarianceScaling(scale) (1e-4: Acme's
   # near-zero policy head, tanh starts unsaturated); None: Haiku's default.
-  policy_output_init_scale: Optional[float] = None
-  policy_learning_rate: float = 3e-4
-  critic_learning_rate: float = 3e-4
-  max_gradient_norm: float = 40.0  # global-norm clip of each network's gradient
-  discount: float = 0.99
-  n_step: int = 5
-  batch_size: int = 256
+  policy_output_init_scale: Optional[float] = checks.field(None, gt=0.0)
+  policy_learning_rate: float = checks.field(3e-4, gt=0.0)
+  critic_learning_rate: float = checks.field(3e-4, gt=0.0)
+  # Global-norm clip of each network's gradient.
+  max_gradient_norm: float = checks.field(40.0, gt=0.0)
+  discount: float = checks.field(0.99, ge=0.0, le=1.0)
+  n_step: int = checks.field(5, ge=1)
+  batch_size: int = checks.field(256, ge=1)
   # Replay (units: transitions).
-  min_replay_size: int = 1_000
-  max_replay_size: int = 1_000_000
+  min_replay_size: int = checks.field(1_000, ge=1)
+  max_replay_size: int = checks.field(1_000_000, ge=1)
   # Sampled transitions per inserted transition: one learner step every
   # batch_size / samples_per_insert actor steps.
-  samples_per_insert: float = 64.0
+  samples_per_insert: float = checks.field(64.0, gt=0.0)
   # Target networks: every `target_update_period` learner steps,
   # target <- tau * online + (1 - tau) * target. tau = 1 is a periodic hard copy
   # (exact: target == online right after learner steps K, 2K, ...); period 1 with a
   # small tau is Polyak averaging.
-  target_update_period: int = 100
-  target_update_tau: float = 1.0
+  target_update_period: int = checks.field(100, ge=1)
+  target_update_tau: float = checks.field(1.0, gt=0.0, le=1.0)
   # Gaussian exploration noise, std in units of half the action range (= units of the
   # policy's tanh output; see actorq.components.continuous).
-  sigma: float = 0.3
+  sigma: float = checks.field(0.3, ge=0.0)
   # Clip dQ/da per sample to this L2 norm in the policy loss (None: no clip).
-  dqda_clipping: Optional[float] = None
+  dqda_clipping: Optional[float] = checks.field(None, gt=0.0)
   # Actor steps between parameter pulls.
-  variable_update_period: int = 10
+  variable_update_period: int = checks.field(10, ge=1)
   # Precision the actors act with: fp32, fp16, bf16, int8 (see quantization.runtimes).
-  actor_precision: str = "fp32"
-  evaluation_precision: Optional[str] = None  # None: same as the actors
+  actor_precision: str = checks.field("fp32", choices=core.ACTOR_PRECISIONS)
+  # None: same as the actors.
+  evaluation_precision: Optional[str] = checks.field(None, choices=core.ACTOR_PRECISIONS)
   # Quantization-aware training: fake-quant the policy's weights (bits) or None.
-  qat_bits: Optional[int] = None
-  replay_table_name: str = "priority_table"
+  qat_bits: Optional[int] = checks.field(None, ge=2, le=8)
+  replay_table_name: str = checks.field("priority_table", nonempty=True)
+
+  RULES = (
+      checks.Rule("need min_replay_size <= max_replay_size (learning starts once the "
+                  "table holds min_replay_size transitions)",
+                  lambda c: c.min_replay_size <= c.max_replay_size),
+      checks.Rule("critic_layer_norm needs at least one critic hidden layer "
+                  "(critic_hidden_sizes)",
+                  lambda c: not c.critic_layer_norm or len(c.critic_hidden_sizes) > 0),
+  )
 
   def __post_init__(self):
-    core.check_precision(self.actor_precision, "actor_precision")
-    core.check_precision(self.evaluation_precision, "evaluation_precision", optional=True)
-    if self.n_step < 1:
-      raise ValueError(f"n_step must be >= 1, got {self.n_step}")
-    if not 0.0 <= self.discount <= 1.0:
-      raise ValueError(f"discount must be in [0, 1], got {self.discount}")
-    if self.batch_size < 1 or self.target_update_period < 1:
-      raise ValueError("batch_size and target_update_period must be >= 1")
-    if not 0.0 < self.target_update_tau <= 1.0:
-      raise ValueError(f"target_update_tau must be in (0, 1], got {self.target_update_tau}")
-    if self.samples_per_insert <= 0:
-      raise ValueError(f"samples_per_insert must be > 0, got {self.samples_per_insert}")
-    if self.policy_output_init_scale is not None and not self.policy_output_init_scale > 0:
-      raise ValueError("policy_output_init_scale must be > 0 or None, got "
-                       f"{self.policy_output_init_scale}")
-    if self.critic_layer_norm and not len(self.critic_hidden_sizes):
-      raise ValueError("critic_layer_norm needs at least one critic hidden layer")
-    if self.sigma < 0:
-      raise ValueError(f"sigma must be >= 0, got {self.sigma}")
-    if self.min_replay_size < 1 or self.max_replay_size < self.min_replay_size:
-      raise ValueError("need 1 <= min_replay_size <= max_replay_size, got "
-                       f"{self.min_replay_size} and {self.max_replay_size}")
+    """Raises ValueError naming the field(s), the value(s) and what is allowed
+    (`actorq.components.config_checks`); subclasses extend `RULES`."""
+    checks.validate(self)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from actorq.agents.onpolicy_common.config import OnPolicyConfig
+from actorq.components import config_checks as checks
 
 
 @dataclasses.dataclass
@@ -19,16 +20,9 @@ class IMPALAConfig(OnPolicyConfig):
   """
   # learning_rate_decay_steps counts actor steps summed over actors; see
   # `learning.learning_rate_schedule`.
-  vtrace_lambda: float = 1.0
-  clip_rho_threshold: float = 1.0     # rho-bar
-  clip_pg_rho_threshold: float = 1.0  # rho-bar of the policy-gradient ratio
-  baseline_cost: float = 0.5
-  entropy_cost: float = 0.01
+  vtrace_lambda: float = checks.field(1.0, ge=0.0, le=1.0)
+  clip_rho_threshold: float = checks.field(1.0, gt=0.0)     # rho-bar
+  clip_pg_rho_threshold: float = checks.field(1.0, gt=0.0)  # rho-bar of the pg ratio
+  baseline_cost: float = checks.field(0.5, ge=0.0)
+  entropy_cost: float = checks.field(0.01, ge=0.0)
   replay_table_name: str = "impala_rollouts"
-
-  def __post_init__(self):
-    super().__post_init__()
-    if not 0.0 <= self.vtrace_lambda <= 1.0:
-      raise ValueError(f"vtrace_lambda must be in [0, 1], got {self.vtrace_lambda}")
-    if self.clip_rho_threshold <= 0 or self.clip_pg_rho_threshold <= 0:
-      raise ValueError("clip_rho_threshold and clip_pg_rho_threshold must be > 0")

@@ -3,7 +3,8 @@
 Units: actor steps are environment steps of one actor; a rollout is `rollout_length`
 transitions; a learner step takes `batch_size` rollouts. Each agent's config subclasses
 `OnPolicyConfig`, re-declares the fields whose defaults differ (a re-declared dataclass
-field keeps its place and takes the new default) and adds its own loss settings.
+field keeps its place and takes the new default; a plain default keeps the checks declared
+here, see `actorq.components.config_checks`) and adds its own loss settings.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import dataclasses
 from typing import Optional, Tuple
 
 from actorq import core
+from actorq.components import config_checks as checks
 
 ACTIVATIONS = ("tanh", "relu")
 
@@ -18,39 +20,33 @@ ACTIVATIONS = ("tanh", "relu")
 @dataclasses.dataclass
 class OnPolicyConfig:
   """Networks, optimiser, rollouts, queue and actors of an on-policy agent."""
-  policy_hidden: Tuple[int, ...] = (64, 64)
-  value_hidden: Tuple[int, ...] = (64, 64)
-  activation: str = "tanh"
-  learning_rate: float = 1e-3
+  policy_hidden: Tuple[int, ...] = checks.field((64, 64), ge=1)
+  value_hidden: Tuple[int, ...] = checks.field((64, 64), ge=1)
+  activation: str = checks.field("tanh", choices=ACTIVATIONS)
+  learning_rate: float = checks.field(1e-3, gt=0.0)
   # Linear decay of the learning rate to 0 over this many actor steps (None: constant).
-  learning_rate_decay_steps: Optional[int] = None
-  adam_eps: float = 1e-5
-  max_gradient_norm: float = 40.0  # clipped separately for the policy and value nets
-  discount: float = 0.99
+  learning_rate_decay_steps: Optional[int] = checks.field(None, ge=1)
+  adam_eps: float = checks.field(1e-5, gt=0.0)
+  # Clipped separately for the policy and value nets.
+  max_gradient_norm: float = checks.field(40.0, gt=0.0)
+  discount: float = checks.field(0.99, ge=0.0, le=1.0)
   # Rollouts of T transitions (units: actor steps); a learner step takes `batch_size`.
-  rollout_length: int = 20
-  batch_size: int = 8
-  max_queue_size: int = 64  # rollouts; a full queue blocks the actors
-  variable_update_period: int = 4  # actor steps between parameter pulls
-  actor_precision: str = "fp32"
-  evaluation_precision: Optional[str] = None  # None: same as the actors
-  replay_table_name: str = "rollouts"
+  rollout_length: int = checks.field(20, ge=1)
+  batch_size: int = checks.field(8, ge=1)
+  max_queue_size: int = checks.field(64, ge=1)  # rollouts; a full queue blocks the actors
+  variable_update_period: int = checks.field(4, ge=1)  # actor steps between parameter pulls
+  actor_precision: str = checks.field("fp32", choices=core.ACTOR_PRECISIONS)
+  # None: same as the actors.
+  evaluation_precision: Optional[str] = checks.field(None, choices=core.ACTOR_PRECISIONS)
+  replay_table_name: str = checks.field("rollouts", nonempty=True)
 
-  # Positive integer fields checked by __post_init__; subclasses extend it.
-  COUNT_FIELDS = ("rollout_length", "batch_size", "max_queue_size", "variable_update_period")
+  RULES = (
+      checks.Rule("need batch_size <= max_queue_size (a learner step takes batch_size "
+                  "rollouts from a queue that holds at most max_queue_size)",
+                  lambda c: c.batch_size <= c.max_queue_size),
+  )
 
   def __post_init__(self):
-    """Raises ValueError naming the field, its value and what is allowed."""
-    core.check_precision(self.actor_precision, "actor_precision")
-    core.check_precision(self.evaluation_precision, "evaluation_precision", optional=True)
-    if not 0.0 <= self.discount <= 1.0:
-      raise ValueError(f"discount must be in [0, 1], got {self.discount}")
-    for name in self.COUNT_FIELDS:
-      if getattr(self, name) < 1:
-        raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-    if self.learning_rate_decay_steps is not None and self.learning_rate_decay_steps < 1:
-      raise ValueError(f"learning_rate_decay_steps must be >= 1 or None, got "
-                       f"{self.learning_rate_decay_steps}")
-    if self.activation not in ACTIVATIONS:
-      raise ValueError(f"activation must be {' or '.join(map(repr, ACTIVATIONS))}, "
-                       f"got {self.activation!r}")
+    """Raises ValueError naming the field(s), the value(s) and what is allowed
+    (`actorq.components.config_checks`); subclasses extend `RULES`."""
+    checks.validate(self)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from actorq.agents.onpolicy_common.config import OnPolicyConfig
+from actorq.agents.onpolicy_common.networks import LOG_STD_MAX, LOG_STD_MIN
+from actorq.components import config_checks as checks
 
 
 @dataclasses.dataclass
@@ -21,28 +23,26 @@ class PPOConfig(OnPolicyConfig):
   # learning_rate_decay_steps: set it to the run's --steps for the usual "anneal over
   # training" schedule.
   max_gradient_norm: float = 0.5   # clipped separately for the policy and value nets
-  gae_lambda: float = 0.95
-  clip_epsilon: float = 0.2
-  value_cost: float = 0.5
-  entropy_cost: float = 0.0
+  gae_lambda: float = checks.field(0.95, ge=0.0, le=1.0)
+  clip_epsilon: float = checks.field(0.2, gt=0.0)
+  value_cost: float = checks.field(0.5, ge=0.0)
+  entropy_cost: float = checks.field(0.0, ge=0.0)
   normalize_advantages: bool = True
   # Continuous actions: a state-independent log-std parameter (starting at
   # initial_log_std) instead of a log-std head (see onpolicy.ActorCriticNetworks).
   state_independent_log_std: bool = False
-  initial_log_std: float = 0.0
+  initial_log_std: float = checks.field(0.0, ge=LOG_STD_MIN, le=LOG_STD_MAX)
   # Rollouts: T transitions each (units: actor steps); a learner step takes
   # `batch_size` rollouts, i.e. batch_size * T transitions.
   rollout_length: int = 128
   batch_size: int = 4
-  num_epochs: int = 4
-  minibatch_size: int = 128  # transitions; the last minibatch holds the remainder
+  num_epochs: int = checks.field(4, ge=1)
+  # Transitions; the last minibatch holds the remainder.
+  minibatch_size: int = checks.field(128, ge=1)
   replay_table_name: str = "ppo_rollouts"
 
-  COUNT_FIELDS = OnPolicyConfig.COUNT_FIELDS + ("num_epochs", "minibatch_size")
-
-  def __post_init__(self):
-    super().__post_init__()
-    if not 0.0 <= self.gae_lambda <= 1.0:
-      raise ValueError(f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
-    if self.clip_epsilon <= 0:
-      raise ValueError(f"clip_epsilon must be > 0, got {self.clip_epsilon}")
+  RULES = OnPolicyConfig.RULES + (
+      checks.Rule("need minibatch_size <= batch_size * rollout_length (a minibatch is "
+                  "drawn from the batch_size * rollout_length transitions of a learner step)",
+                  lambda c: c.minibatch_size <= c.batch_size * c.rollout_length),
+  )
