@@ -79,12 +79,16 @@ def resolve(args):
                          "give one with --target")
   overrides = dict(preset.overrides) if agent == preset.agent else {}
   try:
-    overrides.update(dict(config_io.parse_assignment(a) for a in args.set))
-    ab.make_builder(agent, dict(overrides, actor_precision=precisions[0]))
+    assignments = dict(config_io.parse_assignment(a) for a in args.set)
+    overrides.update(assignments)
+    ab.make_builder(agent, overrides)  # the preset's and --set values, checked as given
   except registry.UnknownAgentError as e:
     raise cli.UsageError(str(e)) from None
   except ValueError as e:
     raise cli.UsageError(f"--set: {e}") from None
+  if "actor_precision" in assignments:
+    raise cli.UsageError(f"--set actor_precision={assignments['actor_precision']}: each run's "
+                         "actor precision comes from --precisions; use --precisions instead")
   try:
     env = environments.make_environment(env_id, seed=0)
   except (core.UnknownEnvironmentError, core.UnsupportedEnvironmentError) as e:

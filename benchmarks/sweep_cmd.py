@@ -92,10 +92,15 @@ def resolve(args) -> dict:
     raise cli.UsageError(f"--seeds {' '.join(args.seeds)}: {e}") from None
   precisions = list(cli.precision_list("--precisions", args.precisions, core.ACTOR_PRECISIONS))
   config = os.path.abspath(args.config) if args.config else None
+  assignments = [a.split("=", 1)[0].strip() for a in args.set]
   run_args = argparse.Namespace(agent=args.agent, env=args.env, seed=seeds[0], config=config,
                                 set=list(args.set), actor_precision=precisions[0],
                                 resume_info=None)
   builder = train_cmd.make_builder(run_args)  # agent, environment, their fit, config
+  if "actor_precision" in assignments:  # a valid value; a bad one was refused above
+    value = args.set[assignments.index("actor_precision")].split("=", 1)[1]
+    raise cli.UsageError(f"--set actor_precision={value}: each run's actor precision comes "
+                         "from --precisions; use --precisions instead")
   configs = {}
   for p in precisions:
     run_args.actor_precision = p

@@ -71,11 +71,25 @@ def load(path: str) -> Tuple[Dict[str, Any], Dict[str, Any], str]:
   return info, state, ckpt_path
 
 
-def make_builder(info: Dict[str, Any], **overrides):
-  """The run's builder, its config rebuilt from run.json (plus `overrides`).
+def config_values(info: Dict[str, Any], config_cls) -> Dict[str, Any]:
+  """The run.json config's values this version's `config_cls` knows.
 
-  A key this version's config does not know (a run directory from another version) is
-  dropped with a warning naming it; its default is used in its place.
+  A key it does not know (a run directory from another version) is dropped with a
+  `UserWarning` naming it; its default is used in its place.
+  """
+  values = dict(info["config"])
+  unknown = sorted(set(values) - config_io.field_names(config_cls))
+  if unknown:
+    warnings.warn(f"run.json: ignoring {config_cls.__name__} key(s) this version does not "
+                  f"know: {', '.join(unknown)}", UserWarning, stacklevel=3)
+    for key in unknown:
+      del values[key]
+  return values
+
+
+def make_builder(info: Dict[str, Any], **overrides):
+  """The run's builder, its config rebuilt from run.json (plus `overrides`); unknown keys
+  are dropped with a warning (`config_values`).
 
   Raises:
     cli.UsageError: an unknown agent, or a value this version refuses.
@@ -84,13 +98,7 @@ def make_builder(info: Dict[str, Any], **overrides):
     config_cls, builder_cls = registry.get(info["agent"])
   except registry.UnknownAgentError as e:
     raise cli.UsageError(f"run.json: {e}") from None
-  values = dict(info["config"])
-  unknown = sorted(set(values) - config_io.field_names(config_cls))
-  if unknown:
-    warnings.warn(f"run.json: ignoring {config_cls.__name__} key(s) this version does not "
-                  f"know: {', '.join(unknown)}", UserWarning, stacklevel=2)
-    for key in unknown:
-      del values[key]
+  values = config_values(info, config_cls)
   try:
     return builder_cls(config_io.from_dict(config_cls, values, overrides))
   except ValueError as e:

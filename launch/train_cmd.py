@@ -5,6 +5,7 @@ written once, here, before either starts.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -96,22 +97,26 @@ def make_builder(args):
 
 
 def resolve_config(args, config_cls):
-  """The run's config: defaults <- `--config` file (or a resumed run's run.json)
-  <- `--set` <- `--actor-precision`.
+  """The run's config: defaults <- `--config` file (or a resumed run's run.json, whose
+  keys this version does not know are dropped with a warning) <- `--set`, checked as
+  given, then `--actor-precision`.
 
   Raises:
-    cli.UsageError: unknown keys (named, with the allowed ones), bad values, unreadable files.
+    cli.UsageError: unknown keys (named, with the allowed ones), bad values (naming the
+      field, the value and what is allowed; a `--set` value is checked even when
+      `--actor-precision` replaces it), contradicting fields, unreadable files.
   """
   values = {}
   try:
     if getattr(args, "resume_info", None) is not None:
-      values = args.resume_info["config"]
+      values = run_dir.config_values(args.resume_info, config_cls)
     elif getattr(args, "config", None):
       values = config_io.read_file(args.config)
     overrides = dict(config_io.parse_assignment(a) for a in getattr(args, "set", None) or [])
+    config = config_io.from_dict(config_cls, values, overrides)
     if args.actor_precision is not None:
-      overrides["actor_precision"] = args.actor_precision
-    return config_io.from_dict(config_cls, values, overrides)
+      config = dataclasses.replace(config, actor_precision=args.actor_precision)
+    return config
   except ValueError as e:
     where = f"--config {args.config}: " if getattr(args, "config", None) else ""
     raise cli.UsageError(f"{where}{e}") from None
