@@ -12,6 +12,8 @@
 * `ActorPolicy`: what an actor needs (network spec, precision, action selector).
 * The environment errors: `UnknownEnvironmentError` (an id nothing can build) and
   `UnsupportedEnvironmentError` (an agent that cannot act in an environment).
+* The faults that stop a run part-way (`RunFailure`: `EnvironmentFailure`,
+  `NonFiniteLossError`, `RunDirectoryError`), one line each.
 * `typing.Protocol`s for the builder (Acme's contract plus the three methods the
   single-process loop asks for), the learner and the variable source, so that a new agent
   can be checked against them and launchers need no `getattr`/`hasattr` probes.
@@ -67,6 +69,45 @@ class UnknownEnvironmentError(ValueError):
 class UnsupportedEnvironmentError(ValueError):
   """An agent that cannot act in an environment (e.g. continuous actions for DQN, an
   image too small for the network); the message names what is wrong and what is allowed."""
+
+
+# ---------------------------------------------------------------------------------------
+# Faults that stop a run.
+
+
+class RunFailure(RuntimeError):
+  """A fault that stops a run part-way; the message is one line naming the cause.
+
+  Raised where the fault enters (the actor loop, a learner step, a write to the run
+  directory) and passed through the launchers unchanged: the newest checkpoint written
+  before it stays as it was (`actorq train --resume` continues from it), and `actorq`
+  prints the message as one line and exits with status 1.
+  """
+
+
+class EnvironmentFailure(RunFailure):
+  """The environment raised in `reset()` or `step()` (`actorq.components.loop`)."""
+
+
+class NonFiniteLossError(RunFailure, ValueError):
+  """A learner step produced a non-finite loss or gradient norm; the learner keeps its
+  state from before that step (`actorq.components.learners`). Also a `ValueError`: the
+  value the step computed is the fault."""
+
+
+class RunDirectoryError(RunFailure):
+  """The run directory cannot be written (a full disk, a quota, a read-only mount)."""
+
+  @classmethod
+  def writing(cls, what: str, error: BaseException, note: str = "") -> "RunDirectoryError":
+    """`cannot write <what>: <why>[; note]`, the why in one line (an OSError's strerror,
+    e.g. 'No space left on device', else the first line of the error's message)."""
+    if isinstance(error, OSError) and error.strerror:
+      why = error.strerror + (f" ({error.filename})" if error.filename else "")
+    else:
+      text = str(error).strip().splitlines()
+      why = text[0] if text else type(error).__name__
+    return cls(f"cannot write {what}: {why}{'; ' + note if note else ''}")
 
 
 # ---------------------------------------------------------------------------------------

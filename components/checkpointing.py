@@ -27,6 +27,8 @@ import tempfile
 import warnings
 from typing import Any, Callable, List, Optional, Tuple
 
+from actorq import core
+
 _PATTERN = re.compile(r"ckpt-(\d+)\.pkl$")
 _MAGIC = b"ACTORQ-CKPT-1 "
 _REPLAY_PATTERN = re.compile(r"replay-(\d+)$")
@@ -37,6 +39,10 @@ class CheckpointError(RuntimeError):
   """No readable checkpoint where one was expected."""
 
 
+def _write_failed(what: str, error: BaseException) -> core.RunDirectoryError:
+  return core.RunDirectoryError.writing(what, error, "the checkpoints written before are kept")
+
+
 def save(directory: str, state: Any, step: int, keep: int = 3) -> str:
   """Writes `state` as `directory/ckpt-<step>.pkl` atomically; returns its path.
 
@@ -45,15 +51,20 @@ def save(directory: str, state: Any, step: int, keep: int = 3) -> str:
     state: picklable (convert device arrays with `jax.device_get` first).
     step: the ordering key (e.g. actor steps); a later save with the same step replaces it.
     keep: how many of the newest checkpoints to keep (>= 1).
+
+  Raises:
+    core.RunDirectoryError: the file cannot be written (a full disk, ...); no partial
+      file is left and the older checkpoints are untouched.
   """
   if keep < 1:
     raise ValueError(f"keep must be >= 1, got {keep}")
-  os.makedirs(directory, exist_ok=True)
   data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
   header = _MAGIC + hashlib.sha256(data).hexdigest().encode() + b" " + str(len(data)).encode() + b"\n"
   path = os.path.join(directory, f"ckpt-{int(step):012d}.pkl")
-  fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".tmp", dir=directory)
+  tmp = None
   try:
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".tmp", dir=directory)
     with os.fdopen(fd, "wb") as f:
       f.write(header)
       f.write(data)
@@ -61,15 +72,17 @@ def save(directory: str, state: Any, step: int, keep: int = 3) -> str:
       os.fsync(f.fileno())
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+      os.fsync(dir_fd)
+    finally:
+      os.close(dir_fd)
+  except BaseException as e:
+    if tmp is not None and os.path.exists(tmp):
       os.remove(tmp)
+    if isinstance(e, OSError):
+      raise _write_failed(path, e) from e
     raise
-  dir_fd = os.open(directory, os.O_RDONLY)
-  try:
-    os.fsync(dir_fd)
-  finally:
-    os.close(dir_fd)
   for old in list_checkpoints(directory)[:-keep]:
     os.remove(old)
   return path
@@ -131,15 +144,28 @@ def save_run(directory: str, state: dict, step: int, keep: int = 3, replay_clien
 
   Returns:
     the pickle's path.
+
+  Raises:
+    core.RunDirectoryError: a write failed (a full disk, ...); the checkpoints written
+      before are untouched (a half-written replay folder is removed by the next
+      `save_run` or `reverb_checkpointer`).
   """
   state = dict(state)
   state["replay_checkpoint"] = None
   if replay_client is not None:
-    written = replay_client.checkpoint()
     target = os.path.join(directory, f"replay-{int(step):012d}")
-    if os.path.exists(target):
-      shutil.rmtree(target)
-    os.replace(written, target)
+    try:
+      # Reverb reports a failed write as whatever its status maps to (a full disk is an
+      # IndexError naming the file and "No space left on device").
+      written = replay_client.checkpoint()
+    except Exception as e:  # pylint: disable=broad-except
+      raise _write_failed(f"the replay checkpoint {target}", e) from e
+    try:
+      if os.path.exists(target):
+        shutil.rmtree(target)
+      os.replace(written, target)
+    except OSError as e:
+      raise _write_failed(target, e) from e
     state["replay_checkpoint"] = os.path.basename(target)
   path = save(directory, state, step, keep)
   steps = {_step_of(p) for p in list_checkpoints(directory)}

@@ -4,19 +4,25 @@ training state.
 
 A subclass keeps its whole training state in `self._state`, a NamedTuple with a scalar
 `steps` field (learner steps taken), calls `self._init_bookkeeping(counter, logger)` in
-its constructor and `self._record_step(metrics)` at the end of each `step()`.
+its constructor and ends each `step()` with `self._commit(new_state, metrics)`: a step
+whose metrics (loss, gradient norm, ...) are not all finite is not taken (the learner
+keeps its state from before it, which a checkpoint may then hold) and raises
+`actorq.core.NonFiniteLossError` naming the step and the metrics.
 """
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Mapping, Optional
 
 import jax
-from acme import core
+from acme import core as acme_core
 from acme.utils import counting, loggers
 
+from actorq import core
 
-class JaxLearner(core.Learner):
+
+class JaxLearner(acme_core.Learner):
   """Base for learners whose state is one NamedTuple `self._state` (see module doc)."""
 
   _state: Any
@@ -31,6 +37,33 @@ class JaxLearner(core.Learner):
   def step_count(self) -> int:
     """Learner steps taken (restored ones included)."""
     return int(self._state.steps)
+
+  def _check_finite(self, metrics: Mapping[str, Any], detail: str = "") -> Mapping[str, float]:
+    """The metrics as floats (read to the host once: the logger needs them as floats
+    anyway, so the check costs no extra device synchronisation). A message names the
+    non-finite ones, losses first.
+
+    Raises:
+      core.NonFiniteLossError: some metric is NaN or infinite (`detail` is appended).
+    """
+    values = {k: float(v) for k, v in metrics.items()}
+    bad = [f"{k}={values[k]}" for k in sorted(values, key=lambda k: ("loss" not in k, k))
+           if not math.isfinite(values[k])]
+    if bad:
+      raise core.NonFiniteLossError(
+          f"learner step {self.step_count + 1} is not finite ({', '.join(bad)}); the learner "
+          f"keeps its state from before that step{detail}")
+    return values
+
+  def _commit(self, state: Any, metrics: Mapping[str, Any]) -> None:
+    """Takes `state` (the training state after this step) and records the step.
+
+    Raises:
+      core.NonFiniteLossError: some metric is NaN or infinite; `state` is dropped.
+    """
+    values = self._check_finite(metrics)
+    self._state = state
+    self._record_step(values)
 
   def _record_step(self, metrics: Mapping[str, Any]) -> None:
     """Counts one learner step (with the wall-clock seconds since the previous one, 0 for

@@ -3,8 +3,9 @@ event files beside them, throttled.
 
 `make_logger_factory(logdir)` returns `logger_fn(label, time_delta=0.0)`; the CSV is
 `logdir/<label>.csv`, opened in append mode (so a resumed run continues its files),
-flushed on every row. The same rows go to TensorBoard event files under
-`logdir/tensorboard/<label>/` (`tensorboard --logdir <logdir>/tensorboard`), one scalar
+flushed on every row (a write the directory refuses, e.g. on a full disk, raises
+`actorq.core.RunDirectoryError` naming the file). The same rows go to TensorBoard event
+files under `logdir/tensorboard/<label>/` (`tensorboard --logdir <logdir>/tensorboard`), one scalar
 per numeric column with the CSV's column name, flushed on every row: acme's TF summary
 logger writes nothing until it is closed (acme#230), so a crashed run would show none.
 """
@@ -12,9 +13,12 @@ from __future__ import annotations
 
 import numbers
 import os
+import warnings
 from typing import Callable, Dict, Optional
 
 from acme.utils import loggers
+
+from actorq import core
 
 TENSORBOARD_DIR = "tensorboard"
 # Columns used as the x axis (TensorBoard "step"), first present wins.
@@ -35,6 +39,7 @@ class TensorBoardLogger(loggers.Logger):
   def __init__(self, directory: str, step_keys=STEP_KEYS):
     import tensorflow as tf
     self._tf = tf
+    self._directory = directory
     self._writer = tf.summary.create_file_writer(directory)
     self._step_keys = tuple(step_keys)
     self._rows = 0
@@ -43,27 +48,46 @@ class TensorBoardLogger(loggers.Logger):
     step = next((int(data[k]) for k in self._step_keys
                  if isinstance(data.get(k), numbers.Real)), self._rows)
     self._rows += 1
-    with self._writer.as_default():
-      for key, value in data.items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-          continue  # numpy scalars are numbers.Real too
-        self._tf.summary.scalar(str(key), float(value), step=step)
-    self._writer.flush()
+    try:
+      with self._writer.as_default():
+        for key, value in data.items():
+          if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            continue  # numpy scalars are numbers.Real too
+          self._tf.summary.scalar(str(key), float(value), step=step)
+      self._writer.flush()
+    except self._tf.errors.OpError as e:  # e.g. a full disk under the event file
+      raise core.RunDirectoryError.writing(f"TensorBoard events in {self._directory}",
+                                           e) from e
 
   def close(self) -> None:
     self._writer.close()
 
 
 class _Closing(loggers.Dispatcher):
-  def __init__(self, to, files):
+  """One label's loggers. A write the run directory refuses (a full disk, a quota, a
+  read-only mount) raises `core.RunDirectoryError` naming the file; `close()` never
+  raises (a failure to close is a warning), so a launcher's cleanup after a failed run
+  runs to its end."""
+
+  def __init__(self, to, files, path):
     super().__init__(to)
     self._files = files
+    self._path = path
+
+  def write(self, data):
+    try:
+      super().write(data)
+    except OSError as e:
+      raise core.RunDirectoryError.writing(self._path, e) from e
 
   def close(self):
-    super().close()
-    for f in self._files:
-      if not f.closed:
-        f.close()
+    try:
+      super().close()
+      for f in self._files:
+        if not f.closed:
+          f.close()
+    except Exception as e:  # pylint: disable=broad-except
+      warnings.warn(f"closing {self._path} failed: {e}")
 
 
 def make_logger_factory(logdir: Optional[str], extra_fn: Optional[Callable] = None,
@@ -81,13 +105,17 @@ def make_logger_factory(logdir: Optional[str], extra_fn: Optional[Callable] = No
       return loggers.NoOpLogger()
     if label in cache:
       return cache[label]
-    f = open(os.path.join(logdir, f"{label}.csv"), "a", encoding="utf-8")
+    path = os.path.join(logdir, f"{label}.csv")
+    try:
+      f = open(path, "a", encoding="utf-8")
+    except OSError as e:
+      raise core.RunDirectoryError.writing(path, e) from e
     to = [loggers.CSVLogger(f, flush_every=1)]
     if tensorboard:
       to.append(TensorBoardLogger(os.path.join(logdir, TENSORBOARD_DIR, label)))
     if extra_fn is not None:
       to.extend(extra_fn(label))
-    logger = _Closing(to, [f])
+    logger = _Closing(to, [f], path)
     logger = loggers.NoneFilter(logger)
     if time_delta > 0:
       logger = loggers.TimeFilter(logger, time_delta)

@@ -20,15 +20,24 @@ An episode that reaches `max_episode_steps` without ending is ended by the loop 
 so a learner bootstraps from it (the same as a Gymnasium time limit, case E2), and the
 next episode starts with a reset. `should_stop()` is asked after every step; when it is
 true the loop returns at once (the episode in progress is abandoned).
+
+An exception the environment raises in `reset()` or `step()` leaves the loop as
+`actorq.core.EnvironmentFailure`, one line naming the call, the actor step, the episode,
+the exception and where it was raised (the original is its `__cause__`); a launcher adds
+the environment id.
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
+import traceback
 from typing import Any, Callable, List, Optional, Sequence
 
 import dm_env
 import numpy as np
+
+from actorq import core
 
 # An episode that never ends is capped at this many steps unless the caller says
 # otherwise: 108,000 frames of Atari at frame skip 4 (Machado et al. 2018), far above
@@ -99,8 +108,26 @@ class ActorLoop:
     self.steps = 0
     self.episodes = 0
 
+  def _failure(self, call: str, error: Exception, length: int) -> core.EnvironmentFailure:
+    """The one-line `EnvironmentFailure` for `error` raised by the environment's `call`
+    during step `length + 1` of the current episode (0: its reset)."""
+    where = ""
+    frames = traceback.extract_tb(error.__traceback__)
+    if frames:
+      last = frames[-1]
+      where = f" (at {os.path.basename(last.filename)}:{last.lineno} in {last.name})"
+    text = str(error).strip().splitlines()
+    what = f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+    when = (f"at actor step {self.steps + 1} (step {length + 1} of episode "
+            f"{self.episodes + 1})" if call == "step" else
+            f"at the start of episode {self.episodes + 1} (after {self.steps} actor steps)")
+    return core.EnvironmentFailure(f"the environment's {call}() raised {what}{where} {when}")
+
   def _reset(self) -> dm_env.TimeStep:
-    timestep = self.environment.reset()
+    try:
+      timestep = self.environment.reset()
+    except Exception as e:  # pylint: disable=broad-except
+      raise self._failure("reset", e, 0) from e
     if self._learn:
       self.actor.observe_first(timestep)
     for hook in self._hooks:
@@ -118,6 +145,7 @@ class ActorLoop:
 
     Raises:
       ValueError: a count < 1.
+      core.EnvironmentFailure: the environment raised in `reset()` or `step()`.
     """
     for name, value in (("num_episodes", num_episodes), ("num_steps", num_steps)):
       if value is not None and int(value) < 1:
@@ -128,7 +156,10 @@ class ActorLoop:
     episode_return, length, start = 0.0, 0, time.time()
     while True:
       action = self.actor.select_action(timestep.observation)
-      timestep = self.environment.step(action)
+      try:
+        timestep = self.environment.step(action)
+      except Exception as e:  # pylint: disable=broad-except
+        raise self._failure("step", e, length) from e
       length += 1
       capped = length >= self._cap and not timestep.last()
       if capped:  # a truncation: LAST with the environment's discount (bootstrap)

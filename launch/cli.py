@@ -4,7 +4,8 @@ Each command lives in its own module with `add_parser(subparsers)` and `run(args
 (listed in `COMMANDS`). Bad input (unknown agent or environment, a count that is not a
 positive integer, an unwritable directory, an agent that cannot act in the environment)
 prints one line naming what is wrong and what is allowed, and exits with status 2
-before anything is written.
+before anything is written. A fault part-way through a run (`actorq.core.RunFailure`)
+prints one line naming the cause (`actorq: stopped: ...`) and exits with status 1.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 warnings.filterwarnings("ignore", message=".*DISPLAY environment variable is missing.*")
 
 # After the environment above, which TensorFlow reads when it is first imported.
+from actorq import core  # pylint: disable=wrong-import-position
 from actorq.launch import experiment  # pylint: disable=wrong-import-position
 
 # Command name -> module with `add_parser(subparsers)` and `run(args) -> int`, reached by
@@ -34,6 +36,11 @@ COMMANDS = {
     "bench": "actorq.benchmarks.bench_cmd",
     "sweep": "actorq.benchmarks.sweep_cmd",
 }
+
+
+# A run stopped by a fault (`actorq.core.RunFailure`: the environment raised, a learner
+# step was not finite, the run directory cannot be written); bad input is 2.
+EXIT_RUN_FAILED = 1
 
 
 class UsageError(Exception):
@@ -163,9 +170,9 @@ def main(argv: Optional[List[str]] = None) -> int:
   except KeyboardInterrupt:
     print("actorq: interrupted", file=sys.stderr)
     return 130
-  except experiment.RunError as e:
+  except core.RunFailure as e:  # a fault part-way through a run (experiment.RunError too)
     print(f"actorq: stopped: {e}", file=sys.stderr)
-    return 1
+    return EXIT_RUN_FAILED
 
 
 if __name__ == "__main__":

@@ -127,10 +127,13 @@ def run(args) -> int:
         f"{args.episodes} greedy episodes at {precision}", flush=True)
   recorder = FrameRecorder()
   start = time.time()
-  episodes = loop_lib.ActorLoop(
-      env, actor, learn=False, hooks=[recorder] if args.video else [],
-      max_episode_steps=args.max_episode_steps or loop_lib.DEFAULT_MAX_EPISODE_STEPS,
-  ).run(num_episodes=args.episodes)
+  try:
+    episodes = loop_lib.ActorLoop(
+        env, actor, learn=False, hooks=[recorder] if args.video else [],
+        max_episode_steps=args.max_episode_steps or loop_lib.DEFAULT_MAX_EPISODE_STEPS,
+    ).run(num_episodes=args.episodes)
+  except core.EnvironmentFailure as e:
+    raise core.EnvironmentFailure(f"{info['env']}: {e}") from e
   elapsed = time.time() - start
   returns = [e.episode_return for e in episodes]
   lengths = [e.episode_length for e in episodes]

@@ -33,10 +33,11 @@ from actorq.components import loop as loop_lib
 EVAL_SEED_OFFSET = 10_000
 
 
-class RunError(RuntimeError):
+class RunError(core.RunFailure):
   """A run stopped by a fault in what it was given (a non-finite reward, observation or
   network output, ...). The message names the cause, the environment and the actor step;
-  the last good state was checkpointed first (with a logdir), so `resume` continues."""
+  the last good state was checkpointed first (with a logdir), so `resume` continues.
+  One of the `core.RunFailure`s (`actorq` prints it in one line, exit status 1)."""
 
 
 class Preempted(KeyboardInterrupt):

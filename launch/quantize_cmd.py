@@ -117,9 +117,12 @@ def run(args) -> int:
   print(f"actorq: {info['agent']} on {info['env']}, checkpoint {path} "
         f"(learner step {state['learner_steps']}); {args.episodes} greedy episodes per precision, "
         f"{'per-tensor' if args.per_tensor else 'per-channel'} scales", flush=True)
-  rows = evaluation.reward_parity(env_fn, state["policy_params"], networks.spec, policy.selector,
-                                  ("fp32", args.precision), args.episodes,
-                                  per_channel=not args.per_tensor, action_range=action_range)
+  try:
+    rows = evaluation.reward_parity(env_fn, state["policy_params"], networks.spec,
+                                    policy.selector, ("fp32", args.precision), args.episodes,
+                                    per_channel=not args.per_tensor, action_range=action_range)
+  except core.EnvironmentFailure as e:
+    raise core.EnvironmentFailure(f"{info['env']}: {e}") from e
   ref = rows[0]
   print(f"{'precision':<16}{'mean return':>12}{'std':>9}{'action agreement':>18}{'model bytes':>13}")
   for r in rows:

@@ -208,6 +208,16 @@ def run(args) -> int:
   return _run_distributed(args, config)
 
 
+def failure(args, error: core.RunFailure) -> core.RunFailure:
+  """`error` (same type) with the environment id before an environment's fault and, when
+  the run has a readable checkpoint, how to continue from it."""
+  message = f"{args.env}: {error}" if isinstance(error, core.EnvironmentFailure) else str(error)
+  ckpt_dir = os.path.join(args.logdir, run_dir.CHECKPOINTS) if args.logdir else None
+  if ckpt_dir and checkpointing.list_checkpoints(ckpt_dir):
+    message += f"; continue from the newest checkpoint with: actorq train --resume {args.logdir}"
+  return type(error)(message)
+
+
 def _run_local(args, config) -> int:
   bar = tqdm(total=args.steps, unit="step", dynamic_ncols=True, disable=args.no_progress,
              mininterval=0.5, smoothing=0.05)
@@ -227,6 +237,8 @@ def _run_local(args, config) -> int:
     result = local.run(config, progress=progress)
   except checkpointing.CheckpointError as e:
     raise cli.UsageError(f"--resume {args.logdir}: {e}") from None
+  except core.RunFailure as e:
+    raise failure(args, e) from e
   except KeyboardInterrupt:
     print(f"actorq: checkpoint saved; continue with: actorq train --resume {args.logdir}",
           file=sys.stderr)

@@ -172,8 +172,8 @@ class DPGLearner(learners.JaxLearner):
 
   def step(self) -> None:
     sample = next(self._iterator)
-    self._state, metrics = self._sgd_step(self._state, sample.data)
-    self._record_step(metrics)
+    state, metrics = self._sgd_step(self._state, sample.data)
+    self._commit(state, metrics)
 
   def get_variables(self, names):
     state = self._state  # one consistent snapshot, also when read from another thread

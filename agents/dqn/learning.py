@@ -201,17 +201,21 @@ class DQNLearner(learners.JaxLearner):
   def step(self) -> None:
     sample = next(self._iterator)
     if self._prioritized is None:
-      self._state, metrics = self._sgd_step(self._state, sample.data)
+      state, metrics = self._sgd_step(self._state, sample.data)
     else:
       pr = self._prioritized
       beta = annealed_exponent(pr.importance_sampling_exponent, pr.annealing_steps,
                                self.step_count)
-      self._state, td, metrics = self._prioritized_sgd_step(
+      state, td, metrics = self._prioritized_sgd_step(
           self._state, sample.data, np.asarray(sample.info.probability, np.float32),
           np.asarray(sample.info.table_size, np.float32), np.float32(beta))
       priorities = np.abs(np.asarray(td, np.float64)) + pr.priority_epsilon
-      priorities_lib.update_priorities(pr.client, pr.table, sample.info.key, priorities)
-    self._record_step(metrics)
+      try:
+        priorities_lib.update_priorities(pr.client, pr.table, sample.info.key, priorities)
+      except ValueError as e:  # NaN TD errors: name the non-finite loss, if that is why
+        self._check_finite(metrics, f" ({e})")
+        raise
+    self._commit(state, metrics)
 
   def get_variables(self, names):
     state = self._state  # one consistent snapshot, also when read from another thread

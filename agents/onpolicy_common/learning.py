@@ -184,8 +184,8 @@ class OnPolicyLearner(learners.JaxLearner):
 
   def step(self) -> None:
     sample = next(self._iterator)
-    self._state, metrics = self._update(self._state, sample.data)
-    self._record_step(metrics)
+    state, metrics = self._update(self._state, sample.data)
+    self._commit(state, metrics)
 
   def get_variables(self, names):
     state = self._state

@@ -48,6 +48,28 @@ def test_damaged_newest_falls_back_to_the_previous(tmp_path, damage):
     checkpointing.load(newest)
 
 
+def test_a_failed_write_is_one_line_and_keeps_the_older_checkpoints(tmp_path, monkeypatch):
+  """A full disk (ENOSPC from the write): RunDirectoryError naming the file and why, no
+  temporary file left, and the older checkpoints untouched."""
+  import errno
+  from actorq import core
+  d = str(tmp_path)
+  checkpointing.save(d, _state(100), 100)
+  real_fsync = os.fsync
+
+  def full(fd):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+  monkeypatch.setattr(os, "fsync", full)
+  with pytest.raises(core.RunDirectoryError) as e:
+    checkpointing.save(d, _state(200), 200)
+  monkeypatch.setattr(os, "fsync", real_fsync)
+  assert str(e.value) == (f"cannot write {d}/ckpt-000000000200.pkl: No space left on device; "
+                          "the checkpoints written before are kept")
+  assert sorted(os.listdir(d)) == ["ckpt-000000000100.pkl"]
+  assert checkpointing.restore_latest(d)[1]["actor_steps"] == 100
+
+
 def test_no_checkpoint_gives_none(tmp_path):
   assert checkpointing.restore_latest(str(tmp_path)) == (None, None)
   with pytest.raises(ValueError, match="keep must be >= 1"):

@@ -56,3 +56,31 @@ def test_save_and_restore_round_trip_also_from_a_plain_tuple():
   other.restore(tuple(saved))  # a checkpoint may keep the NamedTuple as a plain tuple
   assert isinstance(other._state, State) and other.step_count == 1
   np.testing.assert_array_equal(other._state.w, [1.0, 1.0])
+
+
+class Diverging(Toy):
+  """Its third step computes a NaN loss and an infinite gradient norm."""
+
+  def step(self):
+    state = State(self._state.w * 2.0, self._state.steps + 1)
+    bad = self.step_count == 2
+    self._commit(state, {"gradient_norm": jnp.float32(np.inf if bad else 1.0),
+                         "loss": jnp.float32(np.nan if bad else 0.5)})
+
+
+def test_a_non_finite_step_is_not_taken_and_names_step_and_metrics():
+  from actorq import core
+  counter, logger = counting.Counter(), Recording()
+  learner = Diverging(counter, logger)
+  learner.step()
+  learner.step()
+  before = learner.save()
+  try:
+    learner.step()
+    raise AssertionError("expected NonFiniteLossError")
+  except core.NonFiniteLossError as e:
+    assert str(e) == ("learner step 3 is not finite (loss=nan, gradient_norm=inf); the learner "
+                      "keeps its state from before that step")
+    assert isinstance(e, core.RunFailure) and isinstance(e, ValueError)
+  assert learner.step_count == 2 and counter.get_counts()["steps"] == 2 and len(logger.rows) == 2
+  np.testing.assert_array_equal(learner.save().w, before.w)

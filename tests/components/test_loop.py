@@ -98,3 +98,44 @@ def test_periodic_hooks():
   assert seen == [4, 8]
   with pytest.raises(ValueError, match="period"):
     loop_lib.EveryNSteps(0, print)
+
+
+class _Raising(fakes.ScriptedEnvironment):
+  """Raises in `call` ("step" or "reset") on its `at`-th call of it."""
+
+  def __init__(self, call, at, episode_length=None):
+    super().__init__(episode_length=episode_length)
+    self.call, self.at, self.count = call, at, 0
+
+  def _maybe_raise(self, call):
+    if call == self.call:
+      self.count += 1
+      if self.count == self.at:
+        raise RuntimeError("no such body\nsecond line")
+
+  def reset(self):
+    self._maybe_raise("reset")
+    return super().reset()
+
+  def step(self, action):
+    self._maybe_raise("step")
+    return super().step(action)
+
+
+@pytest.mark.parametrize("call,at,when", [
+    ("step", 7, "at actor step 7 (step 1 of episode 4)"),
+    ("reset", 3, "at the start of episode 3 (after 4 actor steps)"),
+])
+def test_an_environment_that_raises_is_one_line_naming_call_step_and_place(call, at, when):
+  """Episodes of 2 steps: actor step 7 is the first of episode 4, the third reset starts
+  episode 3. The message is one line (the first of the error's); the error is its cause."""
+  from actorq import core
+  env = _Raising(call, at, episode_length=2)
+  loop = loop_lib.ActorLoop(env, fakes.RecordingActor(), learn=True)
+  with pytest.raises(core.EnvironmentFailure) as e:
+    loop.run(num_steps=100)
+  message = str(e.value)
+  assert message.startswith(f"the environment's {call}() raised RuntimeError: no such body (at "
+                            f"test_loop.py:")
+  assert message.endswith(f" in _maybe_raise) {when}")
+  assert "\n" not in message and isinstance(e.value.__cause__, RuntimeError)
