@@ -40,12 +40,17 @@ direct child with its exit code known, its output written to `<logdir>/logs/<gro
 and echoed to the terminal with a `[group/i]` prefix.
 
 Stopping (acme#137, acme#213): the run ends when the limiter records the limit (clean
-finish, exit 0), when any node fails or exits on its own (exit 1), or on SIGINT/SIGTERM
-to the launcher (exit 128 + signal). In every case each node gets its stop event
-(SIGTERM to a node process; on a signal to a `local_mp` launcher the learner is first
-given up to 5 s for a checkpoint), the launcher waits `stop_grace_s` (20 s) and then SIGKILLs
-whatever is left of each node's process tree, so nothing outlives the launcher and the
-whole program is gone within 30 s. A node process whose launcher vanished stops itself.
+finish, exit 0), when any node fails or exits on its own (exit 1; the cause is the
+node's exception, for `local_mp` the last exception line of its output), when an actor
+has stopped answering, i.e. taken no step for `actor_stall_s` (or no first step within
+`actor_start_s` of the launch; exit 1), or on
+SIGINT/SIGTERM to the launcher (exit 128 + signal). A failure is printed as one line
+(`actorq: error: ...`, stderr) before the nodes are stopped. In every case each node
+gets its stop event (SIGTERM to a node process; on a signal to a `local_mp` launcher the
+learner is first given up to 5 s for a checkpoint), the launcher waits `stop_grace_s`
+(20 s) and then SIGKILLs whatever is left of each node's process tree, so nothing
+outlives the launcher and the whole program is gone within 30 s. A node process whose
+launcher vanished stops itself.
 """
 from __future__ import annotations
 
@@ -63,6 +68,7 @@ from typing import Any, Dict, List, Optional
 import launchpad as lp
 import psutil
 
+from actorq import core
 from actorq.components import checkpointing
 from actorq.launch import distributed_nodes as nodes_lib
 from actorq.launch import experiment as experiment_lib
@@ -85,13 +91,20 @@ class DistributedOptions:
     reverb_timeout_s: the longest one Reverb write or server_info may block (seconds).
     courier_timeout_s: the longest one Courier call (variables, counter) may take.
     stop_grace_s: seconds a node has to stop before it is killed, in (0, 25].
+    actor_stall_s: an actor that took steps and then takes none for this many seconds
+      has stopped answering: the program fails naming it.
+    actor_start_s: the same for an actor's first step, counted from the launch (its
+      start-up: imports, environment, waiting for the learner, which itself gives up
+      after 600 s).
   """
   reverb_timeout_s: float = 120.0
   courier_timeout_s: float = 60.0
   stop_grace_s: float = 20.0
+  actor_stall_s: float = 300.0
+  actor_start_s: float = 900.0
 
   def __post_init__(self):
-    for name in ("reverb_timeout_s", "courier_timeout_s"):
+    for name in ("reverb_timeout_s", "courier_timeout_s", "actor_stall_s", "actor_start_s"):
       if not getattr(self, name) > 0:
         raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)!r}")
     if not 0 < self.stop_grace_s <= 25:
@@ -314,6 +327,7 @@ class _NodeProcesses:
       node.bind_addresses()
     self.procs: List[subprocess.Popen] = []
     self.titles: List[str] = []
+    self.errors: Dict[str, str] = {}  # title -> the last exception line of its output
     self._threads: List[threading.Thread] = []
     if log_dir is not None:
       os.makedirs(log_dir, exist_ok=True)
@@ -336,9 +350,16 @@ class _NodeProcesses:
 
   def _pump(self, proc, title, path, lock):
     out = open(path, "w", encoding="utf-8", errors="replace") if path else None
+    in_traceback = False
     try:
       for raw in iter(proc.stdout.readline, b""):
         line = raw.decode("utf-8", "replace")
+        # A Python traceback ends with its first unindented line: "Type: message".
+        if line.startswith("Traceback (most recent call last):"):
+          in_traceback = True
+        elif in_traceback and line.strip() and not line[0].isspace():
+          self.errors[title] = line.strip()
+          in_traceback = False
         if out is not None:
           out.write(line)
           out.flush()
@@ -361,7 +382,12 @@ class _NodeProcesses:
         continue
       if code == 0 and title.startswith(finish_title_prefix):
         continue
-      return f"node {title} exited with code {code}" if code else f"node {title} exited early"
+      if not code:
+        return f"node {title} exited early"
+      for t in self._threads:  # its output up to the exit (the pump ends at EOF)
+        t.join(timeout=1.0)
+      cause = self.errors.get(title)
+      return f"node {title} exited with code {code}" + (f": {cause}" if cause else "")
     return None
 
   def stop(self, grace_s: float) -> None:
@@ -395,6 +421,45 @@ class _NodeProcesses:
         pass
     for t in self._threads:
       t.join(timeout=2)
+
+
+def _one_line(error: BaseException) -> str:
+  """`Type: first line of the message` of an exception, unwrapping a node's
+  `RuntimeError("learner failed: ...")` to its cause."""
+  while error.__cause__ is not None and isinstance(error, RuntimeError) and \
+      not isinstance(error, core.RunFailure):
+    error = error.__cause__
+  text = str(error).strip().splitlines()
+  return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+class _StallWatch:
+  """Notices an actor that stopped stepping, from its own counter key
+  (`distributed_nodes.actor_steps_key`): no change for `stall_s` seconds once it has
+  stepped, or no first step within `start_s` seconds of the launch."""
+
+  def __init__(self, num_actors: int, stall_s: float, start_s: float):
+    self._stall_s, self._start_s = float(stall_s), float(start_s)
+    now = time.time()
+    # actor -> (its count when last seen, since when, whether it has stepped since launch)
+    self._last = {i: (None, now, False) for i in range(num_actors)}
+
+  def check(self, counts: Dict[str, float]) -> Optional[str]:
+    """None while every actor steps; else which actor stopped answering."""
+    now = time.time()
+    for i, (value, since, stepped) in self._last.items():
+      current = counts.get(nodes_lib.actor_steps_key(i), 0)
+      if value is None:  # the first poll: a resumed run's count is where it starts
+        self._last[i] = (current, since, False)
+      elif current != value:
+        self._last[i] = (current, now, True)
+      else:
+        limit = self._stall_s if stepped else self._start_s
+        if now - since > limit:
+          what = "took no step" if stepped else "took no first step"
+          return (f"actor/{i} {what} in {now - since:.0f} s (it stopped answering; the "
+                  f"limit is {limit:g} s)")
+    return None
 
 
 def _counts(dp: DistributedProgram, client_box: Dict[str, Any]) -> Dict[str, float]:
@@ -460,7 +525,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
         try:
           manager.check_for_thread_worker_exception()
         except BaseException as e:  # pylint: disable=broad-except
-          return f"a node failed: {e!r}"
+          return f"a node failed: {_one_line(e)}"
         return None
 
       def stop():
@@ -469,6 +534,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
       # Launchpad's worker manager takes over SIGINT/SIGTERM in this mode.
       external_stop = lambda: manager.stop_event().is_set()
 
+    stall = _StallWatch(dp.num_actors, dp.options.actor_stall_s, dp.options.actor_start_s)
     try:
       while True:
         if sigs.received is not None or (external_stop() and reason != "finished"):
@@ -495,8 +561,14 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
           if checkpoint:
             detail += f"; checkpoint {checkpoint}"
           break
+        problem = stall.check(counts)
+        if problem is not None:
+          reason, detail = "failed", problem
+          break
         time.sleep(0.5)
     finally:
+      if reason == "failed":  # said before stopping, which may take stop_grace_s
+        print(f"actorq: error: {detail}; stopping the program", file=sys.stderr, flush=True)
       stop()
 
   if reason == "finished":

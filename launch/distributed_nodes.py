@@ -9,7 +9,9 @@ and the learner's sampling (the builder's dataset, which has Reverb rate-limiter
 timeouts) runs in a helper thread the node does not wait on after a stop.
 
 Counter keys (one Counter node sums them): `actor_steps`, `actor_episodes`,
-`learner_steps` (via the learner's child counter, prefix ``learner``), `limit_reached`.
+`learner_steps` (via the learner's child counter, prefix ``learner``), `limit_reached`,
+and each actor's own steps, `actor_steps_key(i)` (the launcher notices an actor that
+stopped stepping by it).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import jax
 import launchpad as lp
 from acme.utils import counting
 
+from actorq import core
 from actorq.components import checkpointing, environments
 from actorq.components import logging as logging_lib
 from actorq.components import loop as loop_lib
@@ -34,6 +37,11 @@ ACTOR_STEPS = "actor_steps"
 ACTOR_EPISODES = "actor_episodes"
 LEARNER_STEPS = "learner_steps"
 LIMIT_REACHED = "limit_reached"
+
+
+def actor_steps_key(actor_id: int) -> str:
+  """The counter key of actor `actor_id`'s own steps."""
+  return f"actor_{int(actor_id)}_steps"
 
 
 def watch_launcher(launcher_pid: Optional[int]) -> None:
@@ -260,18 +268,21 @@ class LearnerNode:
 
 
 class _Counting(loop_lib.Hook):
-  """Sends the actor's steps and episodes to the counter node about every 0.5 s; steps
-  not yet sent when the program stops are dropped (the counter stops with it)."""
+  """Sends the actor's steps (to the total and to its own key) and episodes to the
+  counter node about every 0.5 s; steps not yet sent when the program stops are dropped
+  (the counter stops with it)."""
 
-  def __init__(self, counter, period_s: float = 0.5):
+  def __init__(self, counter, actor_id: int, period_s: float = 0.5):
     self._counter = counter
+    self._own = actor_steps_key(actor_id)
     self._period_s = period_s
     self._steps, self._episodes, self._last = 0, 0, time.time()
 
   def on_step(self, loop, action, timestep):
     self._steps += 1
     if time.time() - self._last > self._period_s:
-      self._counter.increment(**{ACTOR_STEPS: self._steps, ACTOR_EPISODES: self._episodes})
+      self._counter.increment(**{ACTOR_STEPS: self._steps, self._own: self._steps,
+                                 ACTOR_EPISODES: self._episodes})
       self._steps, self._episodes, self._last = 0, 0, time.time()
 
   def on_episode_end(self, loop, stats):
@@ -292,6 +303,7 @@ class ActorNode:
                launcher_pid: Optional[int] = None, *, initial_steps: int = 0):
     watch_launcher(launcher_pid)
     self._stop = lp.stop_event()
+    self._env_id, self._actor_id = config.env_id, actor_id
     learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
     env = experiment_lib.make_environment(config, seed)
     parts = experiment_lib.agent_parts(config, environments.environment_spec(env))
@@ -309,7 +321,7 @@ class ActorNode:
     self._logger = logging_lib.make_logger_factory(config.logdir)(f"actor_{actor_id}")
     self._loop = loop_lib.ActorLoop(
         env, actor, should_stop=self._stop.is_set, max_episode_steps=config.max_episode_steps,
-        hooks=[_Counting(counter),
+        hooks=[_Counting(counter, actor_id),
                loop_lib.EpisodeLogger(self._logger, actor_precision=parts.policy.precision)])
     self._loop.steps = int(initial_steps)
 
@@ -326,6 +338,8 @@ class ActorNode:
       self._loop.run()
     except (reverb_timeouts.WriterStoppedError, NodeStopping):
       pass  # the program is stopping while a write or a call waited
+    except core.EnvironmentFailure as e:
+      raise core.EnvironmentFailure(f"{self._env_id} (actor {self._actor_id}): {e}") from e
     finally:
       self._logger.close()
 
@@ -368,7 +382,11 @@ class EvaluatorNode:
           self._stop.wait(1.0)
           continue
         self._actor.update(wait=True)
-        stats = experiment_lib.evaluate(self._config, self._actor, should_stop=self._stop.is_set)
+        try:
+          stats = experiment_lib.evaluate(self._config, self._actor,
+                                          should_stop=self._stop.is_set)
+        except core.EnvironmentFailure as e:
+          raise core.EnvironmentFailure(f"{self._config.env_id} (evaluator): {e}") from e
         if stats is None:
           break
         self._logger.write(experiment_lib.evaluation_row(

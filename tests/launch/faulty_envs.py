@@ -15,7 +15,8 @@ counts this instance's own calls:
                 ignored), so every write that grows a file past it fails with EFBIG
   seed:s:FAULT  FAULT only in the instance made with seed s (one distributed actor)
 
-Without `ACTORQ_FAULT` (or with an empty one) it is plain CartPole-v1.
+Without `ACTORQ_FAULT` (or with an empty one) it is plain CartPole-v1. When a step, reset
+or hang fault fires, the time goes to the file $ACTORQ_FAULT_MARK if that is set.
 """
 import errno
 import os
@@ -53,6 +54,14 @@ def limit_file_size() -> None:
   resource.setrlimit(resource.RLIMIT_FSIZE, (1, hard))
 
 
+def _mark() -> None:
+  """Writes the time a fault fires to the file $ACTORQ_FAULT_MARK, if set."""
+  mark = os.environ.get("ACTORQ_FAULT_MARK")
+  if mark:
+    with open(mark, "w", encoding="utf-8") as f:
+      f.write(repr(time.time()))
+
+
 class FaultyCartPole(cartpole.CartPoleEnv):
 
   def __init__(self, **kwargs):
@@ -74,14 +83,17 @@ class FaultyCartPole(cartpole.CartPoleEnv):
       self._seed = int(seed)
     self._resets += 1
     if self._armed("reset", self._resets):
+      _mark()
       raise RuntimeError("injected fault")
     return super().reset(seed=seed, options=options)
 
   def step(self, action):
     self._steps += 1
     if self._armed("step", self._steps):
+      _mark()
       raise RuntimeError("injected fault")
     if self._armed("hang", self._steps):
+      _mark()
       while True:
         time.sleep(1.0)
     if self._armed("fill", self._steps):

@@ -7,6 +7,12 @@ train --resume` continues from it to the end.
 
 Every case resumes a copy of one finished 300-step run (its checkpoint at actor step
 300) for 300 more steps with the fault armed, then resumes again without it.
+
+Distributed (`--launch local_mt` / `local_mp`): an actor node whose environment raises
+ends the program (exit 1) with one line naming the environment, the actor and the
+exception, the checkpoint it resumed from untouched; an actor that stops answering (its
+environment's step never returns) is noticed within `actor_stall_s` and the whole
+program is gone within the stop grace period after that.
 """
 import errno
 import os
@@ -14,9 +20,11 @@ import resource
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 
 import jax.numpy as jnp
+import psutil
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -26,7 +34,9 @@ import faulty_envs  # pylint: disable=wrong-import-position
 
 from actorq.agents.dqn import learning as dqn_learning
 from actorq.components import checkpointing
-from actorq.launch import cli
+from actorq.launch import cli, distributed
+
+ROOT = os.path.dirname(os.path.dirname(HERE))
 
 SMALL = ["--set", "hidden_sizes=[16]", "--set", "min_replay_size=100", "--set", "batch_size=16"]
 BASE_STEPS, STEPS = 300, 600
@@ -150,3 +160,96 @@ def test_a_full_disk(disk, base_run, tmp_path, monkeypatch, capsys):
   # device" or "cannot write <logdir>/train.csv: File too large (<logdir>/train.csv)"
   assert err.startswith("actorq: stopped: cannot write ") and f" {logdir}/" in err, err
   assert reason in err, err
+
+
+def _node_env(**extra):
+  path = os.pathsep.join([HERE] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu", PYTHONPATH=path,
+              **extra)
+
+
+def test_local_mt_an_actor_whose_environment_raises(base_run, tmp_path, capsys):
+  """The 300-step single-process run resumed as a Launchpad program (threads, one actor)
+  whose environment raises at the actor's 200th step: exit 1 within the stop grace
+  period, one error line naming the environment, the actor and the exception; the
+  checkpoint it started from is untouched and a single-process --resume continues."""
+  logdir = tmp_path / "run"
+  shutil.copytree(base_run, logdir)
+  mark = tmp_path / "fault_at"
+  proc = subprocess.run(
+      [sys.executable, "-m", "actorq.launch.cli", "train", "--resume", str(logdir), "--launch",
+       "local_mt", "--num-actors", "1", "--steps", "100000", "--no-progress"],
+      cwd=ROOT, env=_node_env(ACTORQ_FAULT="step:200", ACTORQ_FAULT_MARK=str(mark)),
+      capture_output=True, text=True, timeout=300, check=False)
+  ended = time.time()
+  assert proc.returncode == distributed.EXIT_FAILED, proc.stdout[-2000:] + proc.stderr[-2000:]
+  assert ended - float(mark.read_text()) < 40  # detected at once, stopped within the grace
+  errors = [line for line in proc.stderr.splitlines() if line.startswith("actorq: error: ")]
+  assert len(errors) == 1, proc.stderr[-3000:]
+  assert errors[0].startswith(
+      f"actorq: error: a node failed: EnvironmentFailure: {faulty_envs.ENV_ID} (actor 0): the "
+      "environment's step() raised RuntimeError: injected fault (at faulty_envs.py:")
+  assert " in step) at actor step " in errors[0] and errors[0].endswith("; stopping the program")
+  assert "actorq: failed in " in proc.stdout and "Traceback" not in proc.stderr
+  ckpt_dir = str(logdir / "checkpoints")
+  assert [os.path.basename(p) for p in checkpointing.list_checkpoints(ckpt_dir)] == [
+      BASE_CHECKPOINT]
+  code, out, err, _ = _run(["train", "--resume", str(logdir), "--steps", str(STEPS),
+                            "--no-progress"], capsys)
+  assert code == 0, err
+  assert f"(actor step {BASE_STEPS})" in out and f": {STEPS} actor steps, " in out
+
+
+_STALLED = textwrap.dedent("""
+    import sys, time
+    import faulty_envs
+    from actorq.agents.dqn import builder as b, config as c
+    from actorq.launch import distributed, experiment
+
+    cfg = c.DQNConfig(hidden_sizes=(16,), min_replay_size=100, batch_size=16,
+                      variable_update_period=5)
+    config = experiment.ExperimentConfig(b.DQNBuilder(cfg), faulty_envs.ENV_ID,
+                                         num_steps=10**7, logdir=sys.argv[1], eval_every=10**6,
+                                         eval_episodes=1)
+    options = distributed.DistributedOptions(actor_stall_s=10.0, stop_grace_s=5.0)
+    dp = distributed.make_program(config, num_actors=2, options=options)
+    result = distributed.launch(dp, "local_mp", echo=False)
+    print(distributed.summary_line(result))
+    print("program ended at", repr(time.time()))
+    sys.exit(result.exit_code)
+""")
+
+
+def test_local_mp_an_actor_that_stops_answering(tmp_path):
+  """Actor 1 (seed 2) stops in its 100th environment step and never returns, while actor
+  0 goes on: the launcher notices within actor_stall_s (10 s) of its last step, stops
+  the program (the hung process is killed after the 5 s grace) and exits 1; no node
+  process is left."""
+  script = tmp_path / "stalled.py"
+  script.write_text(_STALLED)
+  mark = tmp_path / "hung_at"
+  proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "run")], cwd=ROOT,
+                          env=_node_env(ACTORQ_FAULT="seed:2:hang:100",
+                                        ACTORQ_FAULT_MARK=str(mark)),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  nodes = []
+  try:
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None and not mark.exists():
+      nodes = psutil.Process(proc.pid).children(recursive=True) or nodes
+      time.sleep(0.5)
+    out, err = proc.communicate(timeout=120)
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+  assert proc.returncode == distributed.EXIT_FAILED, out[-2000:] + err[-2000:]
+  hung_at = float(mark.read_text())
+  ended = float(out.split("program ended at ")[1].split()[0])
+  assert 10.0 < ended - hung_at < 10.0 + 5.0 + 15.0  # stall limit + grace + polling, slack
+  assert "actorq: failed in " in out
+  assert "(actor/1 took no step in 1" in out and "it stopped answering; the limit is 10 s)" in out
+  errors = [line for line in err.splitlines() if line.startswith("actorq: error: ")]
+  assert len(errors) == 1 and errors[0].startswith("actorq: error: actor/1 took no step in ")
+  assert len(nodes) >= 7  # one process per node was running
+  alive = [p for p in nodes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+  assert alive == []
