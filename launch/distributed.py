@@ -51,6 +51,9 @@ learner is first given up to 5 s for a checkpoint), the launcher waits `stop_gra
 (20 s) and then SIGKILLs whatever is left of each node's process tree, so nothing
 outlives the launcher and the whole program is gone within 30 s. A node process whose
 launcher vanished stops itself.
+Under `local_mt` a node thread that does not stop (e.g. an environment step that never
+returns) cannot be killed: after `stop_grace_s` the launcher returns anyway, naming it in
+`DistributedResult.abandoned`, and `exit_now(result)` ends the process.
 """
 from __future__ import annotations
 
@@ -67,6 +70,7 @@ from typing import Any, Dict, List, Optional
 
 import launchpad as lp
 import psutil
+from absl import flags
 
 from actorq import core
 from actorq.components import checkpointing
@@ -137,6 +141,9 @@ class DistributedResult:
   wall_seconds: float
   evaluations: List[Dict[str, float]]
   checkpoint: Optional[str] = None  # the checkpoint written at the end (None: none)
+  # local_mt: groups whose node threads did not stop within stop_grace_s (a thread cannot
+  # be killed; the process must end with os._exit, see `exit_now`).
+  abandoned: List[str] = dataclasses.field(default_factory=list)
 
   @property
   def final_eval_return(self) -> float:
@@ -510,6 +517,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
   counts: Dict[str, float] = {}
   reason, detail = "failed", ""
   checkpoint = None
+  abandoned: List[str] = []
   logs = None if c.logdir is None else os.path.join(os.path.abspath(c.logdir), "logs")
 
   with _Signals() as sigs:
@@ -519,6 +527,10 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
       stop = lambda: procs.stop(dp.options.stop_grace_s)
       external_stop = lambda: None
     else:
+      # Launchpad SIGKILLs its own process when a node thread outlives its 10 s stop
+      # notice (a thread cannot be killed), before anything can be reported; this
+      # launcher bounds the stop itself and reports the threads that did not stop.
+      flags.FLAGS.lp_termination_notice_secs = -1
       manager = lp.launch(dp.program, launch_type=launch_type, serialize_py_nodes=False)
 
       def check():
@@ -529,7 +541,13 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
         return None
 
       def stop():
-        manager.stop_and_wait()
+        stopping = threading.Thread(target=manager.stop_and_wait, name="actorq-stop",
+                                    daemon=True)
+        stopping.start()
+        stopping.join(dp.options.stop_grace_s)
+        if stopping.is_alive():
+          abandoned.extend(sorted({t.name for t in threading.enumerate()
+                                   if t.name in GROUPS and t.is_alive()}))
 
       # Launchpad's worker manager takes over SIGINT/SIGTERM in this mode.
       external_stop = lambda: manager.stop_event().is_set()
@@ -577,8 +595,21 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
     code = 128 + int(sigs.received or signal.SIGTERM)
   else:
     code = EXIT_FAILED
+  if abandoned:
+    detail += (f"; node threads that did not stop within {dp.options.stop_grace_s:g} s: "
+               f"{', '.join(abandoned)}")
   return DistributedResult(code, reason, detail, counts, time.time() - start,
-                           read_evaluations(c.logdir), checkpoint)
+                           read_evaluations(c.logdir), checkpoint, abandoned)
+
+
+def exit_now(result: DistributedResult) -> None:
+  """Ends this process with `result.exit_code` at once when `result.abandoned` names node
+  threads that did not stop (`local_mt`): Python would otherwise wait for them at exit
+  (Launchpad registers that wait) forever. Output is flushed first; a no-op otherwise."""
+  if result.abandoned:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(result.exit_code)  # pylint: disable=protected-access
 
 
 def summary_line(result: DistributedResult) -> str:

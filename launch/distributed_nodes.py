@@ -269,14 +269,14 @@ class LearnerNode:
 
 class _Counting(loop_lib.Hook):
   """Sends the actor's steps (to the total and to its own key) and episodes to the
-  counter node about every 0.5 s; steps not yet sent when the program stops are dropped
-  (the counter stops with it)."""
+  counter node at its first step and then about every 0.5 s; steps not yet sent when the
+  program stops are dropped (the counter stops with it)."""
 
   def __init__(self, counter, actor_id: int, period_s: float = 0.5):
     self._counter = counter
     self._own = actor_steps_key(actor_id)
     self._period_s = period_s
-    self._steps, self._episodes, self._last = 0, 0, time.time()
+    self._steps, self._episodes, self._last = 0, 0, 0.0
 
   def on_step(self, loop, action, timestep):
     self._steps += 1

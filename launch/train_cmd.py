@@ -288,4 +288,5 @@ def _run_distributed(args, config) -> int:
     print(f"final evaluation return: {result.final_eval_return:.1f} "
           f"(mean over {args.eval_episodes} greedy episodes, actors {config.precision})",
           flush=True)
+  distributed.exit_now(result)  # local_mt node threads that never stopped: end here
   return result.exit_code

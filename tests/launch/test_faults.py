@@ -12,7 +12,7 @@ Distributed (`--launch local_mt` / `local_mp`): an actor node whose environment 
 ends the program (exit 1) with one line naming the environment, the actor and the
 exception, the checkpoint it resumed from untouched; an actor that stops answering (its
 environment's step never returns) is noticed within `actor_stall_s` and the whole
-program is gone within the stop grace period after that.
+program is gone within the stop grace period after that (both launch types).
 """
 import errno
 import os
@@ -213,35 +213,45 @@ _STALLED = textwrap.dedent("""
                                          eval_episodes=1)
     options = distributed.DistributedOptions(actor_stall_s=10.0, stop_grace_s=5.0)
     dp = distributed.make_program(config, num_actors=2, options=options)
-    result = distributed.launch(dp, "local_mp", echo=False)
-    print(distributed.summary_line(result))
-    print("program ended at", repr(time.time()))
+    result = distributed.launch(dp, sys.argv[2], echo=False)
+    print(distributed.summary_line(result), flush=True)
+    print("program ended at", repr(time.time()), flush=True)
+    distributed.exit_now(result)
     sys.exit(result.exit_code)
 """)
 
 
-def test_local_mp_an_actor_that_stops_answering(tmp_path):
+@pytest.mark.parametrize("launch", ["local_mp", "local_mt"])
+def test_an_actor_that_stops_answering(launch, tmp_path):
   """Actor 1 (seed 2) stops in its 100th environment step and never returns, while actor
   0 goes on: the launcher notices within actor_stall_s (10 s) of its last step, stops
-  the program (the hung process is killed after the 5 s grace) and exits 1; no node
-  process is left."""
+  the program and exits 1 within the 5 s stop grace period. local_mp: the hung process
+  is killed, no node process is left; local_mt: the hung thread cannot be killed, it is
+  named as abandoned and the process ends anyway (`distributed.exit_now`)."""
   script = tmp_path / "stalled.py"
   script.write_text(_STALLED)
   mark = tmp_path / "hung_at"
-  proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "run")], cwd=ROOT,
-                          env=_node_env(ACTORQ_FAULT="seed:2:hang:100",
-                                        ACTORQ_FAULT_MARK=str(mark)),
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  nodes = []
-  try:
-    deadline = time.time() + 240
-    while time.time() < deadline and proc.poll() is None and not mark.exists():
-      nodes = psutil.Process(proc.pid).children(recursive=True) or nodes
-      time.sleep(0.5)
-    out, err = proc.communicate(timeout=120)
-  finally:
-    if proc.poll() is None:
-      proc.kill()
+  out_path, err_path = tmp_path / "stdout", tmp_path / "stderr"
+  with open(out_path, "w") as out_file, open(err_path, "w") as err_file:
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "run"), launch],
+                            cwd=ROOT, env=_node_env(ACTORQ_FAULT="seed:2:hang:100",
+                                                    ACTORQ_FAULT_MARK=str(mark)),
+                            stdout=out_file, stderr=err_file)
+    nodes = []
+    try:
+      deadline = time.time() + 240
+      while time.time() < deadline and proc.poll() is None and not mark.exists():
+        nodes = psutil.Process(proc.pid).children(recursive=True) or nodes
+        time.sleep(0.5)
+      proc.wait(timeout=120)
+    finally:
+      if proc.poll() is None:
+        for p in nodes + [psutil.Process(proc.pid)]:
+          try:
+            p.kill()
+          except psutil.NoSuchProcess:
+            pass
+  out, err = out_path.read_text(), err_path.read_text()
   assert proc.returncode == distributed.EXIT_FAILED, out[-2000:] + err[-2000:]
   hung_at = float(mark.read_text())
   ended = float(out.split("program ended at ")[1].split()[0])
@@ -250,6 +260,9 @@ def test_local_mp_an_actor_that_stops_answering(tmp_path):
   assert "(actor/1 took no step in 1" in out and "it stopped answering; the limit is 10 s)" in out
   errors = [line for line in err.splitlines() if line.startswith("actorq: error: ")]
   assert len(errors) == 1 and errors[0].startswith("actorq: error: actor/1 took no step in ")
-  assert len(nodes) >= 7  # one process per node was running
-  alive = [p for p in nodes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-  assert alive == []
+  if launch == "local_mp":
+    assert len(nodes) >= 7  # one process per node was running
+    alive = [p for p in nodes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+  else:
+    assert "; node threads that did not stop within 5 s: actor" in out
