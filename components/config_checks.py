@@ -210,17 +210,18 @@ def check_value(where: str, annotation: Any, check: Optional[Check], value: Any)
     if not isinstance(value, (tuple, list)):
       raise ValueError(f"{where} must be {described}, got {value!r}")
     if check is not None and check.nonempty and not value:
-      raise ValueError(f"{where} must be a non-empty list{null}, got {_show(value)}")
+      raise ValueError(f"{where} must be a non-empty list{null}, got {show(value)}")
     for v in value:
       try:
         _check_item(where, item, check, v, described, "")
       except ValueError:
-        raise ValueError(f"{where} must be {described}, got {_show(value)}") from None
+        raise ValueError(f"{where} must be {described}, got {show(value)}") from None
     return
   _check_item(where, annotation, check, value, kind(annotation), null)
 
 
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
+  """repr of a value as a command line writes it (a tuple as a list)."""
   return repr(list(value)) if isinstance(value, tuple) else repr(value)
 
 
@@ -237,5 +238,5 @@ def validate(config: Any) -> None:
                 getattr(config, f.name))
   for rule in rules_of(cls):
     if not rule.holds(config):
-      got = ", ".join(f"{n}={_show(getattr(config, n))}" for n in rule.fields(config))
+      got = ", ".join(f"{n}={show(getattr(config, n))}" for n in rule.fields(config))
       raise ValueError(f"{cls.__name__}: {rule.text}; got {got}")

@@ -139,7 +139,7 @@ def from_dict(config_cls: Type[T], values: Mapping[str, Any],
   except dacite.WrongTypeError as e:
     field = e.field_path.split(".")[0]
     raise ConfigError(f"{name}.{field} must be {_kind(hints.get(field, e.field_type))}, "
-                      f"got {e.value!r}") from None
+                      f"got {config_checks.show(e.value)}") from None
   except dacite.DaciteError as e:
     raise ConfigError(f"{name}: {e}") from None
 
