@@ -316,6 +316,25 @@ class _Signals:
       signal.signal(sig, old)
 
 
+class ExceptionLines:
+  """Finds the exception lines of Python tracebacks in a process's output: a traceback
+  ends with its first unindented line after the frames, `Type: message`."""
+
+  def __init__(self):
+    self.last: Optional[str] = None
+    self._in_traceback = False
+
+  def feed(self, line: str) -> bool:
+    """Reads one line; True when it is an exception line (then in `last`)."""
+    if line.startswith("Traceback (most recent call last):"):
+      self._in_traceback = True
+    elif self._in_traceback and line.strip() and not line[0].isspace():
+      self._in_traceback = False
+      self.last = line.strip()
+      return True
+    return False
+
+
 class _NodeProcesses:
   """The node processes of a `local_mp` launch, children of this process."""
 
@@ -357,16 +376,12 @@ class _NodeProcesses:
 
   def _pump(self, proc, title, path, lock):
     out = open(path, "w", encoding="utf-8", errors="replace") if path else None
-    in_traceback = False
+    exceptions = ExceptionLines()
     try:
       for raw in iter(proc.stdout.readline, b""):
         line = raw.decode("utf-8", "replace")
-        # A Python traceback ends with its first unindented line: "Type: message".
-        if line.startswith("Traceback (most recent call last):"):
-          in_traceback = True
-        elif in_traceback and line.strip() and not line[0].isspace():
-          self.errors[title] = line.strip()
-          in_traceback = False
+        if exceptions.feed(line):
+          self.errors[title] = exceptions.last
         if out is not None:
           out.write(line)
           out.flush()

@@ -266,3 +266,21 @@ def test_an_actor_that_stops_answering(launch, tmp_path):
     assert alive == []
   else:
     assert "; node threads that did not stop within 5 s: actor" in out
+
+
+def test_the_cause_of_a_node_process_exit_is_its_last_exception_line():
+  """local_mp names a failed node's cause from its output: the `Type: message` line that
+  ends a traceback (chained ones included), not log lines around it."""
+  lines = [
+      "I1201 02:28:38 log line\n", "Traceback (most recent call last):\n",
+      '  File "x.py", line 3, in run\n', "    raise RuntimeError('a')\n",
+      "RuntimeError: a\n", "\n",
+      "The above exception was the direct cause of the following exception:\n", "\n",
+      "Traceback (most recent call last):\n", '  File "y.py", line 9, in run\n',
+      "actorq.core.EnvironmentFailure: gym:X (actor 0): the environment's step() raised\n",
+      "W1201 after\n"]
+  tracker = distributed.ExceptionLines()
+  found = [tracker.last for line in lines if tracker.feed(line)]
+  assert found == ["RuntimeError: a", "actorq.core.EnvironmentFailure: gym:X (actor 0): the "
+                                      "environment's step() raised"]
+  assert tracker.last == found[-1]
