@@ -45,7 +45,7 @@ node's exception, for `local_mp` the last exception line of its output), when an
 has stopped answering, i.e. taken no step for `actor_stall_s` (or no first step within
 `actor_start_s` of the launch; exit 1), or on
 SIGINT/SIGTERM to the launcher (exit 128 + signal). A failure is printed as one line
-(`actorq: error: ...`, stderr) before the nodes are stopped. In every case each node
+(`actorq: stopped: ...`, stderr) before the nodes are stopped. In every case each node
 gets its stop event (SIGTERM to a node process; on a signal to a `local_mp` launcher the
 learner is first given up to 5 s for a checkpoint), the launcher waits `stop_grace_s`
 (20 s) and then SIGKILLs whatever is left of each node's process tree, so nothing
@@ -601,7 +601,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
         time.sleep(0.5)
     finally:
       if reason == "failed":  # said before stopping, which may take stop_grace_s
-        print(f"actorq: error: {detail}; stopping the program", file=sys.stderr, flush=True)
+        print(f"actorq: stopped: {detail}", file=sys.stderr, flush=True)
       stop()
 
   if reason == "finished":

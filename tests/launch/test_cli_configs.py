@@ -79,6 +79,7 @@ def test_a_valid_actor_precision_in_set_points_at_precisions(command, capsys, tm
 SMALL = ["--set", "hidden_sizes=[16]", "--set", "min_replay_size=100", "--set", "batch_size=16"]
 
 
+@pytest.mark.slow
 def test_run_json_with_a_key_from_another_version_warns_and_runs(capsys, tmp_path):
   """B6: `legacy_option: 1` in run.json's config: eval, quantize and train --resume each
   warn naming the key, then run (exit 0, their usual output, no traceback)."""

@@ -15,7 +15,8 @@ Hypothesis draws (fixed seed and example budgets, `derandomize=True`):
   every action it receives: exit 0 with every action inside the action space and every
   logged number and policy parameter finite, or exit 2 in one line with no run
   directory, or (a drawn learning rate can diverge) exit 1 with the one-line
-  non-finite-loss error. Training is the expensive draw: 6 examples.
+  non-finite error (a loss, or a policy output). Training is the expensive draw: 6
+  examples, marked slow.
 """
 import csv
 import dataclasses
@@ -189,6 +190,7 @@ def _numbers(path):
           pass
 
 
+@pytest.mark.slow
 @settings(derandomize=True, max_examples=6, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(drawn=inside_assignments())
@@ -207,7 +209,7 @@ def test_accepted_set_values_train_with_actions_in_the_space(drawn, tmp_path_fac
     assert not logdir.exists()
     return
   if code == cli.EXIT_RUN_FAILED:  # e.g. a drawn learning rate that diverges
-    assert err.count("\n") == 1 and " is not finite (" in err, err
+    assert err.count("\n") == 1 and err.startswith("actorq: stopped: ") and " finite" in err, err
     return
   assert code == 0, err
   assert len(ACTIONS) >= 100
