@@ -244,6 +244,12 @@ def run(config: experiment_lib.ExperimentConfig, *,
     raise experiment_lib.RunError(
         f"{e}; environment {config.env_id}, actor step {training.steps + 1}"
         + (f"; the last good state is checkpointed in {ckpt_dir}" if ckpt_dir else "")) from e
+  except (core.EnvironmentFailure, core.NonFiniteLossError):
+    # The environment raised, or a learner step was refused (its state kept): the run's
+    # state is still the last good one, so keep it as on Ctrl-C.
+    if ckpt_dir is not None:
+      save_checkpoint()
+    raise
   finally:
     for logger in (train_logger, eval_logger, logger_fn("learner")):
       logger.close()

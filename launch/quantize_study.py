@@ -42,7 +42,6 @@ from actorq.components import environments
 from actorq.components import precision_search as ps
 from actorq.launch import cli, quantize_report, run_dir
 from actorq.quantization import mixed
-from actorq.quantization import runtimes
 
 
 # ----------------------------------------------------------------------------------------

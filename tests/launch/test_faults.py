@@ -24,6 +24,7 @@ import textwrap
 import time
 
 import jax.numpy as jnp
+import numpy as np
 import psutil
 import pytest
 
@@ -64,9 +65,11 @@ def base_run(tmp_path_factory):
   return logdir
 
 
-def _fail_then_resume(base, logdir, fault, monkeypatch, capsys, undo=lambda: None):
+def _fail_then_resume(base, logdir, fault, monkeypatch, capsys, undo=lambda: None,
+                      checkpointed=True):
   """Resumes a copy of `base` in `logdir` with `fault` armed (it must fail), then without.
-  Returns the failed run's stderr."""
+  `checkpointed`: the failed run wrote a checkpoint of its last good state (not when the
+  fault is the disk itself). Returns the failed run's stderr."""
   shutil.copytree(base, logdir)
   monkeypatch.setenv("ACTORQ_FAULT", fault)
   try:
@@ -79,18 +82,25 @@ def _fail_then_resume(base, logdir, fault, monkeypatch, capsys, undo=lambda: Non
   assert err.count("\n") == 1 and err.startswith("actorq: stopped: ") and "Traceback" not in err
   assert err.endswith(f"; continue from the newest checkpoint with: actorq train --resume "
                       f"{logdir}\n")
-  # The newest checkpoint is the one the run started from, and it is readable.
+  # The fault left the run's state as it was before the failing step (the environment
+  # raised, or the learner refused a non-finite step), so the run checkpointed that last
+  # good state beside the one it started from; both are readable. A full disk allows no
+  # new checkpoint: the one the run started from is the newest.
   ckpt_dir = str(logdir / "checkpoints")
-  assert [os.path.basename(p) for p in checkpointing.list_checkpoints(ckpt_dir)] == [
-      BASE_CHECKPOINT]
+  names = [os.path.basename(p) for p in checkpointing.list_checkpoints(ckpt_dir)]
+  assert names[0] == BASE_CHECKPOINT and len(names) == (2 if checkpointed else 1), names
   path, state = checkpointing.restore_latest(ckpt_dir, checkpointing.validate_run)
-  assert os.path.basename(path) == BASE_CHECKPOINT and state["actor_steps"] == BASE_STEPS
+  assert os.path.basename(path) == names[-1]
+  assert (state["actor_steps"] > BASE_STEPS) if checkpointed else (
+      state["actor_steps"] == BASE_STEPS)
+  assert all(np.isfinite(np.asarray(v)).all() for layer in state["policy_params"].values()
+             for v in layer.values())
   # Without the fault, --resume continues from it to the end.
   monkeypatch.setenv("ACTORQ_FAULT", "")
   code, out, err2, _ = _run(["train", "--resume", str(logdir), "--steps", str(STEPS),
                              "--no-progress"], capsys)
   assert code == 0, err2
-  assert f"resumed from {path} (actor step {BASE_STEPS})" in out
+  assert f"resumed from {path} (actor step {state['actor_steps']})" in out
   assert f": {STEPS} actor steps, " in out
   return err
 
@@ -156,7 +166,8 @@ def test_a_full_disk(disk, base_run, tmp_path, monkeypatch, capsys):
     fault, reason = "fsize:150", os.strerror(errno.EFBIG)
     undo = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, limits)
   try:
-    err = _fail_then_resume(base_run, logdir, fault, monkeypatch, capsys, undo=undo)
+    err = _fail_then_resume(base_run, logdir, fault, monkeypatch, capsys, undo=undo,
+                            checkpointed=False)
   finally:
     if disk == "tmpfs":
       subprocess.run(["umount", "-l", str(mount)], check=False, timeout=30)
