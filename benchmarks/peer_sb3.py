@@ -16,9 +16,10 @@ Q-network, Adam at actorq's learning rate, batch 64, replay 100k, learning from 
 transitions, 0.5 gradient steps per actor step (SB3: train_freq 2, gradient_steps 1),
 the target copied every 1,000 actor steps (actorq: every 500 learner steps), epsilon
 1 -> 0.01 over 20k steps, Huber loss, gradient norm clipped at 10, discount 0.99. What
-differs is each library's algorithm: actorq's default is double DQN with 3-step returns
-and a decaying learning rate; SB3's DQN is single-step, not double. Greedy evaluation: 10
-episodes every 5,000 steps, on a separate environment.
+differs is each library's algorithm: actorq's default is double DQN with 3-step returns,
+prioritized replay, a dueling head and a decaying learning rate; SB3's DQN is single-step,
+uniform and not double. Greedy evaluation: 10 episodes every 5,000 steps, on a separate
+environment.
 """
 from __future__ import annotations
 
