@@ -80,21 +80,24 @@ def test_save_restore_roundtrip():
 
 # Small, fast settings for the learning test (the README's runs use the defaults).
 LEARNING_TEST_CONFIG = dict(policy_hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64),
-                            batch_size=64, samples_per_insert=64.0, min_replay_size=1_000)
+                            batch_size=64, samples_per_insert=64.0, min_replay_size=1_000,
+                            critic_layer_norm=True, policy_output_init_scale=1e-4)
 
 
 @pytest.mark.slow
 def test_d4pg_learns_cartpole_balance_seeded():
-  """15k actor steps on dmc:cartpole-balance, seed 0, one greedy episode every 2.5k.
+  """15k actor steps on dmc:cartpole-balance, seed 0, one greedy episode every 2.5k, with
+  Acme's LayerNorm critic and near-zero policy head (the config above; with the plain
+  ReLU critic this run ends at 392).
 
   Reference returns: uniform random actions ~331, always-zero action ~755 (5 episodes).
-  Deterministic: 268, 258, 304, 362, 384 and 467 at 2.5k..15k steps (the project's
-  2-core machine). The threshold, 1.2x the random policy's return, leaves room for float
-  differences on another CPU; a second, shorter run must retrace the first.
+  Deterministic: 128, 389, 315, 296, 439 and 751 at 2.5k..15k steps (the project's
+  2-core machine). The threshold leaves room for float differences on another CPU; a
+  second, shorter run must retrace the first.
   """
   config = experiment.ExperimentConfig(
       builder_lib.D4PGBuilder(config_lib.D4PGConfig(**LEARNING_TEST_CONFIG)),
       "dmc:cartpole-balance", 15_000, seed=0, eval_every=2_500, eval_episodes=1)
   result = local.run(config)
-  assert result.final_eval_return >= 400.0, result.evaluations
+  assert result.final_eval_return >= 600.0, result.evaluations
   runs.assert_prefix_reproduces(config, result, fraction=1 / 3)

