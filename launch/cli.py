@@ -35,6 +35,7 @@ COMMANDS = {
     "plot": "actorq.launch.plot_cmd",
     "bench": "actorq.benchmarks.bench_cmd",
     "sweep": "actorq.benchmarks.sweep_cmd",
+    "node": "actorq.launch.node_cmd",
 }
 
 
@@ -147,18 +148,21 @@ def _module(name):
   return importlib.import_module(COMMANDS[name])
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+  """The parser of every command, or of command `only` alone (which then imports
+  only that command's module: `actorq node` starts a host runner without TF or JAX)."""
   parser = Parser(prog="actorq", description="Acme-style RL with quantized (ActorQ) actors.")
   sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}",
                               parser_class=Parser)
   sub.required = True
-  for name in COMMANDS:
+  for name in COMMANDS if only is None else (only,):
     _module(name).add_parser(sub)
   return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-  args = build_parser().parse_args(argv)
+  argv = sys.argv[1:] if argv is None else list(argv)
+  args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
   try:
     return int(_module(args.command).run(args))
   except UsageError as e:

@@ -15,11 +15,12 @@ stopped stepping by it).
 """
 from __future__ import annotations
 
+import math
 import os
 import signal
 import threading
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import jax
 import launchpad as lp
@@ -150,14 +151,162 @@ def restored_counts(state: Dict[str, Any]) -> Dict[str, float]:
 
 class CounterNode(counting.Counter):
   """acme's thread-safe Counter as a Courier service (`increment`, `get_counts`),
-  starting from `counts` (a resumed run's totals) if given."""
+  starting from `counts` (a resumed run's totals) if given, and the program's stop.
+
+  The stop (used by `hosts` launches, where no launcher can signal every node): any
+  participant may `request_stop(reason)`; every participant polls `heartbeat(title)`
+  about once a second, which returns the first reason given (None while the program
+  runs), and calls `leave(title)` when it ends cleanly. This node's `run` requests the
+  stop itself when a participant named in `participants` has not polled for
+  `silent_after_s` seconds after its first poll (its host or process died) or never
+  polled within `startup_timeout_s` of this node's start. Once a stop is requested
+  (or this node's own stop event is set) it keeps serving until every participant has
+  read the reason or left, at most `linger_s` seconds, and then ends. Without
+  participants (`local_mt`, `local_mp`) none of this is active: the node ends on its
+  stop event, as before.
+  """
 
   def __init__(self, launcher_pid: Optional[int] = None,
-               counts: Optional[Dict[str, float]] = None):
+               counts: Optional[Dict[str, float]] = None,
+               participants: Sequence[str] = (), silent_after_s: float = 15.0,
+               startup_timeout_s: float = 180.0, linger_s: float = 5.0):
     super().__init__()
     watch_launcher(launcher_pid)
     if counts:
       self.restore({"counts": dict(counts), "cache": {}})
+    self._participants = tuple(participants)
+    self._silent_after_s = float(silent_after_s)
+    self._startup_timeout_s = float(startup_timeout_s)
+    self._linger_s = float(linger_s)
+    self._stop_lock = threading.Lock()
+    self._stop_reason: Optional[str] = None
+    self._stop_at = 0.0
+    self._seen: Dict[str, float] = {}  # title -> time.monotonic() of its last poll
+    self._left: set = set()
+    self._started = time.monotonic()
+
+  def request_stop(self, reason: str) -> None:
+    """Asks every node of the program to stop; the first reason is kept."""
+    with self._stop_lock:
+      if self._stop_reason is None:
+        self._stop_reason = str(reason)
+        self._stop_at = time.monotonic()
+        print(f"actorq: stop requested: {self._stop_reason}", flush=True)
+
+  def heartbeat(self, title: str) -> Optional[str]:
+    """A participant's poll: records that `title` is alive; returns the stop reason
+    (None while the program runs)."""
+    with self._stop_lock:
+      if title not in self._seen:
+        print(f"actorq: {title} joined {time.monotonic() - self._started:.1f} s after the "
+              "counter node started", flush=True)
+      self._seen[str(title)] = time.monotonic()
+      return self._stop_reason
+
+  def leave(self, title: str) -> None:
+    """`title` ended cleanly: it is no longer expected to poll."""
+    with self._stop_lock:
+      self._left.add(str(title))
+
+  def active(self) -> List[str]:
+    """Participants that have polled within `silent_after_s` and not left, in
+    `participants` order (a dead host's nodes drop out once silent)."""
+    now = time.monotonic()
+    with self._stop_lock:
+      return [t for t in self._participants if t not in self._left
+              and now - self._seen.get(t, -math.inf) <= self._silent_after_s]
+
+  def _check_participants(self) -> None:
+    now = time.monotonic()
+    with self._stop_lock:
+      seen, left = dict(self._seen), set(self._left)
+    for title in self._participants:
+      if title in left:
+        continue
+      if title in seen and now - seen[title] > self._silent_after_s:
+        self.request_stop(f"{title} silent for {now - seen[title]:.0f} s "
+                          "(its process or host is gone)")
+      elif title not in seen and now - self._started > self._startup_timeout_s:
+        self.request_stop(f"{title} did not start within {self._startup_timeout_s:.0f} s")
+
+  def _all_told(self) -> bool:
+    with self._stop_lock:
+      return all(t in self._left or self._seen.get(t, 0.0) >= self._stop_at
+                 for t in self._participants if t in self._seen)
+
+  def run(self) -> None:
+    stop = lp.stop_event()
+    while self._stop_reason is None and not stop.wait(0.5):
+      if self._participants:
+        self._check_participants()
+    if not self._participants:
+      return
+    self.request_stop("the counter node was stopped")
+    deadline = time.monotonic() + self._linger_s
+    while time.monotonic() < deadline and not self._all_told():
+      time.sleep(0.1)
+
+
+class StopPoll:
+  """One poll of a `hosts` program's stop: `poll()` calls `heartbeat(title)` on a
+  `CounterNode` client (`connect()` makes one whose calls time out) and returns the
+  stop reason, None while the program runs, or a reason of its own once the counter
+  node has not answered for `silent_after_s` seconds (`startup_timeout_s` before its
+  first answer): its host is gone, and with it the program.
+
+  Until the first answer each failed call gets a new client: a gRPC channel to a
+  server that is not up yet backs off exponentially (1, 1.6, 2.6, ... s), and a
+  counter node that starts 30 s after its first client would be reached ~15 s late.
+
+  Attributes:
+    answered: whether the counter node has answered at least once.
+  """
+
+  def __init__(self, connect, title: str, silent_after_s: float = 15.0,
+               startup_timeout_s: float = 180.0):
+    self._connect = connect
+    self._counter = connect()
+    self._title = title
+    self._silent_after_s = float(silent_after_s)
+    self._startup_timeout_s = float(startup_timeout_s)
+    self._last_ok = time.monotonic()
+    self.answered = False
+
+  def __call__(self) -> Optional[str]:
+    try:
+      reason = self._counter.heartbeat(self._title)
+    except Exception as e:  # pylint: disable=broad-except
+      limit = self._silent_after_s if self.answered else self._startup_timeout_s
+      silent = time.monotonic() - self._last_ok
+      if silent > limit:
+        return f"the counter node did not answer for {silent:.0f} s ({type(e).__name__})"
+      if not self.answered:
+        self._counter = self._connect()
+      return None
+    self._last_ok, self.answered = time.monotonic(), True
+    return reason
+
+
+def watch_program(connect, title: str, heartbeat_s: float = 1.0,
+                  silent_after_s: float = 15.0, startup_timeout_s: float = 180.0) -> None:
+  """In a node process of a `hosts` launch: stop this node when the program stops.
+
+  A daemon thread polls the program's stop (`StopPoll`, through clients `connect()`
+  makes) every `heartbeat_s` seconds and sends SIGTERM to this process (Launchpad's
+  worker manager turns it into the stop event) when it gets a reason.
+  """
+  poll = StopPoll(connect, title, silent_after_s, startup_timeout_s)
+
+  def watch():
+    while True:
+      reason = poll()
+      if reason is not None:
+        print(f"actorq: {title} stopping: {reason}", flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+      time.sleep(heartbeat_s)
+
+  threading.Thread(target=watch, name="program-watch", daemon=True).start()
 
 
 class LearnerNode:

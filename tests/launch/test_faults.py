@@ -35,7 +35,7 @@ import faulty_envs  # pylint: disable=wrong-import-position
 
 from actorq.agents.dqn import learning as dqn_learning
 from actorq.components import checkpointing
-from actorq.launch import cli, distributed
+from actorq.launch import cli, distributed, processes
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -296,7 +296,7 @@ def test_the_cause_of_a_node_process_exit_is_its_last_exception_line():
       "Traceback (most recent call last):\n", '  File "y.py", line 9, in run\n',
       "actorq.core.EnvironmentFailure: gym:X (actor 0): the environment's step() raised\n",
       "W1201 after\n"]
-  tracker = distributed.ExceptionLines()
+  tracker = processes.ExceptionLines()
   found = [tracker.last for line in lines if tracker.feed(line)]
   assert found == ["RuntimeError: a", "actorq.core.EnvironmentFailure: gym:X (actor 0): the "
                                       "environment's step() raised"]
