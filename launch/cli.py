@@ -21,9 +21,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # dm_control imports GLFW for on-screen rendering, which warns on headless machines.
 warnings.filterwarnings("ignore", message=".*DISPLAY environment variable is missing.*")
 
-# After the environment above, which TensorFlow reads when it is first imported.
+# After the environment above (numpy only; `launch.experiment`, which loads TF and JAX, is
+# looked up in `main` instead, see `_experiment`).
 from actorq import core  # pylint: disable=wrong-import-position
-from actorq.launch import experiment  # pylint: disable=wrong-import-position
 
 # Command name -> module with `add_parser(subparsers)` and `run(args) -> int`, reached by
 # name (as the registry reaches agents): `benchmarks/` builds on `launch/`, so the CLI
@@ -168,15 +168,23 @@ def main(argv: Optional[List[str]] = None) -> int:
   except UsageError as e:
     print(f"actorq: error: {e}", file=sys.stderr)
     return 2
-  except experiment.Preempted as e:
-    print(f"actorq: stopped by signal {e.signum}", file=sys.stderr)
-    return 128 + e.signum
-  except KeyboardInterrupt:
+  except KeyboardInterrupt as e:
+    experiment = _experiment()
+    if experiment is not None and isinstance(e, experiment.Preempted):
+      print(f"actorq: stopped by signal {e.signum}", file=sys.stderr)
+      return 128 + e.signum
     print("actorq: interrupted", file=sys.stderr)
     return 130
   except core.RunFailure as e:  # a fault part-way through a run (experiment.RunError too)
     print(f"actorq: stopped: {e}", file=sys.stderr)
     return EXIT_RUN_FAILED
+
+
+def _experiment():
+  """`launch.experiment` if a command has imported it (only runs, which import it, raise
+  its `Preempted`), else None: importing it here would load JAX and TF into every
+  command, `actorq node`'s light host runner included."""
+  return sys.modules.get("actorq.launch.experiment")
 
 
 if __name__ == "__main__":
