@@ -362,29 +362,6 @@ def read_evaluations(logdir: Optional[str]) -> List[Dict[str, float]]:
 # Supervision.
 
 
-class _Signals:
-  """Records SIGINT/SIGTERM to the launcher (restores the old handlers on exit)."""
-
-  def __init__(self):
-    self.received: Optional[int] = None
-    self._old = {}
-
-  def __enter__(self):
-    if threading.current_thread() is threading.main_thread():
-      for sig in (signal.SIGINT, signal.SIGTERM):
-        self._old[sig] = signal.signal(sig, self._handle)
-    return self
-
-  def _handle(self, signum, frame):
-    del frame
-    if self.received is None:
-      self.received = signum
-
-  def __exit__(self, *exc):
-    for sig, old in self._old.items():
-      signal.signal(sig, old)
-
-
 def _prepare(program: lp.Program) -> None:
   """What Launchpad's local_mp launcher does before binding addresses: each node's
   launch context, and every handle connected to the node it points at."""
@@ -462,11 +439,7 @@ class _HostsSession:
       path = "-"
     used = sorted({s["host"] for s in slots})
     self._grace = opts.stop_grace_s
-    connect = lambda: hosts_lib.counter_client(header["counter"],
-                                               min(5.0, opts.silent_after_s / 3))
-    self._counter = connect()
-    self._poll = nodes_lib.StopPoll(connect, hosts_lib.LAUNCHER, opts.silent_after_s,
-                                    opts.startup_timeout_s)
+    self._poll = hosts_lib.stop_poll(header, hosts_lib.LAUNCHER)
     if cfg.start == "print":
       last_port = max(p for s in slots for p in s["ports"])
       print(f"actorq: program written to {path}; start on each host (TCP ports "
@@ -497,21 +470,27 @@ class _HostsSession:
     """Requests the stop; waits `stop_grace_s` for the nodes and host runners to end;
     then SIGTERM/SIGKILL to the runners started here (nodes of a killed runner stop
     themselves, see `watch_launcher`)."""
+    counter = self._poll.client
     try:
-      self._counter.request_stop(f"{hosts_lib.LAUNCHER}: {detail}")
+      counter.request_stop(f"{hosts_lib.LAUNCHER}: {detail}")
     except Exception as e:  # pylint: disable=broad-except
       print(f"actorq: the counter node did not take the stop request ({e!r}); "
             "nodes that cannot reach it stop by themselves", file=sys.stderr, flush=True)
-    deadline = time.time() + self._grace
-    while time.time() < deadline:
+    start = time.time()
+    active = []
+    while time.time() < start + self._grace:
       try:
-        self._counter.heartbeat(hosts_lib.LAUNCHER)  # tells the counter we have heard
-        done = not self._counter.active()
+        counter.heartbeat(hosts_lib.LAUNCHER)  # tells the counter we have heard
+        active = counter.active()
       except Exception:  # pylint: disable=broad-except
-        done = True  # the counter node has ended: it does so after the others
-      if done and not self.procs.running():
+        active = []  # the counter node has ended: it does so after the others
+      if not active and not self.procs.running():
         break
       time.sleep(0.2)
+    else:
+      print(f"actorq: still running {self._grace:.0f} s after the stop request: "
+            f"{', '.join(active + [t for t, c in self.procs.exit_codes().items() if c is None])}"
+            "; killing the host runners started here", file=sys.stderr, flush=True)
     self.procs.stop(min(5.0, self._grace))
 
 
@@ -610,7 +589,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
   abandoned: List[str] = []
   logs = None if c.logdir is None else os.path.join(os.path.abspath(c.logdir), "logs")
 
-  with _Signals() as sigs:
+  with processes.Signals() as sigs:
     ready = lambda: True  # the counter can be asked for counts
     if launch_type == "local_mp":
       procs = processes.NodeProcesses(_local_mp_commands(dp.program), logs, echo=echo)

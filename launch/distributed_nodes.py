@@ -254,48 +254,56 @@ class StopPoll:
   node has not answered for `silent_after_s` seconds (`startup_timeout_s` before its
   first answer): its host is gone, and with it the program.
 
-  Until the first answer each failed call gets a new client: a gRPC channel to a
-  server that is not up yet backs off exponentially (1, 1.6, 2.6, ... s), and a
-  counter node that starts 30 s after its first client would be reached ~15 s late.
+  Until the first answer no call is made before `reachable()` (a plain TCP connect to
+  the counter's port) says the server listens: a gRPC channel to a server that is not
+  up backs off exponentially (1, 1.6, 2.6, ... s, shared by every client of that
+  address in the process), and a counter node starting 30 s after the first call would
+  be reached ~10 s late.
 
   Attributes:
     answered: whether the counter node has answered at least once.
   """
 
   def __init__(self, connect, title: str, silent_after_s: float = 15.0,
-               startup_timeout_s: float = 180.0):
+               startup_timeout_s: float = 180.0, reachable=None):
     self._connect = connect
-    self._counter = connect()
+    self._client = None
     self._title = title
     self._silent_after_s = float(silent_after_s)
     self._startup_timeout_s = float(startup_timeout_s)
+    self._reachable = reachable
     self._last_ok = time.monotonic()
     self.answered = False
 
+  @property
+  def client(self):
+    """The counter client (made on first use), for other calls to the counter node."""
+    if self._client is None:
+      self._client = self._connect()
+    return self._client
+
   def __call__(self) -> Optional[str]:
     try:
-      reason = self._counter.heartbeat(self._title)
+      if not (self.answered or self._reachable is None or self._reachable()):
+        raise ConnectionError("the counter node's port does not accept connections")
+      reason = self.client.heartbeat(self._title)
     except Exception as e:  # pylint: disable=broad-except
       limit = self._silent_after_s if self.answered else self._startup_timeout_s
       silent = time.monotonic() - self._last_ok
       if silent > limit:
         return f"the counter node did not answer for {silent:.0f} s ({type(e).__name__})"
-      if not self.answered:
-        self._counter = self._connect()
       return None
     self._last_ok, self.answered = time.monotonic(), True
     return reason
 
 
-def watch_program(connect, title: str, heartbeat_s: float = 1.0,
-                  silent_after_s: float = 15.0, startup_timeout_s: float = 180.0) -> None:
+def watch_program(poll: StopPoll, title: str, heartbeat_s: float = 1.0) -> None:
   """In a node process of a `hosts` launch: stop this node when the program stops.
 
-  A daemon thread polls the program's stop (`StopPoll`, through clients `connect()`
-  makes) every `heartbeat_s` seconds and sends SIGTERM to this process (Launchpad's
-  worker manager turns it into the stop event) when it gets a reason.
+  A daemon thread calls `poll` every `heartbeat_s` seconds and sends SIGTERM to this
+  process (Launchpad's worker manager turns it into the stop event) when it gets a
+  reason.
   """
-  poll = StopPoll(connect, title, silent_after_s, startup_timeout_s)
 
   def watch():
     while True:

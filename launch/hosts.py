@@ -32,6 +32,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import string
 import sys
 import time
@@ -306,10 +307,26 @@ def host_tasks(header: Dict[str, Any], index: int) -> List[int]:
 # Host side: `actorq node --host I` and `actorq node --task N`.
 
 
-def counter_client(address: str, timeout_s: float):
-  """A Courier client of the counter node whose calls time out after `timeout_s` s."""
+def port_open(address: str, timeout_s: float = 1.0) -> bool:
+  """Whether ``host:port`` accepts a TCP connection within `timeout_s` seconds."""
+  host, _, port = address.rpartition(":")
+  try:
+    socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    return True
+  except OSError:
+    return False
+
+
+def stop_poll(header: Dict[str, Any], title: str):
+  """`title`'s poll of the program's stop (`distributed_nodes.StopPoll`) on the counter
+  node named in a program header; its Courier calls time out after at most 5 s."""
   import courier  # pylint: disable=g-import-not-at-top
-  return courier.Client(address, call_timeout=timeout_s)
+  from actorq.launch import distributed_nodes  # pylint: disable=g-import-not-at-top
+  address, timeout_s = header["counter"], min(5.0, header["silent_after_s"] / 3)
+  return distributed_nodes.StopPoll(
+      lambda: courier.Client(address, call_timeout=timeout_s), title,
+      header["silent_after_s"], header["startup_timeout_s"],
+      reachable=lambda: port_open(address, timeout_s))
 
 
 def run_host(data: bytes, index: int, echo: bool = True) -> int:
@@ -329,17 +346,14 @@ def run_host(data: bytes, index: int, echo: bool = True) -> int:
       header["tasks"][k]["title"],
       [sys.executable, "-m", "actorq.launch.cli", "node", "--program", "-", "--task", str(k)],
       {PARENT_PID_ENV: str(os.getpid())}, data) for k in tasks]
-  received = []
-  old = {sig: signal.signal(sig, lambda signum, _: received.append(signum))
-         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-  procs = processes.NodeProcesses(
-      commands, None if logdir is None else os.path.join(logdir, "logs"), echo=echo)
   grace = float(header["stop_grace_s"])
-  try:
+  with processes.Signals((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as sigs:
+    procs = processes.NodeProcesses(
+        commands, None if logdir is None else os.path.join(logdir, "logs"), echo=echo)
     while True:
-      if received:
+      if sigs.received is not None:
         procs.stop(grace)
-        return 128 + received[0]
+        return 128 + sigs.received
       codes = procs.exit_codes()
       failed = [t for t, c in codes.items() if c not in (None, 0)]
       if failed:
@@ -350,9 +364,6 @@ def run_host(data: bytes, index: int, echo: bool = True) -> int:
       if all(c == 0 for c in codes.values()):
         return 0
       time.sleep(0.2)
-  finally:
-    for sig, handler in old.items():
-      signal.signal(sig, handler)
 
 
 def _disarm_kill() -> None:
@@ -388,17 +399,14 @@ def run_task(data: bytes, task: int) -> int:
   parent = os.environ.get(PARENT_PID_ENV)
   if parent:
     distributed_nodes.watch_launcher(int(parent))
-  connect = lambda: counter_client(header["counter"], min(5.0, header["silent_after_s"] / 3))
-  counter = connect()
+  poll = stop_poll(header, title)
   if not is_counter:
-    distributed_nodes.watch_program(
-        connect, title, header["heartbeat_s"], header["silent_after_s"],
-        header["startup_timeout_s"])
+    distributed_nodes.watch_program(poll, title, header["heartbeat_s"])
 
   def request_stop(reason):
     print(f"actorq: {title}: {reason}", flush=True)
     try:
-      counter.request_stop(f"{title}: {reason}")
+      poll.client.request_stop(f"{title}: {reason}")
     except Exception as e:  # pylint: disable=broad-except
       print(f"actorq: {title}: could not reach the counter node ({e!r})", flush=True)
 
@@ -420,7 +428,7 @@ def run_task(data: bytes, task: int) -> int:
       return 1
   if not is_counter:
     try:
-      counter.leave(title)
+      poll.client.leave(title)
     except Exception:  # pylint: disable=broad-except
       pass  # the counter node has already gone: nothing expects this node any more
   return 0

@@ -194,3 +194,29 @@ class NodeProcesses:
         pass
     for t in self._threads:
       t.join(timeout=2)
+
+
+class Signals:
+  """Records the first of `signals` this process receives while in the `with` block
+  (`received`: its number, None until then) instead of dying of it; restores the old
+  handlers on exit. A no-op outside the main thread, where handlers cannot be set."""
+
+  def __init__(self, signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)):
+    self.received: Optional[int] = None
+    self._signals = tuple(signals)
+    self._old = {}
+
+  def __enter__(self) -> "Signals":
+    if threading.current_thread() is threading.main_thread():
+      for sig in self._signals:
+        self._old[sig] = signal.signal(sig, self._handle)
+    return self
+
+  def _handle(self, signum, frame):
+    del frame
+    if self.received is None:
+      self.received = signum
+
+  def __exit__(self, *exc) -> None:
+    for sig, old in self._old.items():
+      signal.signal(sig, old)
