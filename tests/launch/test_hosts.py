@@ -255,6 +255,7 @@ def _nothing_left(pair, timeout_s=10):
   return pair.pids(0) + pair.pids(1) == []
 
 
+@pytest.mark.slow  # two-host programs in namespaces
 def test_dqn_trains_across_two_hosts(pair, tmp_path):
   before = pair.link_bytes(1)
   proc = subprocess.run(
@@ -277,6 +278,7 @@ def test_dqn_trains_across_two_hosts(pair, tmp_path):
   assert _nothing_left(pair)
 
 
+@pytest.mark.slow  # two-host programs in namespaces
 def test_a_dead_actor_host_stops_the_program_without_the_launcher(pair, tmp_path):
   # The launcher only prints the runners' commands; they are started here, so no
   # process on the first host learns of the death but through the counter node.
@@ -315,6 +317,7 @@ def test_a_dead_actor_host_stops_the_program_without_the_launcher(pair, tmp_path
         proc.kill()
 
 
+@pytest.mark.slow  # two-host programs in namespaces
 def test_sigterm_to_the_launcher_leaves_nothing_on_either_host(pair, tmp_path):
   launcher = subprocess.Popen(
       _train_argv(pair, tmp_path, "--steps", "10000000", "--start", _template(pair)),
