@@ -37,6 +37,14 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import numpy as np  # pylint: disable=g-import-not-at-top
+
+# actor_inference pins XLA to one thread when imported (the actor's policy runtime).
+from actorq.benchmarks import actor_inference  # pylint: disable=g-import-not-at-top
+from actorq.components import variable_client  # pylint: disable=g-import-not-at-top
+from actorq.launch import netns  # pylint: disable=g-import-not-at-top
+from actorq.quantization import runtimes  # pylint: disable=g-import-not-at-top
+
 NETWORKS = ("mlp_3x256", "mlp_3x2048")
 PRECISIONS = ("fp32", "int8")
 PORT = 29350  # Courier; PORT + 1: the raw TCP transfer
@@ -62,9 +70,6 @@ class PullSource:
   new version is in place) and `get_variables(net, names)` (the `PolicyServer`'s)."""
 
   def __init__(self):
-    import numpy as np  # pylint: disable=g-import-not-at-top
-    from actorq.benchmarks import actor_inference  # pylint: disable=g-import-not-at-top
-    from actorq.components import variable_client  # pylint: disable=g-import-not-at-top
     rng = np.random.default_rng(0)
     self._learners, self._servers = {}, {}
     for net in NETWORKS:
@@ -73,7 +78,6 @@ class PullSource:
       self._servers[net] = variable_client.PolicyServer(self._learners[net], spec)
 
   def new_version(self, net: str) -> float:
-    import numpy as np  # pylint: disable=g-import-not-at-top
     learner = self._learners[net]
     learner.params = {l: {k: a + np.float32(1e-3) for k, a in layer.items()}
                       for l, layer in learner.params.items()}
@@ -143,10 +147,6 @@ def act(address: str, link: str, rates, pulls: int) -> int:
   """For each rate (announced on stdout, started on a line on stdin): `pulls` pulls per
   network and precision; prints one JSON line of results per rate."""
   import courier  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from actorq.benchmarks import actor_inference  # pylint: disable=g-import-not-at-top
-  from actorq.components import variable_client  # pylint: disable=g-import-not-at-top
-  from actorq.quantization import runtimes  # pylint: disable=g-import-not-at-top
   client = courier.Client(f"{address}:{PORT}", call_timeout=300)
   cells = {}
   for net in NETWORKS:
@@ -217,7 +217,6 @@ def print_table(table, pulls, load):
 
 
 def _check_rate(text):
-  from actorq.launch import netns  # pylint: disable=g-import-not-at-top
   if text != "none":
     netns._rate_bits(text)  # pylint: disable=protected-access
   return text
@@ -252,7 +251,6 @@ def main(argv=None) -> int:
   if args.role == "actor":
     return act(args.address, args.link, rates, args.pulls)
 
-  from actorq.launch import netns  # pylint: disable=g-import-not-at-top
   reason = netns.unavailable()
   if reason is not None:
     print(f"network_pull: {reason}", file=sys.stderr)

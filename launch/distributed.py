@@ -469,7 +469,7 @@ class _HostsSession:
   def stop(self, detail: str) -> None:
     """Requests the stop; waits `stop_grace_s` for the nodes and host runners to end;
     then SIGTERM/SIGKILL to the runners started here (nodes of a killed runner stop
-    themselves, see `watch_launcher`)."""
+    themselves, see `processes.watch_launcher`)."""
     counter = self._poll.client
     try:
       counter.request_stop(f"{hosts_lib.LAUNCHER}: {detail}")

@@ -16,8 +16,6 @@ stopped stepping by it).
 from __future__ import annotations
 
 import math
-import os
-import signal
 import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence
@@ -33,6 +31,7 @@ from actorq.components import loop as loop_lib
 from actorq.components import reverb_timeouts
 from actorq.components import variable_client as vc
 from actorq.launch import experiment as experiment_lib
+from actorq.launch import processes
 
 ACTOR_STEPS = "actor_steps"
 ACTOR_EPISODES = "actor_episodes"
@@ -43,27 +42,6 @@ LIMIT_REACHED = "limit_reached"
 def actor_steps_key(actor_id: int) -> str:
   """The counter key of actor `actor_id`'s own steps."""
   return f"actor_{int(actor_id)}_steps"
-
-
-def watch_launcher(launcher_pid: Optional[int]) -> None:
-  """In a node process started by the launcher: stop this node if the launcher dies.
-
-  A daemon thread checks the parent pid every second; when the launcher is gone
-  (the node was orphaned, e.g. the launcher was SIGKILLed) it sends SIGTERM to
-  this process, which Launchpad's worker manager turns into the stop event. No-op
-  when the node runs inside the launcher's process (`local_mt`) or without a pid.
-  """
-  if launcher_pid is None or launcher_pid == os.getpid():
-    return
-
-  def watch():
-    while True:
-      time.sleep(1.0)
-      if os.getppid() != launcher_pid:
-        os.kill(os.getpid(), signal.SIGTERM)
-        return
-
-  threading.Thread(target=watch, name="launcher-watchdog", daemon=True).start()
 
 
 class NodeStopping(Exception):
@@ -129,7 +107,7 @@ def wait_for_learner(learner, stop: threading.Event, timeout_s: float = 600.0) -
 
 def make_tables(config: experiment_lib.ExperimentConfig, launcher_pid: Optional[int] = None):
   """The ReverbNode's table factory: the builder's tables, rate limiters kept."""
-  watch_launcher(launcher_pid)
+  processes.watch_launcher(launcher_pid)
   parts = experiment_lib.agent_parts(config, experiment_lib.environment_spec(config))
   return config.builder.make_replay_tables(parts.environment_spec, parts.policy,
                                            rate_limited=True)
@@ -171,7 +149,7 @@ class CounterNode(counting.Counter):
                participants: Sequence[str] = (), silent_after_s: float = 15.0,
                startup_timeout_s: float = 180.0, linger_s: float = 5.0):
     super().__init__()
-    watch_launcher(launcher_pid)
+    processes.watch_launcher(launcher_pid)
     if counts:
       self.restore({"counts": dict(counts), "cache": {}})
     self._participants = tuple(participants)
@@ -247,76 +225,6 @@ class CounterNode(counting.Counter):
       time.sleep(0.1)
 
 
-class StopPoll:
-  """One poll of a `hosts` program's stop: `poll()` calls `heartbeat(title)` on a
-  `CounterNode` client (`connect()` makes one whose calls time out) and returns the
-  stop reason, None while the program runs, or a reason of its own once the counter
-  node has not answered for `silent_after_s` seconds (`startup_timeout_s` before its
-  first answer): its host is gone, and with it the program.
-
-  Until the first answer no call is made before `reachable()` (a plain TCP connect to
-  the counter's port) says the server listens: a gRPC channel to a server that is not
-  up backs off exponentially (1, 1.6, 2.6, ... s, shared by every client of that
-  address in the process), and a counter node starting 30 s after the first call would
-  be reached ~10 s late.
-
-  Attributes:
-    answered: whether the counter node has answered at least once.
-  """
-
-  def __init__(self, connect, title: str, silent_after_s: float = 15.0,
-               startup_timeout_s: float = 180.0, reachable=None):
-    self._connect = connect
-    self._client = None
-    self._title = title
-    self._silent_after_s = float(silent_after_s)
-    self._startup_timeout_s = float(startup_timeout_s)
-    self._reachable = reachable
-    self._last_ok = time.monotonic()
-    self.answered = False
-
-  @property
-  def client(self):
-    """The counter client (made on first use), for other calls to the counter node."""
-    if self._client is None:
-      self._client = self._connect()
-    return self._client
-
-  def __call__(self) -> Optional[str]:
-    try:
-      if not (self.answered or self._reachable is None or self._reachable()):
-        raise ConnectionError("the counter node's port does not accept connections")
-      reason = self.client.heartbeat(self._title)
-    except Exception as e:  # pylint: disable=broad-except
-      limit = self._silent_after_s if self.answered else self._startup_timeout_s
-      silent = time.monotonic() - self._last_ok
-      if silent > limit:
-        return f"the counter node did not answer for {silent:.0f} s ({type(e).__name__})"
-      return None
-    self._last_ok, self.answered = time.monotonic(), True
-    return reason
-
-
-def watch_program(poll: StopPoll, title: str, heartbeat_s: float = 1.0) -> None:
-  """In a node process of a `hosts` launch: stop this node when the program stops.
-
-  A daemon thread calls `poll` every `heartbeat_s` seconds and sends SIGTERM to this
-  process (Launchpad's worker manager turns it into the stop event) when it gets a
-  reason.
-  """
-
-  def watch():
-    while True:
-      reason = poll()
-      if reason is not None:
-        print(f"actorq: {title} stopping: {reason}", flush=True)
-        os.kill(os.getpid(), signal.SIGTERM)
-        return
-      time.sleep(heartbeat_s)
-
-  threading.Thread(target=watch, name="program-watch", daemon=True).start()
-
-
 class LearnerNode:
   """The learner and, through its `PolicyServer`, the actors' variable source.
 
@@ -337,7 +245,7 @@ class LearnerNode:
   def __init__(self, config: experiment_lib.ExperimentConfig, replay, counter,
                num_actors: int, reverb_timeout_s: float, launcher_pid: Optional[int] = None,
                restore_path: Optional[str] = None):
-    watch_launcher(launcher_pid)
+    processes.watch_launcher(launcher_pid)
     self._config = config
     env_spec = experiment_lib.environment_spec(config)
     networks = config.builder.make_networks(env_spec)
@@ -458,7 +366,7 @@ class ActorNode:
   def __init__(self, config: experiment_lib.ExperimentConfig, actor_id: int, seed: int,
                replay, learner, counter, reverb_timeout_s: float,
                launcher_pid: Optional[int] = None, *, initial_steps: int = 0):
-    watch_launcher(launcher_pid)
+    processes.watch_launcher(launcher_pid)
     self._stop = lp.stop_event()
     self._env_id, self._actor_id = config.env_id, actor_id
     learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
@@ -507,7 +415,7 @@ class EvaluatorNode:
 
   def __init__(self, config: experiment_lib.ExperimentConfig, learner, counter,
                launcher_pid: Optional[int] = None):
-    watch_launcher(launcher_pid)
+    processes.watch_launcher(launcher_pid)
     self._config = config
     self._stop = lp.stop_event()
     learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
@@ -567,7 +475,7 @@ class StepsLimiter:
 
   def __init__(self, counter, max_actor_steps: int, logdir: Optional[str],
                launcher_pid: Optional[int] = None):
-    watch_launcher(launcher_pid)
+    processes.watch_launcher(launcher_pid)
     if max_actor_steps < 1:
       raise ValueError(f"max_actor_steps must be >= 1, got {max_actor_steps}")
     self._counter = counter

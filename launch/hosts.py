@@ -20,7 +20,7 @@ Stopping: no launcher can signal nodes on other machines, so the stop goes throu
 counter node (`distributed_nodes.CounterNode`): every node and the launcher poll
 `heartbeat` about once a second, a failing or early-ending node requests the stop
 itself, and the counter requests it when a participant falls silent (its host died);
-see `distributed_nodes.watch_program` for the node side.
+see `StopPoll` and `watch_program` for the other side.
 
 Nothing here imports Launchpad, TF or JAX at module level: a host runner stays light.
 """
@@ -35,6 +35,7 @@ import signal
 import socket
 import string
 import sys
+import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -317,13 +318,82 @@ def port_open(address: str, timeout_s: float = 1.0) -> bool:
     return False
 
 
+class StopPoll:
+  """One poll of a `hosts` program's stop: `poll()` calls `heartbeat(title)` on a
+  `CounterNode` client (`connect()` makes one whose calls time out) and returns the
+  stop reason, None while the program runs, or a reason of its own once the counter
+  node has not answered for `silent_after_s` seconds (`startup_timeout_s` before its
+  first answer): its host is gone, and with it the program.
+
+  Until the first answer no call is made before `reachable()` (a plain TCP connect to
+  the counter's port) says the server listens: a gRPC channel to a server that is not
+  up backs off exponentially (1, 1.6, 2.6, ... s, shared by every client of that
+  address in the process), and a counter node starting 30 s after the first call would
+  be reached ~10 s late.
+
+  Attributes:
+    answered: whether the counter node has answered at least once.
+  """
+
+  def __init__(self, connect, title: str, silent_after_s: float = 15.0,
+               startup_timeout_s: float = 180.0, reachable=None):
+    self._connect = connect
+    self._client = None
+    self._title = title
+    self._silent_after_s = float(silent_after_s)
+    self._startup_timeout_s = float(startup_timeout_s)
+    self._reachable = reachable
+    self._last_ok = time.monotonic()
+    self.answered = False
+
+  @property
+  def client(self):
+    """The counter client (made on first use), for other calls to the counter node."""
+    if self._client is None:
+      self._client = self._connect()
+    return self._client
+
+  def __call__(self) -> Optional[str]:
+    try:
+      if not (self.answered or self._reachable is None or self._reachable()):
+        raise ConnectionError("the counter node's port does not accept connections")
+      reason = self.client.heartbeat(self._title)
+    except Exception as e:  # pylint: disable=broad-except
+      limit = self._silent_after_s if self.answered else self._startup_timeout_s
+      silent = time.monotonic() - self._last_ok
+      if silent > limit:
+        return f"the counter node did not answer for {silent:.0f} s ({type(e).__name__})"
+      return None
+    self._last_ok, self.answered = time.monotonic(), True
+    return reason
+
+
+def watch_program(poll: StopPoll, title: str, heartbeat_s: float = 1.0) -> None:
+  """In a node process of a `hosts` launch: stop this node when the program stops.
+
+  A daemon thread calls `poll` every `heartbeat_s` seconds and sends SIGTERM to this
+  process (Launchpad's worker manager turns it into the stop event) when it gets a
+  reason.
+  """
+
+  def watch():
+    while True:
+      reason = poll()
+      if reason is not None:
+        print(f"actorq: {title} stopping: {reason}", flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+      time.sleep(heartbeat_s)
+
+  threading.Thread(target=watch, name="program-watch", daemon=True).start()
+
+
 def stop_poll(header: Dict[str, Any], title: str):
-  """`title`'s poll of the program's stop (`distributed_nodes.StopPoll`) on the counter
+  """`title`'s poll of the program's stop (`StopPoll`) on the counter
   node named in a program header; its Courier calls time out after at most 5 s."""
   import courier  # pylint: disable=g-import-not-at-top
-  from actorq.launch import distributed_nodes  # pylint: disable=g-import-not-at-top
   address, timeout_s = header["counter"], min(5.0, header["silent_after_s"] / 3)
-  return distributed_nodes.StopPoll(
+  return StopPoll(
       lambda: courier.Client(address, call_timeout=timeout_s), title,
       header["silent_after_s"], header["startup_timeout_s"],
       reachable=lambda: port_open(address, timeout_s))
@@ -378,7 +448,7 @@ def _disarm_kill() -> None:
 def run_task(data: bytes, task: int) -> int:
   """Runs node `task` of the program in this process, as Launchpad's `process_entry`
   does (a worker manager turns SIGTERM into the node's stop event), with the program's
-  stop: the node polls the counter node (`distributed_nodes.watch_program`), and
+  stop: the node polls the counter node (`watch_program`), and
   requests the stop itself when it fails or ends without being asked to.
 
   Returns:
@@ -389,7 +459,6 @@ def run_task(data: bytes, task: int) -> int:
   functions = decode_functions(data)
   from absl import flags  # pylint: disable=g-import-not-at-top
   from launchpad.launch import worker_manager  # pylint: disable=g-import-not-at-top
-  from actorq.launch import distributed_nodes  # pylint: disable=g-import-not-at-top
   if not flags.FLAGS.is_parsed():
     flags.FLAGS(sys.argv[:1], known_only=True)
   manager = worker_manager.WorkerManager(register_in_thread=True)
@@ -398,10 +467,10 @@ def run_task(data: bytes, task: int) -> int:
   is_counter = task == header["counter_task"]
   parent = os.environ.get(PARENT_PID_ENV)
   if parent:
-    distributed_nodes.watch_launcher(int(parent))
+    processes.watch_launcher(int(parent))
   poll = stop_poll(header, title)
   if not is_counter:
-    distributed_nodes.watch_program(poll, title, header["heartbeat_s"])
+    watch_program(poll, title, header["heartbeat_s"])
 
   def request_stop(reason):
     print(f"actorq: {title}: {reason}", flush=True)

@@ -220,3 +220,24 @@ class Signals:
   def __exit__(self, *exc) -> None:
     for sig, old in self._old.items():
       signal.signal(sig, old)
+
+
+def watch_launcher(launcher_pid: Optional[int]) -> None:
+  """In a node process started by the launcher: stop this node if the launcher dies.
+
+  A daemon thread checks the parent pid every second; when the launcher is gone
+  (the node was orphaned, e.g. the launcher was SIGKILLed) it sends SIGTERM to
+  this process, which Launchpad's worker manager turns into the stop event. No-op
+  when the node runs inside the launcher's process (`local_mt`) or without a pid.
+  """
+  if launcher_pid is None or launcher_pid == os.getpid():
+    return
+
+  def watch():
+    while True:
+      time.sleep(1.0)
+      if os.getppid() != launcher_pid:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+
+  threading.Thread(target=watch, name="launcher-watchdog", daemon=True).start()

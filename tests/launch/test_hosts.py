@@ -124,13 +124,13 @@ def test_stop_poll_waits_for_the_port_then_gives_up():
     made.append(Down())
     return made[-1]
 
-  poll = distributed_nodes.StopPoll(connect, "actor/0", silent_after_s=0.05,
+  poll = hosts.StopPoll(connect, "actor/0", silent_after_s=0.05,
                                     startup_timeout_s=10.0, reachable=lambda: port["open"])
   assert poll() is None and poll() is None and not poll.answered
   assert made == []  # no client (and no gRPC backoff) before the port listens
   port["open"] = True
   assert poll() is None and len(made) == 1
-  poll = distributed_nodes.StopPoll(connect, "actor/0", silent_after_s=10.0,
+  poll = hosts.StopPoll(connect, "actor/0", silent_after_s=10.0,
                                     startup_timeout_s=0.05)
   time.sleep(0.1)
   assert "did not answer" in poll()
