@@ -105,8 +105,32 @@ def _gpus_in_process() -> List[jax.Device]:
     return []
 
 
+_CPU_FALLBACK = {"checked": False}
+
+
+def cpu_unless_gpu() -> None:
+  """Before this process starts jax's backends: keep it on the CPU when the CUDA plugin is
+  installed but finds no GPU. jax 0.4.23 then fails to start ANY backend ("Unable to initialize
+  backend 'cuda' ... set JAX_PLATFORMS=cpu") instead of falling back to the CPU, e.g. after
+  `ACTORQ_GPU=1 ./dev setup` on a CPU machine or with the GPUs hidden. Asks a child process
+  (`probe_gpu`) once per process, only when the plugin is installed, JAX_PLATFORMS is unset and
+  no backend has started; otherwise does nothing."""
+  if _CPU_FALLBACK["checked"]:
+    return
+  _CPU_FALLBACK["checked"] = True
+  from jax._src import xla_bridge  # pylint: disable=g-import-not-at-top
+  if (os.environ.get("JAX_PLATFORMS") or jax.config.jax_platforms or not cuda_installed()
+      or xla_bridge.backends_are_initialized()):
+    return
+  if probe_gpu() is None:
+    restrict_to_cpu()
+
+
 def learner_device(choice: str = "auto") -> jax.Device:
   """The device the learner of THIS process computes on (may start jax's backends here).
+
+  With "cpu" the whole process is kept on the CPU (`restrict_to_cpu`) when no backend has
+  started yet: actors and evaluators use the CPU anyway, so nothing here needs a GPU backend.
 
   Args:
     choice: one of `LEARNER_DEVICES`.
@@ -117,7 +141,9 @@ def learner_device(choice: str = "auto") -> jax.Device:
   """
   core.check_learner_device(choice)
   if choice == "cpu":
+    restrict_to_cpu()
     return cpu_device()
+  cpu_unless_gpu()
   gpus = _gpus_in_process()
   if gpus:
     return gpus[0]
@@ -185,6 +211,8 @@ def check_learner_device(choice: str, in_process: bool, name: str = "learner_dev
   core.check_learner_device(choice, name)
   if choice != "gpu":
     return
+  if in_process:
+    cpu_unless_gpu()
   if not (_gpus_in_process() if in_process else probe_gpu()):
     raise no_gpu_error(name)
 

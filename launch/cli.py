@@ -163,6 +163,9 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
   argv = sys.argv[1:] if argv is None else list(argv)
   args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
+  if args.command != "train":  # train places its learner itself (components/placement.py)
+    from actorq.components import placement  # pylint: disable=g-import-not-at-top
+    placement.cpu_unless_gpu()
   try:
     return int(_module(args.command).run(args))
   except UsageError as e:

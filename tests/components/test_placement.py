@@ -122,3 +122,28 @@ def test_single_process_learner_on_its_device_actors_on_the_cpu(tmp_path):
   assert got["learner"] == [got["accelerator"]] and got["learner_device"] == "cpu:1"
   assert len(got["runtimes"]) == 2  # the training actor's and the evaluator's
   assert all(devices == [got["cpu"]] for devices in got["runtimes"]), got
+
+
+_FALLBACK = textwrap.dedent("""
+    import json, sys
+    import jax
+    from actorq.components import placement
+    placement.cuda_installed = lambda: True          # as after ACTORQ_GPU=1 ./dev setup
+    placement.probe_gpu = lambda *a, **k: None if sys.argv[1] == "none" else "CudaDevice(id=0)"
+    placement.cpu_unless_gpu()
+    print(json.dumps(jax.config.jax_platforms))
+""")
+
+
+@pytest.mark.parametrize("probe,platforms", [("none", "cpu"), ("gpu", None)])
+def test_a_cuda_plugin_without_a_gpu_keeps_the_process_on_the_cpu(tmp_path, probe, platforms):
+  """jax 0.4.23 with its CUDA plugin and no GPU starts no backend at all unless told
+  JAX_PLATFORMS=cpu; `cpu_unless_gpu` (asked before any backend starts) says it for the
+  process when the probe finds no GPU, and leaves jax alone when it finds one."""
+  script = tmp_path / "fallback.py"
+  script.write_text(_FALLBACK)
+  env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+  proc = subprocess.run([sys.executable, str(script), probe], cwd=ROOT, capture_output=True,
+                        text=True, timeout=120, env=env)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert json.loads(proc.stdout.strip().splitlines()[-1]) == platforms
