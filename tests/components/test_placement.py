@@ -110,6 +110,7 @@ _FAKE_ACCELERATOR = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_single_process_learner_on_its_device_actors_on_the_cpu(tmp_path):
   """A second XLA CPU device stands in for the GPU: `local.run` puts the learner's state on
   it (`jax.default_device`), while the actor's and evaluator's runtimes stay on CPU 0."""
@@ -135,6 +136,7 @@ _FALLBACK = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("probe,platforms", [("none", "cpu"), ("gpu", None)])
 def test_a_cuda_plugin_without_a_gpu_keeps_the_process_on_the_cpu(tmp_path, probe, platforms):
   """jax 0.4.23 with its CUDA plugin and no GPU starts no backend at all unless told

@@ -91,6 +91,7 @@ def test_python_dash_m_usage_error_is_one_line_exit_2(tmp_path):
   assert not logdir.exists()
 
 
+@pytest.mark.slow
 def test_learner_device_gpu_without_a_gpu_is_one_line_exit_2(tmp_path):
   """The real detection (no JAX_PLATFORMS in the environment): on a machine where jax sees
   no GPU, `actorq train --learner-device gpu` exits 2 with one line and writes nothing."""
