@@ -278,3 +278,15 @@ class Builder(Protocol):
 
   def learner_steps_owed(self, progress: ReplayProgress) -> int:
     ...
+
+
+@runtime_checkable
+class VectorBuilder(Protocol):
+  """A builder whose agent can act in B environments at once (`num_envs` > 1):
+  `make_batched_adder(replay_client, environment_spec, policy, num_envs)` returns an
+  adder that keeps one adder state per environment (see
+  `actorq.components.adders.BatchedNStepTransitionAdder` and `PerEnvAdders`)."""
+
+  def make_batched_adder(self, replay_client: Any, environment_spec: Any,
+                         policy: ActorPolicy, num_envs: int) -> Any:
+    ...
