@@ -30,6 +30,8 @@ limit ends an episode as a truncation (LAST, discount 1), a termination has disc
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from typing import Any, NamedTuple, Optional
 
@@ -134,7 +136,7 @@ class _EnvPoolGym(VectorEnvironment):
   backend = "envpool"
 
   def __init__(self, env_id, num_envs, spec, task, seed, max_episode_steps):
-    import envpool  # pylint: disable=g-import-not-at-top
+    envpool = _envpool()
     super().__init__(env_id, num_envs, spec)
     default = int(envpool.make_spec(task).config.max_episode_steps)
     self._env = envpool.make_gymnasium(
@@ -165,7 +167,7 @@ class _EnvPoolDmc(VectorEnvironment):
   backend = "envpool"
 
   def __init__(self, env_id, num_envs, spec, task, keys, seed, max_episode_steps):
-    import envpool  # pylint: disable=g-import-not-at-top
+    envpool = _envpool()
     super().__init__(env_id, num_envs, spec)
     default = int(envpool.make_spec(task).config.max_episode_steps)
     self._env = envpool.make_dm(task, num_envs=num_envs, batch_size=num_envs, seed=int(seed),
@@ -256,9 +258,16 @@ class _GymnasiumVector(VectorEnvironment):
     self._env.close()
 
 
+def _envpool():
+  """The envpool module. Its import imports gym 0.23, whose gym_notices package prints a
+  deprecation notice to stderr; that notice is kept out of actorq's output."""
+  with contextlib.redirect_stderr(io.StringIO()):
+    import envpool  # pylint: disable=g-import-not-at-top
+  return envpool
+
+
 def _envpool_ids() -> frozenset:
-  import envpool  # pylint: disable=g-import-not-at-top
-  return frozenset(envpool.list_all_envs())
+  return frozenset(_envpool().list_all_envs())
 
 
 def _dmc_task(name: str) -> str:

@@ -14,7 +14,7 @@ import time
 from tqdm import tqdm
 
 from actorq import core
-from actorq.components import checkpointing, config_io, environments
+from actorq.components import checkpointing, config_io, environments, vector_env
 from actorq.launch import cli, distributed, distributed_nodes, experiment, hosts, local
 from actorq.launch import registry, run_dir
 
@@ -92,6 +92,10 @@ def add_parser(subparsers):
   train.add_argument("--node-python", default=sys.executable, metavar="PATH",
                      help="(--launch hosts) Python with actorq installed on the hosts "
                           "(default: this one's path)")
+  train.add_argument("--num-envs", type=cli.positive_int("--num-envs"), default=None,
+                     metavar="B", help="environments each actor steps at once, with one "
+                     "batched inference per step (default: 1; B > 1 uses EnvPool where it "
+                     "has the task, else Gymnasium's vector envs)")
   train.add_argument("--dry-run", action="store_true",
                      help="print the program's nodes and groups and exit without running")
   return train
@@ -177,6 +181,8 @@ def apply_resume(args) -> None:
       setattr(args, key, int(saved[key]))
   if args.num_actors is None and "num_actors" in saved:
     args.num_actors = int(saved["num_actors"])
+  if args.num_envs is None and "num_envs" in saved:
+    args.num_envs = int(saved["num_envs"])
   args.resume_info = info
 
 
@@ -189,6 +195,8 @@ def run_info(args, config) -> dict:
   if args.launch == "hosts":
     train.update(hosts=list(args.hosts_config.hosts), port_base=args.port_base,
                  start=args.hosts_config.start)
+  if (args.num_envs or 1) > 1:
+    train["num_envs"] = args.num_envs
   return {"agent": args.agent, "env": args.env, "seed": args.seed,
           "config": config_io.to_dict(config), "train": train}
 
@@ -250,6 +258,10 @@ def run(args) -> int:
       setattr(args, key, default)
   _check_launch(args)
   builder = make_builder(args)
+  try:
+    vector_env.check_num_envs(args.env, args.num_envs or 1)
+  except ValueError as e:
+    raise cli.UsageError(f"--num-envs: {e}") from None
   if args.dry_run and args.launch == "local":
     print(f"launch local: one process (embedded Reverb server, 1 actor, learner, evaluation "
           f"every {args.eval_every} actor steps); no Launchpad program")
@@ -264,7 +276,8 @@ def run(args) -> int:
         builder=builder, env_id=args.env, num_steps=args.steps, seed=args.seed,
         eval_every=args.eval_every, eval_episodes=args.eval_episodes,
         logdir=None if args.dry_run else args.logdir, checkpoint_every=args.checkpoint_every,
-        keep_checkpoints=args.keep_checkpoints, resume=bool(args.resume))
+        keep_checkpoints=args.keep_checkpoints, resume=bool(args.resume),
+        num_envs=args.num_envs or 1)
   except ValueError as e:
     raise cli.UsageError(str(e)) from None
   if not args.dry_run:
