@@ -98,6 +98,10 @@ class PerEnvAdders:
       getattr(a, "close", a.reset)()
 
 
+# Transitions per Reverb chunk group of the batched adder (see `_write_reverb`).
+_REVERB_GROUP = 64
+
+
 class BatchedNStepTransitionAdder:
   """The n-step transitions of `NStepTransitionAdder` for B environments at once.
 
@@ -253,13 +257,20 @@ class BatchedNStepTransitionAdder:
     self.items_written += len(done)
 
   def _write_reverb(self, leaves, count: int) -> None:
+    """Appends the transitions as steps, `_REVERB_GROUP` at a time, then creates their
+    items: a chunk (compressed once per column) then holds up to that many transitions,
+    where one item per chunk compressed every column for every transition."""
     if self._writer is None:
-      self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
+      self._writer = self._client.trajectory_writer(num_keep_alive_refs=_REVERB_GROUP)
     writer = self._writer
-    for j in range(count):
-      writer.append([leaf[j] for leaf in leaves])
-      columns = [column[-1] for column in writer.history]
-      writer.create_item(self._table, 1.0, tree.unflatten_as(self._structure, columns))
+    for lo in range(0, count, _REVERB_GROUP):
+      hi = min(lo + _REVERB_GROUP, count)
+      for j in range(lo, hi):
+        writer.append([leaf[j] for leaf in leaves])
+      history = writer.history
+      for j in range(lo - hi, 0):
+        writer.create_item(self._table, 1.0,
+                           tree.unflatten_as(self._structure, [c[j] for c in history]))
     writer.flush()
 
   def reset(self) -> None:

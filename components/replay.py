@@ -202,6 +202,8 @@ class ColumnChecker:
     """Checks one step's `value` of `column` (`rows` < 0), or K = `rows` steps' values
     stacked on a leading axis (`[K, *shape]`)."""
     spec, nested, leaves = self._columns[column]
+    if not leaves and value == ():  # e.g. no extras: nothing to check
+      return
     if nested:
       try:
         values = tree.flatten_up_to(spec, value)
