@@ -32,6 +32,7 @@ COMMANDS = {
     "train": "actorq.launch.train_cmd",
     "quantize": "actorq.launch.quantize_cmd",
     "eval": "actorq.launch.eval_cmd",
+    "export": "actorq.launch.export_cmd",
     "plot": "actorq.launch.plot_cmd",
     "bench": "actorq.benchmarks.bench_cmd",
     "sweep": "actorq.benchmarks.sweep_cmd",

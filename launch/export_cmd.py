@@ -1,0 +1,168 @@
+"""`actorq export`: a trained run's policy as a standalone `.tflite` file plus a JSON.
+
+    actorq export --checkpoint RUN_DIR [--precision int8|fp32] [--out policy.tflite]
+                  [--episodes 10] [--seed 12345]
+
+The `.tflite` is the model the actors run (`litert_runtime.standalone_model`): int8 =
+dynamic-range int8 weights with per-channel scales (what ActorQ's int8 actors execute),
+fp32 = the same graph with float32 weights. Load it with `ai_edge_litert` alone (no JAX,
+no actorq): input float32 `[B, *observation shape]` of RAW observations (the spec's
+input_scale is folded into the first layer; the batch is dynamic), output float32
+`[B, outputs]`; `action_rule` in the JSON turns outputs into the greedy action.
+
+The JSON (`<out>.json`, beside the model) holds: the model file and its bytes, the
+observation and action specs, the normalisation, the int8 weight scales per layer, the
+source run (run directory, checkpoint, agent, environment, seed, steps) and the parity
+report: `--episodes` greedy episodes at fp32 and at the exported precision on identically
+seeded environments (return mean/std each, greedy-action agreement on the fp32 run's
+observations, payload bytes; `components.evaluation.reward_parity`).
+
+Default `--out`: `<run>/export/policy-<precision>.tflite`. Bad input (not a run directory,
+another precision, an --out not ending in .tflite or not writable) is one line, exit 2,
+nothing written.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict
+
+import numpy as np
+from acme import specs
+
+from actorq.components import environments, evaluation
+from actorq.launch import cli, run_dir
+from actorq.quantization.runtimes import litert_runtime
+
+EXPORT_PRECISIONS = ("int8", "fp32")
+FORMAT_VERSION = 1
+
+
+def add_parser(subparsers):
+  p = subparsers.add_parser("export", help="write a run's policy as a standalone .tflite "
+                            "(int8 or fp32) with a JSON of specs, scales and a parity report")
+  p.add_argument("--checkpoint", required=True,
+                 help="run directory of 'actorq train' (or its checkpoints/ folder)")
+  p.add_argument("--precision", choices=EXPORT_PRECISIONS, default="int8",
+                 help="int8 (default): the int8 actors' model; fp32: float32 weights")
+  p.add_argument("--out", default=None, metavar="FILE.tflite",
+                 help="where to write the model (default: <run>/export/policy-<precision>"
+                      ".tflite); the JSON goes beside it as FILE.json")
+  p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=10,
+                 help="greedy episodes per precision of the parity report (default: 10)")
+  p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=12345,
+                 help="seed of the parity episodes' environments")
+  return p
+
+
+def _spec_json(spec) -> Dict[str, Any]:
+  out = {"shape": [int(d) for d in spec.shape], "dtype": np.dtype(spec.dtype).name}
+  if isinstance(spec, specs.DiscreteArray):
+    out.update(kind="discrete", num_values=int(spec.num_values))
+  elif isinstance(spec, specs.BoundedArray):
+    out.update(kind="continuous", minimum=np.broadcast_to(spec.minimum, spec.shape).tolist(),
+               maximum=np.broadcast_to(spec.maximum, spec.shape).tolist())
+  return out
+
+
+def action_rule(info: Dict[str, Any], builder, env_spec) -> Dict[str, Any]:
+  """How the greedy action follows from the model's outputs `y` (one row), as the agent's
+  evaluation selector computes it."""
+  actions = env_spec.actions
+  if info["agent"] == "dqn":
+    dueling = bool(getattr(builder.config, "dueling", False))
+    return {"kind": "argmax", "dueling": dueling,
+            "rule": ("argmax(y[1:]) (y = [V, A_1..A_n]; argmax Q = argmax A)" if dueling
+                     else "argmax(y)")}
+  if isinstance(actions, specs.BoundedArray) and info["agent"] in ("ddpg", "d4pg"):
+    return {"kind": "bounded", "minimum": np.broadcast_to(actions.minimum, actions.shape).tolist(),
+            "maximum": np.broadcast_to(actions.maximum, actions.shape).tolist(),
+            "rule": "clip(minimum + (y + 1) / 2 * (maximum - minimum), minimum, maximum)"}
+  return {"kind": "agent", "rule": f"the {info['agent']} agent's evaluation selector over y"}
+
+
+def _default_out(checkpoint: str, precision: str) -> str:
+  run_path, _ = run_dir.resolve(checkpoint)
+  return os.path.join(run_path, "export", f"policy-{precision}.tflite")
+
+
+def run(args) -> int:
+  out = args.out or _default_out(args.checkpoint, args.precision)
+  if not out.endswith(".tflite"):
+    raise cli.UsageError(f"--out {out} must end in .tflite")
+  info, state, ckpt_path = run_dir.load(args.checkpoint)
+  run_path, _ = run_dir.resolve(args.checkpoint)
+  builder = run_dir.make_builder(info)
+  env = environments.make_environment(info["env"], seed=args.seed)
+  env_spec = environments.environment_spec(env)
+  env.close()
+  networks = builder.make_networks(env_spec)
+  policy = builder.make_policy(networks, env_spec, evaluation=True)
+  spec, params = networks.spec, state["policy_params"]
+  directory = cli.ensure_writable_dir(os.path.dirname(os.path.abspath(out)), "--out")
+  out = os.path.join(directory, os.path.basename(out))
+  print(f"actorq export: {info['agent']} on {info['env']}, checkpoint {ckpt_path}; "
+        f"{args.precision} model, parity on {args.episodes} episodes", flush=True)
+  model = litert_runtime.standalone_model(params, spec, args.precision)
+
+  action_range = 1.0
+  if isinstance(env_spec.actions, specs.BoundedArray) and not isinstance(
+      env_spec.actions, specs.DiscreteArray):
+    action_range = float(np.mean(np.asarray(env_spec.actions.maximum)
+                                 - np.asarray(env_spec.actions.minimum)))
+  precisions = ("fp32",) if args.precision == "fp32" else ("fp32", args.precision)
+  rows = evaluation.reward_parity(
+      lambda: environments.make_environment(info["env"], seed=args.seed), params, spec,
+      policy.selector, precisions, args.episodes, action_range=action_range)
+  ref, got = rows[0], rows[-1]
+  scales = []
+  if args.precision == "int8":
+    from actorq.quantization import payload as pl  # pylint: disable=g-import-not-at-top
+    payload = pl.make_payload(params, spec, "int8", 0)
+    for layer in spec.parameter_layers:
+      scale = np.asarray(payload.layers[layer.name]["scale"], np.float32)
+      scales.append({"layer": layer.name, "weights": "int8, per output channel",
+                     "scale": scale.reshape(-1).tolist()})
+  report = {
+      "format_version": FORMAT_VERSION,
+      "model": {"file": os.path.basename(out), "bytes": len(model), "precision": args.precision,
+                "runtime": "ai_edge_litert Interpreter (XNNPACK); int8 = dynamic-range int8 "
+                           "weights, float32 activations quantized per row by the kernels"},
+      "input": {"shape": [-1] + [int(d) for d in spec.input_shape], "dtype": "float32",
+                "what": "raw observations (batch dynamic: resize_tensor_input)"},
+      "output": {"shape": [-1, int(spec.output_size)], "dtype": "float32"},
+      "normalisation": {"input_scale": float(spec.input_scale),
+                        "folded_into_model": True,
+                        "note": "the first layer's weights (or scales) are multiplied by "
+                                "input_scale: feed raw observations"},
+      "observation_spec": _spec_json(env_spec.observations),
+      "action_spec": _spec_json(env_spec.actions),
+      "action_rule": action_rule(info, builder, env_spec),
+      "scales": scales,
+      "source": {"run": run_path, "checkpoint": ckpt_path, "agent": info["agent"],
+                 "env": info["env"], "seed": info.get("seed"),
+                 "actor_steps": int(state.get("actor_steps", -1)),
+                 "learner_steps": int(state["learner_steps"])},
+      "parity": {"episodes": args.episodes, "env_seed": args.seed,
+                 "fp32_return_mean": ref.episode_return, "fp32_return_std": ref.episode_return_std,
+                 "export_return_mean": got.episode_return,
+                 "export_return_std": got.episode_return_std,
+                 "greedy_action_agreement": got.action_agreement,
+                 "agreement_measure": ("fraction of the fp32 run's observations with the same "
+                                       "greedy action" if action_range == 1.0 else
+                                       "1 - mean |a - a_fp32| / action range"),
+                 "fp32_payload_bytes": ref.model_bytes, "export_payload_bytes": got.model_bytes,
+                 "tflite_bytes": len(model)},
+  }
+  with open(out, "wb") as f:
+    f.write(model)
+  json_path = out[:-len(".tflite")] + ".json"
+  with open(json_path, "w", encoding="utf-8") as f:
+    json.dump(report, f, indent=1)
+  p = report["parity"]
+  print(f"model: {out} ({len(model):,} bytes, {args.precision}); specs and parity: {json_path}")
+  print(f"parity over {args.episodes} episodes: return fp32 {p['fp32_return_mean']:.1f} "
+        f"+- {p['fp32_return_std']:.1f}, {args.precision} {p['export_return_mean']:.1f} +- "
+        f"{p['export_return_std']:.1f}; greedy-action agreement "
+        f"{p['greedy_action_agreement']:.3f}")
+  return 0
