@@ -19,7 +19,9 @@ Per actor step (one environment transition), microseconds:
   other      the rest: the loop's per-row bookkeeping, hooks, resets, variable client
 Bare env ceiling: env.step steps/s with a fixed valid action and nothing else, for the
 one-env adapter (B = 1) and the vector backend at each B (EnvPool or Gymnasium).
-Figures are medians over `repeats` rounds.
+Throughput is given per wall second and per second of process CPU time (user + system,
+all threads: EnvPool's worker thread and XLA's included), which moves much less than wall
+time when other processes share the cores. Figures are medians over `repeats` rounds.
 """
 from __future__ import annotations
 
@@ -113,16 +115,17 @@ def acting_run(builder, env_id: str, num_envs: int, steps: int, seed: int = 0) -
   adder.reset()  # the warm-up's episode is abandoned
   timed_env.seconds, timing["select"] = 0.0, 0.0
   actor.timings.update(inference=0.0, adder=0.0)
-  start = time.perf_counter()
+  start, cpu0 = time.perf_counter(), time.process_time()
   loop.run(num_steps=steps)
-  total = time.perf_counter() - start
+  total, cpu = time.perf_counter() - start, time.process_time() - cpu0
   adder.close()
   env.close()
   own = {"env": timed_env.seconds, "inference": actor.timings["inference"],
          "select": timing["select"], "adder": actor.timings["adder"]}
   us = {k: 1e6 * v / steps for k, v in own.items()}
   us["other"] = 1e6 * max(total - sum(own.values()), 0.0) / steps
-  return {"steps_per_s": steps / total, "us": us, "items": int(adder.items_written)}
+  return {"steps_per_s": steps / total, "cpu_steps_per_s": steps / max(cpu, 1e-9), "us": us,
+          "items": int(adder.items_written)}
 
 
 def bare_env_steps_per_s(env_id: str, num_envs: int, steps: int, seed: int = 0) -> float:
@@ -182,10 +185,12 @@ def run(make_builder, env_id: str, num_envs: Sequence[int], precisions: Sequence
       runs = raw[(b, p)]
       rows.append({"num_envs": b, "precision": p,
                    "steps_per_s": statistics.median(x["steps_per_s"] for x in runs),
+                   "cpu_steps_per_s": statistics.median(x["cpu_steps_per_s"] for x in runs),
                    "us": {c: statistics.median(x["us"][c] for x in runs) for c in COMPONENTS}})
-  base = {row["precision"]: row["steps_per_s"] for row in rows if row["num_envs"] == num_envs[0]}
+  base = {row["precision"]: row for row in rows if row["num_envs"] == num_envs[0]}
   for row in rows:
-    row["speedup"] = row["steps_per_s"] / base[row["precision"]]
+    row["speedup"] = row["steps_per_s"] / base[row["precision"]]["steps_per_s"]
+    row["cpu_speedup"] = row["cpu_steps_per_s"] / base[row["precision"]]["cpu_steps_per_s"]
   return {"rows": rows, "bare": bare,
           "settings": {"env": env_id, "num_envs": list(num_envs), "precisions": list(precisions),
                        "steps": steps, "repeats": repeats, "cores": os.cpu_count(),
@@ -197,17 +202,21 @@ def format_table(result: Dict[str, Any], title: str = "") -> str:
   and the bare env ceiling at that B."""
   from actorq.benchmarks.actorq_bench import markdown_table  # pylint: disable=g-import-not-at-top
   base_b = result["settings"]["num_envs"][0]
-  header = (["B", "precision", "actor steps/s", f"x B={base_b}"]
+  header = (["B", "precision", "actor steps/s", f"x B={base_b}", "per CPU-s",
+             f"x B={base_b} (CPU)"]
             + [f"{c} us" for c in COMPONENTS] + ["bare env steps/s"])
   rows = []
   for row in result["rows"]:
     rows.append([row["num_envs"], row["precision"], f"{row['steps_per_s']:,.0f}",
-                 f"{row['speedup']:.2f}x"] + [f"{row['us'][c]:.1f}" for c in COMPONENTS]
+                 f"{row['speedup']:.2f}x", f"{row['cpu_steps_per_s']:,.0f}",
+                 f"{row['cpu_speedup']:.2f}x"] + [f"{row['us'][c]:.1f}" for c in COMPONENTS]
                 + [f"{result['bare'][row['num_envs']]:,.0f}"])
   s = result["settings"]
   load = "unknown" if s["loadavg"] is None else f"{s['loadavg']:.2f}"
   notes = [f"{title}{s['env']}: {s['steps']} transitions per run, median of {s['repeats']} "
            f"alternating rounds; {s['cores']} cores, load average at the end {load}.",
-           "us = microseconds per actor step (one environment transition); bare env = "
+           "actor steps/s: wall clock; per CPU-s: transitions per second of process CPU time "
+           "(all threads; less sensitive to other load on a shared machine). "
+           "us = wall microseconds per actor step (one environment transition); bare env = "
            "env.step alone (B = 1: the one-env adapter; B > 1: the vector backend)."]
   return markdown_table(header, rows) + "\n\n" + "\n".join(notes)
