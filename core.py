@@ -16,7 +16,8 @@
   `NonFiniteLossError`, `RunDirectoryError`), one line each.
 * `typing.Protocol`s for the builder (Acme's contract plus the three methods the
   single-process loop asks for), the learner and the variable source, so that a new agent
-  can be checked against them and launchers need no `getattr`/`hasattr` probes.
+  can be checked against them and launchers need no `getattr`/`hasattr` probes;
+  `VectorBuilder`: a builder whose agent can act in B environments at once.
 """
 from __future__ import annotations
 

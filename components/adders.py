@@ -20,7 +20,6 @@ import collections
 import dm_env
 import numpy as np
 import tree
-from acme import types
 from acme.adders import reverb as adders_reverb
 
 
@@ -155,9 +154,6 @@ class BatchedNStepTransitionAdder:
     self._discount = reward_dtype.type(np.float32(discount))
     self._checker = replay.ColumnChecker(environment_spec, extras_spec)
     self._local = isinstance(client, local_replay.LocalReplayClient)
-    self._structure = types.Transition(
-        environment_spec.observations, environment_spec.actions, environment_spec.rewards,
-        environment_spec.discounts, environment_spec.observations, extras_spec)
     self._writer = None
     self._current = [None] * self.num_envs  # the latest observation of each env
     self._windows = [collections.deque() for _ in range(self.num_envs)]
@@ -257,20 +253,27 @@ class BatchedNStepTransitionAdder:
     self.items_written += len(done)
 
   def _write_reverb(self, leaves, count: int) -> None:
-    """Appends the transitions as steps, `_REVERB_GROUP` at a time, then creates their
-    items: a chunk (compressed once per column) then holds up to that many transitions,
-    where one item per chunk compressed every column for every transition."""
+    """Appends the transitions as steps (their flattened columns), `_REVERB_GROUP` at a
+    time, then creates their items: a chunk (compressed once per column) holds up to that
+    many transitions, where acme's adder makes every item wait for its own. Items are
+    given as the flat list of columns in the signature's flattened order (what Reverb
+    validates and sends; no nest rebuilt per item). One `flush` per call."""
     if self._writer is None:
       self._writer = self._client.trajectory_writer(num_keep_alive_refs=_REVERB_GROUP)
+      self._configured = False
     writer = self._writer
     for lo in range(0, count, _REVERB_GROUP):
       hi = min(lo + _REVERB_GROUP, count)
       for j in range(lo, hi):
         writer.append([leaf[j] for leaf in leaves])
+        if not self._configured:  # a fixed chunk length, once the columns exist
+          for column in range(len(leaves)):
+            writer.configure((column,), num_keep_alive_refs=_REVERB_GROUP,
+                             max_chunk_length=_REVERB_GROUP)
+          self._configured = True
       history = writer.history
       for j in range(lo - hi, 0):
-        writer.create_item(self._table, 1.0,
-                           tree.unflatten_as(self._structure, [c[j] for c in history]))
+        writer.create_item(self._table, 1.0, [column[j] for column in history])
     writer.flush()
 
   def reset(self) -> None:
