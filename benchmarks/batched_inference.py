@@ -55,12 +55,14 @@ def measure(spec, batches, repeats: int):
     for precision in ("fp32", "int8"):
       rt = runtimes.make_runtime(precision, spec)
       rt.load(pl.make_payload(params, spec, rt.payload_precision, 0))
-      out[f"{precision}_us"] = _median_us(lambda i: rt(obs), repeats)  # pylint: disable=cell-var-from-loop
+      call = lambda i, rt=rt: rt(obs)  # pylint: disable=cell-var-from-loop
+      out[f"{precision}_us"] = _median_us(call, repeats)
     if b > 1:
       rt = runtimes.make_runtime("int8", spec)
       rt.load(pl.make_payload(params, spec, "int8", 0))
       short = obs[:-1]
-      out["int8_dynamic_us"] = _median_us(lambda i: rt(obs if i % 2 else short), repeats)  # pylint: disable=cell-var-from-loop
+      call = lambda i: rt(obs if i % 2 else short)  # pylint: disable=cell-var-from-loop
+      out["int8_dynamic_us"] = _median_us(call, repeats)
     rows.append(out)
   return rows
 

@@ -31,9 +31,11 @@ import statistics
 import time
 from typing import Any, Dict, List, Sequence
 
+import jax
 import numpy as np
 
-from actorq.components import local_replay, vector_env
+from actorq.benchmarks.actorq_bench import markdown_table
+from actorq.components import environments, local_replay, vector_env
 from actorq.components import loop as loop_lib
 from actorq.components import variable_client as vc
 from actorq.launch import experiment
@@ -104,7 +106,6 @@ def acting_run(builder, env_id: str, num_envs: int, steps: int, seed: int = 0) -
   client = local_replay.LocalReplayClient(builder.make_replay_tables(spec, parts.policy), seed)
   source = vc.PolicyServer(_FixedSource(random_params(parts.networks.spec, seed)),
                            parts.networks.spec)
-  import jax  # pylint: disable=g-import-not-at-top
   adder, actor = experiment.make_training_actor(config, parts, jax.random.PRNGKey(seed), client,
                                                 source)
   timed_env = _TimedEnv(env)
@@ -132,7 +133,6 @@ def bare_env_steps_per_s(env_id: str, num_envs: int, steps: int, seed: int = 0) 
   """env.step steps/s (transitions, resets included) with a fixed valid action: the
   one-env adapter for B = 1, the vector backend for B > 1."""
   if num_envs == 1:
-    from actorq.components import environments  # pylint: disable=g-import-not-at-top
     env = environments.make_environment(env_id, seed=seed)
     action = environments.environment_spec(env).actions.generate_value()
     ts = env.reset()
@@ -200,7 +200,6 @@ def run(make_builder, env_id: str, num_envs: Sequence[int], precisions: Sequence
 def format_table(result: Dict[str, Any], title: str = "") -> str:
   """The Markdown table: one row per (B, precision), ratios to the first B, the breakdown
   and the bare env ceiling at that B."""
-  from actorq.benchmarks.actorq_bench import markdown_table  # pylint: disable=g-import-not-at-top
   base_b = result["settings"]["num_envs"][0]
   header = (["B", "precision", "actor steps/s", f"x B={base_b}", "per CPU-s",
              f"x B={base_b} (CPU)"]

@@ -22,6 +22,8 @@ import numpy as np
 import tree
 from acme.adders import reverb as adders_reverb
 
+from actorq.components import local_replay, replay
+
 
 class NStepTransitionAdder(adders_reverb.NStepTransitionAdder):
   """acme's n-step transition adder without the shortened episode-start transitions.
@@ -141,7 +143,6 @@ class BatchedNStepTransitionAdder:
 
   def __init__(self, client, table: str, num_envs: int, n_step: int, discount: float,
                environment_spec, extras_spec=()):
-    from actorq.components import local_replay, replay  # pylint: disable=g-import-not-at-top
     if int(n_step) < 1:
       raise ValueError(f"n_step must be >= 1, got {n_step}")
     if int(num_envs) < 1:

@@ -32,6 +32,7 @@ from acme import specs
 
 from actorq.components import environments, evaluation
 from actorq.launch import cli, run_dir
+from actorq.quantization import payload as pl
 from actorq.quantization.runtimes import litert_runtime
 
 EXPORT_PRECISIONS = ("int8", "fp32")
@@ -117,7 +118,6 @@ def run(args) -> int:
   ref, got = rows[0], rows[-1]
   scales = []
   if args.precision == "int8":
-    from actorq.quantization import payload as pl  # pylint: disable=g-import-not-at-top
     payload = pl.make_payload(params, spec, "int8", 0)
     for layer in spec.parameter_layers:
       scale = np.asarray(payload.layers[layer.name]["scale"], np.float32)

@@ -17,6 +17,7 @@ from typing import Any, List, Optional, Sequence
 
 import dm_env
 import numpy as np
+from acme import specs
 from dm_env import specs as dm_specs
 
 from actorq.components import vector_env
@@ -147,7 +148,6 @@ class ScriptedVectorEnvironment(vector_env.VectorEnvironment):
 
   def __init__(self, envs: Sequence[dm_env.Environment]):
     self.envs = list(envs)
-    from acme import specs  # pylint: disable=g-import-not-at-top
     super().__init__("scripted", len(self.envs), specs.make_environment_spec(self.envs[0]))
 
   def _reset(self):

@@ -7,11 +7,15 @@ import dm_env
 import numpy as np
 import pytest
 import reverb
+import tree
 from acme import specs
 from acme.adders import reverb as adders_reverb
 
+from actorq.agents.dqn import builder as dqn_builder
+from actorq.agents.dqn import config as dqn_config_lib
 from actorq.components import actors, adders, local_replay, replay, vector_env
 from actorq.components import loop as loop_lib
+from actorq.launch import experiment, local
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization import runtimes
@@ -126,7 +130,7 @@ def test_batched_adder_writes_the_same_items_to_reverb():
     adder.close()
     got = replay.sample(f"localhost:{server.port}", "t", len(want[0]), timeout_s=10)
     columns = [np.stack(c) for c in zip(*[
-        [np.asarray(x) for x in __import__("tree").flatten(s.data)] for s in got])]
+        [np.asarray(x) for x in tree.flatten(s.data)] for s in got])]
     for g, w in zip(columns, want):
       np.testing.assert_array_equal(g, w)
   finally:
@@ -289,9 +293,6 @@ def test_batched_actor_selects_per_row_with_one_generator():
 
 
 def dqn_config(num_envs, **kw):
-  from actorq.agents.dqn import builder as dqn_builder  # pylint: disable=g-import-not-at-top
-  from actorq.agents.dqn import config as dqn_config_lib  # pylint: disable=g-import-not-at-top
-  from actorq.launch import experiment  # pylint: disable=g-import-not-at-top
   cfg = dqn_config_lib.DQNConfig(min_replay_size=64, batch_size=32, hidden_sizes=(32, 32),
                                  epsilon_decay_steps=300, **kw)
   return experiment.ExperimentConfig(builder=dqn_builder.DQNBuilder(cfg),
@@ -301,7 +302,6 @@ def dqn_config(num_envs, **kw):
 
 
 def test_experiment_config_refuses_num_envs_without_a_backend_or_builder():
-  from actorq.launch import experiment  # pylint: disable=g-import-not-at-top
   config = dqn_config(1)
   with pytest.raises(ValueError, match="no vector backend"):
     experiment.ExperimentConfig(builder=config.builder, env_id="atari:Pong", num_envs=2)
@@ -317,7 +317,6 @@ def test_experiment_config_refuses_num_envs_without_a_backend_or_builder():
 
 @pytest.mark.slow
 def test_single_process_run_with_b_gt_1_is_a_function_of_its_seed():
-  from actorq.launch import local  # pylint: disable=g-import-not-at-top
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     first = local.run(dqn_config(8))

@@ -10,7 +10,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from actorq.launch import cli
+from ai_edge_litert.interpreter import Interpreter
+
+from actorq.components import environments, evaluation
+from actorq.launch import cli, run_dir
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization import runtimes
@@ -25,7 +28,6 @@ def _params(spec, seed=0):
 
 @pytest.mark.parametrize("precision", ["int8", "fp32"])
 def test_standalone_model_runs_what_the_actor_runs(precision):
-  from ai_edge_litert.interpreter import Interpreter  # pylint: disable=g-import-not-at-top
   spec = dataclasses.replace(ns.mlp(6, [32, 32], 3), input_scale=0.5)
   params = _params(spec)
   model = litert_runtime.standalone_model(params, spec, precision)
@@ -109,8 +111,6 @@ def test_export_round_trip_without_jax_or_actorq(tmp_path, capsys):
   assert meta["scales"] and meta["normalisation"]["folded_into_model"]
 
   # The actor's actions on recorded observations (the int8 runtime, greedy selector).
-  from actorq.components import environments, evaluation  # pylint: disable=g-import-not-at-top
-  from actorq.launch import run_dir  # pylint: disable=g-import-not-at-top
   info, state, _ = run_dir.load(str(run))
   builder = run_dir.make_builder(info)
   env = environments.make_environment(info["env"], seed=5)
