@@ -13,9 +13,10 @@ input_scale is folded into the first layer; the batch is dynamic), output float3
 The JSON (`<out>.json`, beside the model) holds: the model file and its bytes, the
 observation and action specs, the normalisation, the int8 weight scales per layer, the
 source run (run directory, checkpoint, agent, environment, seed, steps) and the parity
-report: `--episodes` greedy episodes at fp32 and at the exported precision on identically
-seeded environments (return mean/std each, greedy-action agreement on the fp32 run's
-observations, payload bytes; `components.evaluation.reward_parity`).
+report: `--episodes` greedy episodes of the fp32 policy (JAX) and of the exported model
+itself (run by ai_edge_litert) on identically seeded environments (return mean/std each),
+the model's greedy-action agreement on every observation of the fp32 episodes, and the
+bytes (fp32 and exported payloads, the .tflite file).
 
 Default `--out`: `<run>/export/policy-<precision>.tflite`. Bad input (not a run directory,
 another precision, an --out not ending in .tflite or not writable) is one line, exit 2,
@@ -30,7 +31,10 @@ from typing import Any, Dict
 import numpy as np
 from acme import specs
 
-from actorq.components import environments, evaluation
+from ai_edge_litert.interpreter import Interpreter
+
+from actorq.components import actors, environments, evaluation
+from actorq.components import loop as loop_lib
 from actorq.launch import cli, run_dir
 from actorq.quantization import payload as pl
 from actorq.quantization.runtimes import litert_runtime
@@ -82,6 +86,71 @@ def action_rule(info: Dict[str, Any], builder, env_spec) -> Dict[str, Any]:
   return {"kind": "agent", "rule": f"the {info['agent']} agent's evaluation selector over y"}
 
 
+class ModelRuntime:
+  """A `.tflite` model's bytes behind the policy-runtime interface actors call (what the
+  exported file computes, run by `ai_edge_litert`), for the parity episodes."""
+  precision = "exported"
+  version = 0
+
+  def __init__(self, model: bytes):
+    self._interp = Interpreter(model_content=model)
+    self._in = self._interp.get_input_details()[0]["index"]
+    self._out = self._interp.get_output_details()[0]["index"]
+    self._batch = None
+
+  def __call__(self, observation) -> np.ndarray:
+    obs = np.asarray(observation, np.float32)
+    if obs.shape[0] != self._batch:
+      self._interp.resize_tensor_input(self._in, list(obs.shape))
+      self._interp.allocate_tensors()
+      self._batch = obs.shape[0]
+    self._interp.set_tensor(self._in, obs)
+    self._interp.invoke()
+    return self._interp.get_tensor(self._out)
+
+  def diagnose(self, observation) -> str:
+    del observation
+    return "the exported model's outputs"
+
+
+class _Recorder:
+  """Acts with `actor` and records each observation and the action taken."""
+
+  def __init__(self, actor):
+    self._actor, self.observations, self.actions = actor, [], []
+
+  def select_action(self, observation):
+    action = self._actor.select_action(observation)
+    self.observations.append(np.asarray(observation))
+    self.actions.append(np.asarray(action))
+    return action
+
+
+def model_parity(model: bytes, params, spec, selector, env_fn, episodes: int,
+                 action_range: float = 1.0) -> Dict[str, Any]:
+  """The exported model against the fp32 policy (JAX) on identically seeded environments:
+  `episodes` greedy episodes each (return mean and std), and the greedy-action agreement
+  of the model on every observation of the fp32 episodes (discrete: the fraction with the
+  same action; continuous: 1 - mean |a - a_fp32| / action_range)."""
+  reference = _Recorder(evaluation.fixed_policy_actor(params, spec, "fp32", selector))
+  ref = loop_lib.evaluate(env_fn(), reference, episodes)
+  exported = actors.FeedForwardActor(ModelRuntime(model), selector)
+  got = loop_lib.evaluate(env_fn(), exported, episodes)
+  mine = np.stack([np.asarray(exported.select_action(o)) for o in reference.observations])
+  theirs = np.stack(reference.actions)
+  if np.issubdtype(theirs.dtype, np.integer):
+    agreement, measure = float(np.mean(mine == theirs)), (
+        "fraction of the fp32 episodes' observations with the same greedy action")
+  else:
+    agreement = float(1.0 - np.mean(np.abs(mine - theirs)) / action_range)
+    measure = "1 - mean |a - a_fp32| / action range, on the fp32 episodes' observations"
+  return {"fp32_return_mean": ref["episode_return"], "fp32_return_std": ref["episode_return_std"],
+          "export_return_mean": got["episode_return"],
+          "export_return_std": got["episode_return_std"],
+          "greedy_action_agreement": agreement, "agreement_measure": measure,
+          "observations_compared": len(reference.observations)}
+
+
 def _default_out(checkpoint: str, precision: str) -> str:
   run_path, _ = run_dir.resolve(checkpoint)
   return os.path.join(run_path, "export", f"policy-{precision}.tflite")
@@ -111,11 +180,9 @@ def run(args) -> int:
       env_spec.actions, specs.DiscreteArray):
     action_range = float(np.mean(np.asarray(env_spec.actions.maximum)
                                  - np.asarray(env_spec.actions.minimum)))
-  precisions = ("fp32",) if args.precision == "fp32" else ("fp32", args.precision)
-  rows = evaluation.reward_parity(
-      lambda: environments.make_environment(info["env"], seed=args.seed), params, spec,
-      policy.selector, precisions, args.episodes, action_range=action_range)
-  ref, got = rows[0], rows[-1]
+  parity = model_parity(model, params, spec, policy.selector,
+                        lambda: environments.make_environment(info["env"], seed=args.seed),
+                        args.episodes, action_range)
   scales = []
   if args.precision == "int8":
     payload = pl.make_payload(params, spec, "int8", 0)
@@ -143,16 +210,11 @@ def run(args) -> int:
                  "env": info["env"], "seed": info.get("seed"),
                  "actor_steps": int(state.get("actor_steps", -1)),
                  "learner_steps": int(state["learner_steps"])},
-      "parity": {"episodes": args.episodes, "env_seed": args.seed,
-                 "fp32_return_mean": ref.episode_return, "fp32_return_std": ref.episode_return_std,
-                 "export_return_mean": got.episode_return,
-                 "export_return_std": got.episode_return_std,
-                 "greedy_action_agreement": got.action_agreement,
-                 "agreement_measure": ("fraction of the fp32 run's observations with the same "
-                                       "greedy action" if action_range == 1.0 else
-                                       "1 - mean |a - a_fp32| / action range"),
-                 "fp32_payload_bytes": ref.model_bytes, "export_payload_bytes": got.model_bytes,
-                 "tflite_bytes": len(model)},
+      "parity": dict(parity, episodes=args.episodes, env_seed=args.seed,
+                     fp32_payload_bytes=int(pl.make_payload(params, spec, "fp32", 0).nbytes),
+                     export_payload_bytes=int(pl.make_payload(params, spec, args.precision,
+                                                              0).nbytes),
+                     tflite_bytes=len(model)),
   }
   with open(out, "wb") as f:
     f.write(model)
