@@ -161,9 +161,18 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
   return parser
 
 
+# Commands that run jax computations in this process without a learner (`train` chooses its
+# learner's device itself; the others compute nothing or start `train` children).
+_COMPUTE_IN_PROCESS = ("eval", "quantize", "bench", "export")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
   argv = sys.argv[1:] if argv is None else list(argv)
   args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
+  if args.command in _COMPUTE_IN_PROCESS:  # train places its learner itself
+    # Looked up by name (loads JAX), like `_module`: a CUDA plugin without a GPU would
+    # otherwise stop jax from starting at all (components/placement.py).
+    importlib.import_module("actorq.components.placement").cpu_unless_gpu()
   try:
     return int(_module(args.command).run(args))
   except UsageError as e:

@@ -42,6 +42,20 @@ its output written to `<logdir>/logs/<group>_<i>.log` and echoed to the terminal
 `[group/i]` prefix (`launch/processes.py`). For `hosts` the same supervision runs one
 host runner per host (`[host/i]`), each of which supervises its host's nodes.
 
+Placement (`actorq.components.placement`): the learner computes on
+`config.learner_device` (auto: a GPU when jax sees one); actors, evaluator and replay on
+the CPU. Under `local_mp` each node process starts with `placement.node_env(group, ...)`
+on top of the launcher's environment: every node but the learner gets ``JAX_PLATFORMS=cpu``
+and ``CUDA_VISIBLE_DEVICES=""`` (so jax there never starts a GPU backend nor reserves GPU
+memory) and one thread (``--xla_cpu_multi_thread_eigen=false``, ``TF_NUM_INTRAOP_THREADS``,
+``TF_NUM_INTEROP_THREADS`` and ``OMP_NUM_THREADS`` = 1); the learner gets
+``TF_NUM_INTRAOP_THREADS`` = ``OMP_NUM_THREADS`` = max(1, cores - actors), and the CPU-only
+pair too with `learner_device="cpu"`. Under `local_mt` every node is a thread of one process,
+whose jax backends are shared: the learner's thread computes inside
+`jax.default_device(learner device)`, and the actors' policy runtimes commit their
+parameters to the CPU, so no actor array or computation is on the GPU, but the process
+(the learner's) holds the GPU backend; thread counts cannot differ per thread there.
+
 Stopping (acme#137, acme#213): the run ends when the limiter records the limit (clean
 finish, exit 0), when any node fails or exits on its own (exit 1; the cause is the
 node's exception, for `local_mp` the last exception line of its output), when an actor
@@ -77,7 +91,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import launchpad as lp
 from absl import flags
@@ -85,6 +99,7 @@ from launchpad import address as lp_address
 
 from actorq import core
 from actorq.components import checkpointing
+from actorq.components import placement
 from actorq.launch import distributed_nodes as nodes_lib
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import hosts as hosts_lib
@@ -264,8 +279,9 @@ def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *
     learner = _with_timeout(program.add_node(lp.CourierNode(
         nodes_lib.LearnerNode, c, replay, counter, num_actors, options.reverb_timeout_s,
         launcher_pid, restore_path=resumed_from)), options.courier_timeout_s)
-  descriptions["learner"] = [f"CourierNode: LearnerNode({builder_name}), "
-                             "variable source (PolicyServer: one publisher per precision)"
+  descriptions["learner"] = [f"CourierNode: LearnerNode({builder_name}) on learner device "
+                             f"{c.learner_device}, variable source (PolicyServer: one "
+                             "publisher per precision)"
                              + (f", restores {resumed_from}" if resumed_from else "")]
 
   actors = []
@@ -376,17 +392,20 @@ def _prepare(program: lp.Program) -> None:
         handle.connect(node, label)
 
 
-def _local_mp_commands(program: lp.Program) -> List[processes.Command]:
+def _local_mp_commands(program: lp.Program,
+                       node_env: Optional[Callable[[str], Dict[str, str]]] = None
+                       ) -> List[processes.Command]:
   """The node processes of a `local_mp` launch, as Launchpad's local_mp launcher makes
-  them (each group's functions in a data file, `process_entry` per node)."""
+  them (each group's functions in a data file, `process_entry` per node); `node_env(group)`:
+  environment overrides of that group's processes, on top of Launchpad's own."""
   _prepare(program)
   for node in program.get_all_nodes():
     node.bind_addresses()
   commands = []
   for label, nodes in program.groups.items():
     for command in nodes[0].to_executables(nodes, label, nodes[0].launch_context):
-      commands.append(processes.Command(command.title, command.command_as_list,
-                                        dict(command.env_overrides)))
+      env = {**command.env_overrides, **(node_env(label) if node_env else {})}
+      commands.append(processes.Command(command.title, command.command_as_list, env))
   return commands
 
 
@@ -592,7 +611,9 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
   with processes.Signals() as sigs:
     ready = lambda: True  # the counter can be asked for counts
     if launch_type == "local_mp":
-      procs = processes.NodeProcesses(_local_mp_commands(dp.program), logs, echo=echo)
+      procs = processes.NodeProcesses(_local_mp_commands(
+          dp.program, node_env=lambda group: placement.node_env(
+              group, c.learner_device, dp.num_actors)), logs, echo=echo)
       check = lambda: procs.check(finish_title_prefix="limiter/")
       stop = lambda detail: procs.stop(dp.options.stop_grace_s)
       external_stop = lambda: None

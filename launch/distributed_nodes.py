@@ -28,6 +28,7 @@ from actorq import core
 from actorq.components import checkpointing, environments
 from actorq.components import logging as logging_lib
 from actorq.components import loop as loop_lib
+from actorq.components import placement
 from actorq.components import reverb_timeouts
 from actorq.components import variable_client as vc
 from actorq.launch import experiment as experiment_lib
@@ -233,7 +234,13 @@ class LearnerNode:
       version at that precision (converted once per version and precision on this
       node), for any other name the learner's own variable (fp32);
     get_version() -> int learner steps;
-    checkpoint() -> path of a new run checkpoint (None without a logdir).
+    checkpoint() -> path of a new run checkpoint (None without a logdir);
+    placement() -> the node's placement (`placement.describe_process`) and learner device.
+
+  The learner is built, restored and stepped inside `jax.default_device` of
+  `placement.learner_device(config.learner_device)` (a GPU when there is one and the choice
+  allows it); in `local_mp` the launcher gave this node's process its environment
+  (`placement.node_env`).
 
   Checkpoints are written every `config.checkpoint_every` minutes (None or 0: only when
   asked) with `checkpointing.save_run`: the step loop is paused while Reverb writes its
@@ -247,16 +254,21 @@ class LearnerNode:
                restore_path: Optional[str] = None):
     processes.watch_launcher(launcher_pid)
     self._config = config
+    self._device = placement.learner_device(config.learner_device)
+    print(f"actorq: learner on {placement.device_name(self._device)} "
+          f"(learner_device={config.learner_device})",
+          flush=True)
     env_spec = experiment_lib.environment_spec(config)
-    networks = config.builder.make_networks(env_spec)
     self._replay = reverb_timeouts.TimeoutClient(replay, reverb_timeout_s)
     self._logger_fn = logging_lib.make_logger_factory(config.logdir)
-    iterator = config.builder.make_dataset_iterator(replay)
-    key = jax.random.split(jax.random.PRNGKey(config.seed), 2)[0]
     self._counter = counting.Counter(counter, prefix="learner", time_delta=0.5)
-    self._learner = config.builder.make_learner(
-        key, networks, iterator, lambda label: self._logger_fn(label, time_delta=1.0),
-        env_spec, replay, self._counter)
+    with jax.default_device(self._device):
+      networks = config.builder.make_networks(env_spec)
+      iterator = config.builder.make_dataset_iterator(replay)
+      key = jax.random.split(jax.random.PRNGKey(config.seed), 2)[0]
+      self._learner = config.builder.make_learner(
+          key, networks, iterator, lambda label: self._logger_fn(label, time_delta=1.0),
+          env_spec, replay, self._counter)
     self._server = vc.PolicyServer(self._learner, networks.spec)
     self._error: Optional[BaseException] = None
     self._counter_client = counter
@@ -267,7 +279,8 @@ class LearnerNode:
     self._wall_offset = 0.0
     if restore_path is not None:
       state = checkpointing.load(restore_path)
-      self._learner.restore(state["learner"])
+      with jax.default_device(self._device):
+        self._learner.restore(state["learner"])
       self._wall_offset = float(state.get("wall_seconds", 0.0))
 
   def checkpoint(self) -> Optional[str]:
@@ -296,7 +309,16 @@ class LearnerNode:
   def get_version(self) -> int:
     return int(self._learner.get_variables(["version"])[0])
 
+  def placement(self) -> Dict[str, Any]:
+    """This node's process placement (`placement.describe_process`) and the learner's device."""
+    return {**placement.describe_process(),
+            "learner_device": placement.device_name(self._device)}
+
   def _step_loop(self, stop: threading.Event) -> None:
+    with jax.default_device(self._device):  # thread-local: this thread's steps
+      self._step_loop_on_device(stop)
+
+  def _step_loop_on_device(self, stop: threading.Event) -> None:
     try:
       min_size = int(self._config.builder.min_replay_size())
       table = self._config.builder.replay_table_name()
@@ -360,7 +382,9 @@ class ActorNode:
   `initial_steps`: the actor's step count to start from (its exploration schedule
   continues from there in a resumed run).
 
-  Courier method `status() -> {"steps", "episodes", "policy_version"}`.
+  Courier methods `status() -> {"steps", "episodes", "policy_version"}` and `placement()`.
+  Its policy runtime computes on the CPU; in `local_mp` its process cannot see a GPU
+  (`placement.node_env`: ``JAX_PLATFORMS=cpu``, ``CUDA_VISIBLE_DEVICES=""``, one thread).
   """
 
   def __init__(self, config: experiment_lib.ExperimentConfig, actor_id: int, seed: int,
@@ -379,7 +403,7 @@ class ActorNode:
       return
     client = reverb_timeouts.TimeoutClient(replay, reverb_timeout_s, should_stop=self._stop.is_set)
     self._adder, actor = experiment_lib.make_training_actor(
-        config, parts, jax.random.PRNGKey(seed), client, learner)
+        config, parts, _cpu_key(seed), client, learner)
     actor.num_steps = int(initial_steps)
     self._logger = logging_lib.make_logger_factory(config.logdir)(f"actor_{actor_id}")
     self._loop = experiment_lib.make_training_loop(
@@ -394,6 +418,13 @@ class ActorNode:
     return {"steps": self._loop.steps, "episodes": self._loop.episodes,
             "policy_version": self._loop.actor.policy_version}
 
+  def placement(self) -> Dict[str, Any]:
+    """This node's process placement (`placement.describe_process`) and the devices its
+    policy runtime computes on (None before the actor was built)."""
+    runtime = None if self._loop is None else self._loop.actor.runtime
+    return {**placement.describe_process(),
+            "runtime_devices": None if runtime is None else list(runtime.devices())}
+
   def run(self) -> None:
     if self._loop is None:
       return
@@ -405,6 +436,14 @@ class ActorNode:
       raise core.EnvironmentFailure(f"{self._env_id} (actor {self._actor_id}): {e}") from e
     finally:
       self._logger.close()
+
+
+def _cpu_key(seed: int):
+  """An actor's PRNG key, committed to the CPU with the actor (its seed is drawn with jax:
+  computations on a committed array run where it lives)."""
+  cpu = placement.cpu_device()
+  with jax.default_device(cpu):
+    return jax.device_put(jax.random.PRNGKey(seed), cpu)
 
 
 class EvaluatorNode:
@@ -425,7 +464,7 @@ class EvaluatorNode:
       wait_for_learner(learner, self._stop)
     except NodeStopping:
       return
-    self._actor = config.builder.make_actor(jax.random.PRNGKey(seed), parts.eval_policy,
+    self._actor = config.builder.make_actor(_cpu_key(seed), parts.eval_policy,
                                             parts.environment_spec, learner, None)
     self._counter = counter
     self._logger = logging_lib.make_logger_factory(config.logdir)("eval")

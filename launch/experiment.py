@@ -97,6 +97,10 @@ class ExperimentConfig:
       envs), one batched inference per step and one adder state per environment
       (`loop.VectorActorLoop`); needs a builder that is a `core.VectorBuilder` and an
       environment with a vector backend. Evaluation stays one environment.
+    learner_device: where the learner computes, one of `core.LEARNER_DEVICES`: "auto" (a GPU
+      if jax sees one, else the CPU), "gpu" (a GPU, else `placement.NoAcceleratorError` when
+      the learner starts), "cpu". Actors, evaluator and replay always use the CPU
+      (`actorq.components.placement`).
 
   Raises:
     ValueError: naming the field, the value and what is allowed.
@@ -114,6 +118,7 @@ class ExperimentConfig:
   max_episode_steps: int = loop_lib.DEFAULT_MAX_EPISODE_STEPS
   actor_precision: Optional[str] = None
   num_envs: int = 1
+  learner_device: str = "auto"
 
   def __post_init__(self):
     for name in ("num_steps", "eval_every", "eval_episodes", "keep_checkpoints",
@@ -136,6 +141,7 @@ class ExperimentConfig:
       raise ValueError(f"num_envs={self.num_envs}: the builder "
                        f"{type(self.builder).__name__} has no make_batched_adder (it acts in "
                        "one environment at a time); use num_envs 1")
+    core.check_learner_device(self.learner_device)
     if self.actor_precision is not None:
       core.check_precision(self.actor_precision, "actor_precision")
       self.builder = type(self.builder)(dataclasses.replace(

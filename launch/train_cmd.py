@@ -14,7 +14,8 @@ import time
 from tqdm import tqdm
 
 from actorq import core
-from actorq.components import checkpointing, config_io, environments, vector_env
+from actorq.components import checkpointing, config_io, environments, placement
+from actorq.components import vector_env
 from actorq.launch import cli, distributed, distributed_nodes, experiment, hosts, local
 from actorq.launch import registry, run_dir
 
@@ -96,6 +97,10 @@ def add_parser(subparsers):
                      metavar="B", help="environments each actor steps at once, with one "
                      "batched inference per step (default: 1; B > 1 uses EnvPool where it "
                      "has the task, else Gymnasium's vector envs)")
+  train.add_argument("--learner-device", choices=core.LEARNER_DEVICES, default="auto",
+                     help="where the learner computes: auto (a GPU if jax sees one, else the "
+                          "CPU; default), gpu (exit 2 if there is none) or cpu; actors, evaluator "
+                          "and replay always run on the CPU")
   train.add_argument("--dry-run", action="store_true",
                      help="print the program's nodes and groups and exit without running")
   return train
@@ -249,6 +254,26 @@ def _check_launch(args) -> None:
   args.hosts_config = hosts_config(args)
 
 
+def _place(args) -> None:
+  """Where this process's jax may compute, decided before anything starts a jax backend:
+  a `local_mp` launcher and a CPU learner's process use the CPU only (no GPU backend, no GPU
+  memory reserved); a GPU learner must have a GPU (checked in this process for `local` and
+  `local_mt`, in a child process with this environment for `local_mp`).
+
+  Raises:
+    cli.UsageError: `--learner-device gpu` and jax sees no GPU.
+  """
+  if args.launch in ("local_mp", "hosts") or args.learner_device == "cpu":
+    placement.restrict_to_cpu()
+  if args.launch == "hosts":  # the learner's host decides; its node fails in one line
+    return
+  try:
+    placement.check_learner_device(args.learner_device, in_process=args.launch != "local_mp",
+                                   name="--learner-device")
+  except placement.NoAcceleratorError as e:
+    raise cli.UsageError(str(e)) from None
+
+
 def run(args) -> int:
   args.resume_info = None
   if args.resume:
@@ -257,6 +282,7 @@ def run(args) -> int:
     if getattr(args, key) is None:
       setattr(args, key, default)
   _check_launch(args)
+  _place(args)
   builder = make_builder(args)
   try:
     vector_env.check_num_envs(args.env, args.num_envs or 1)
@@ -277,7 +303,7 @@ def run(args) -> int:
         eval_every=args.eval_every, eval_episodes=args.eval_episodes,
         logdir=None if args.dry_run else args.logdir, checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints, resume=bool(args.resume),
-        num_envs=args.num_envs or 1)
+        num_envs=args.num_envs or 1, learner_device=args.learner_device)
   except ValueError as e:
     raise cli.UsageError(str(e)) from None
   if not args.dry_run:
@@ -311,9 +337,10 @@ def _run_local(args, config) -> int:
       bar.set_postfix(episodes=c["episodes"], learner=c["learner_steps"],
                       eval_return=f"{c['eval_return']:.1f}", refresh=False)
 
+  learner_on = placement.device_name(placement.learner_device(config.learner_device))
   print(f"actorq: {'resuming' if args.resume else 'training'} {args.agent} on {args.env} for "
-        f"{args.steps} steps (seed {args.seed}, actors {config.precision}); logs in "
-        f"{args.logdir}", flush=True)
+        f"{args.steps} steps (seed {args.seed}, actors {config.precision} on cpu, learner on "
+        f"{learner_on}); logs in {args.logdir}", flush=True)
   try:
     result = local.run(config, progress=progress)
   except checkpointing.CheckpointError as e:
@@ -352,7 +379,8 @@ def _run_distributed(args, config) -> int:
   n = distributed_nodes
   print(f"actorq: {'resuming' if args.resume else 'training'} {args.agent} on {args.env} for "
         f"{args.steps} actor steps with {args.num_actors} actors ({args.launch}, seed "
-        f"{args.seed}, actors {config.precision}); logs in {args.logdir}", flush=True)
+        f"{args.seed}, actors {config.precision} on cpu, learner device "
+        f"{config.learner_device}); logs in {args.logdir}", flush=True)
   if dp.resumed_from:
     print(f"actorq: resuming from {dp.resumed_from} (actor step "
           f"{int(dp.resumed_counts[n.ACTOR_STEPS])}, learner step "
