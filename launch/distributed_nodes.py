@@ -25,7 +25,7 @@ import launchpad as lp
 from acme.utils import counting
 
 from actorq import core
-from actorq.components import checkpointing, environments
+from actorq.components import checkpointing
 from actorq.components import logging as logging_lib
 from actorq.components import loop as loop_lib
 from actorq.components import placement

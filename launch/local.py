@@ -40,7 +40,7 @@ import numpy as np
 from acme.utils import counting
 
 from actorq import core
-from actorq.components import actors, checkpointing, environments
+from actorq.components import actors, checkpointing
 from actorq.components import logging as logging_lib
 from actorq.components import local_replay
 from actorq.components import replay as replay_lib
