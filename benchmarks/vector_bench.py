@@ -109,9 +109,7 @@ def acting_run(builder, env_id: str, num_envs: int, steps: int, seed: int = 0) -
   adder, actor = experiment.make_training_actor(config, parts, jax.random.PRNGKey(seed), client,
                                                 source)
   timed_env = _TimedEnv(env)
-  loop_cls = (loop_lib.VectorActorLoop if isinstance(env, vector_env.VectorEnvironment)
-              else loop_lib.ActorLoop)
-  loop = loop_cls(timed_env, actor, max_episode_steps=config.max_episode_steps)
+  loop = experiment.make_training_loop(config, timed_env, actor, hooks=[])
   loop.run(num_steps=3 * num_envs)  # warm-up: compilation, interpreter sizing
   adder.reset()  # the warm-up's episode is abandoned
   timed_env.seconds, timing["select"] = 0.0, 0.0

@@ -223,9 +223,9 @@ def make_training_actor(config: ExperimentConfig, parts: "AgentParts", random_ke
 
 
 def make_training_loop(config: ExperimentConfig, env, actor, hooks, should_stop=None):
-  """`loop.ActorLoop` over one environment, or `loop.VectorActorLoop` over a vector one."""
-  loop_cls = (loop_lib.VectorActorLoop if isinstance(env, vector_env.VectorEnvironment)
-              else loop_lib.ActorLoop)
+  """`loop.ActorLoop` over one environment (`num_envs` 1), else `loop.VectorActorLoop` over
+  the vector one (`env` as `make_training_environment` made it, or a wrapper of it)."""
+  loop_cls = loop_lib.VectorActorLoop if config.num_envs > 1 else loop_lib.ActorLoop
   return loop_cls(env, actor, hooks=hooks, should_stop=should_stop,
                   max_episode_steps=config.max_episode_steps)
 
