@@ -93,8 +93,9 @@ STANDALONE = textwrap.dedent("""
 @pytest.mark.slow
 def test_export_round_trip_without_jax_or_actorq(tmp_path, capsys):
   run = tmp_path / "run"
-  code = cli.main(["train", "--steps", "600", "--eval-every", "600", "--eval-episodes", "1",
-                   "--logdir", str(run), "--no-progress", "--set", "min_replay_size=100",
+  # A short run: export needs its checkpoint, not a good policy (the actions are compared).
+  code = cli.main(["train", "--steps", "200", "--eval-every", "200", "--eval-episodes", "1",
+                   "--logdir", str(run), "--no-progress", "--set", "min_replay_size=64",
                    "--set", "batch_size=32", "--set", "hidden_sizes=[32,32]"])
   assert code == 0
   capsys.readouterr()
