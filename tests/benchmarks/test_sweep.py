@@ -10,7 +10,7 @@ import pytest
 
 from actorq.benchmarks import aggregate as ag
 from actorq.benchmarks import sweep
-from actorq.launch import cli
+from actorq.testing.cli import run_cli
 
 TINY = ["--steps", "400", "--eval-every", "200", "--eval-episodes", "1",
         "--set", "min_replay_size=100", "--set", "hidden_sizes=[16]"]
@@ -96,13 +96,7 @@ def test_a_failed_run_is_reported_with_its_log_and_the_others_still_run(tmp_path
   assert "fp32-s0 failed (exit 0 but no evaluation at step 400 in its eval.csv)" in failures[0]
 
 
-def _run(argv, capsys):
-  try:
-    code = cli.main(argv)
-  except SystemExit as e:  # argparse errors
-    code = e.code
-  captured = capsys.readouterr()
-  return code, captured.out, captured.err
+_run = run_cli
 
 
 @pytest.mark.parametrize("argv,fragment", [

@@ -4,15 +4,12 @@ import os
 import pytest
 
 from actorq.launch import cli
+from actorq.testing.cli import run_cli
 
 
 def _run(argv, capsys):
-  try:
-    code = cli.main(argv)
-  except SystemExit as e:  # argparse errors
-    code = e.code
-  captured = capsys.readouterr()
-  return code, captured.err
+  code, _, err = run_cli(argv, capsys)
+  return code, err
 
 
 @pytest.mark.parametrize("argv,fragment", [

@@ -6,20 +6,14 @@ import json
 
 import pytest
 
-from actorq.launch import cli
+from actorq.testing.cli import run_cli
 
 ALLOWED = "must be one of fp32, fp16, bf16, int8"
 B2 = ("DQNConfig: need min_replay_size <= max_replay_size (learning starts once the table "
       "holds min_replay_size transitions); got min_replay_size=1000, max_replay_size=500")
 
 
-def _run(argv, capsys):
-  try:
-    code = cli.main(argv)
-  except SystemExit as e:  # argparse errors
-    code = e.code
-  captured = capsys.readouterr()
-  return code, captured.out, captured.err
+_run = run_cli
 
 
 _BAD_SETS = [

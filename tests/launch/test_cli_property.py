@@ -22,7 +22,6 @@ import csv
 import dataclasses
 import json
 import math
-import os
 import typing
 
 import gymnasium
@@ -34,6 +33,7 @@ from hypothesis import strategies as st
 
 from actorq.components import checkpointing, config_checks, config_io
 from actorq.launch import cli, registry
+from actorq.testing.cli import run_cli
 
 AGENTS = registry.names()
 CONTINUOUS = ("d4pg", "ddpg")
@@ -86,13 +86,7 @@ def _assignment(name, value):
   return f"{name}={json.dumps(value)}"
 
 
-def _run(argv, capsys):
-  try:
-    code = cli.main(argv)
-  except SystemExit as e:  # argparse errors
-    code = e.code
-  captured = capsys.readouterr()
-  return code, captured.out, captured.err
+_run = run_cli
 
 
 def _inside(annotation, check):

@@ -12,15 +12,10 @@ from actorq.components import environments
 from actorq.launch import cli, run_dir
 from actorq.quantization import forward, mixed, ptq, qat
 from actorq.quantization import network_spec as ns
+from actorq.testing.cli import run_cli
 
 
-def _main(argv, capsys):
-  try:
-    code = cli.main(argv)
-  except SystemExit as e:
-    code = e.code
-  out = capsys.readouterr()
-  return code, out.out, out.err
+_main = run_cli
 
 
 def _rows(path):
