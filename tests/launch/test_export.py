@@ -18,6 +18,7 @@ from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization import runtimes
 from actorq.quantization.runtimes import litert_runtime
+from actorq.testing.cli import run_cli
 
 
 def _params(spec, seed=0):
@@ -59,11 +60,8 @@ def test_standalone_model_refuses_other_precisions():
     (["export", "--checkpoint", "x", "--episodes", "0"], "--episodes"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, fragment, capsys):
-  try:
-    code = cli.main(argv)
-  except SystemExit as e:  # argparse's own errors
-    code = e.code
-  err = capsys.readouterr().err.strip()
+  code, _, err = run_cli(argv, capsys)
+  err = err.strip()
   assert code == 2 and len(err.splitlines()) == 1 and fragment in err, err
 
 

@@ -1,0 +1,20 @@
+"""Running the `actorq` command line in-process from a test."""
+from __future__ import annotations
+
+from typing import Sequence, Tuple
+
+from actorq.launch import cli
+
+
+def run_cli(argv: Sequence[str], capsys) -> Tuple[int, str, str]:
+  """`actorq ARGV` in this process: (exit status, stdout, stderr).
+
+  `capsys` is pytest's fixture; argparse's `SystemExit` (bad flags, exit 2) is caught
+  and returned as the status like any other.
+  """
+  try:
+    code = cli.main(list(argv))
+  except SystemExit as e:
+    code = e.code
+  captured = capsys.readouterr()
+  return code, captured.out, captured.err
