@@ -18,7 +18,8 @@
   `NonFiniteLossError`, `RunDirectoryError`), one line each.
 * `typing.Protocol`s for the builder (Acme's contract plus the three methods the
   single-process loop asks for), the learner and the variable source, so that a new agent
-  can be checked against them and launchers need no `getattr`/`hasattr` probes.
+  can be checked against them and launchers need no `getattr`/`hasattr` probes;
+  `VectorBuilder`: a builder whose agent can act in B environments at once.
 """
 from __future__ import annotations
 
@@ -297,4 +298,16 @@ class Builder(Protocol):
     ...
 
   def learner_steps_owed(self, progress: ReplayProgress) -> int:
+    ...
+
+
+@runtime_checkable
+class VectorBuilder(Protocol):
+  """A builder whose agent can act in B environments at once (`num_envs` > 1):
+  `make_batched_adder(replay_client, environment_spec, policy, num_envs)` returns an
+  adder that keeps one adder state per environment (see
+  `actorq.components.adders.BatchedNStepTransitionAdder` and `PerEnvAdders`)."""
+
+  def make_batched_adder(self, replay_client: Any, environment_spec: Any,
+                         policy: ActorPolicy, num_envs: int) -> Any:
     ...

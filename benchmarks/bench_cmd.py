@@ -4,6 +4,7 @@
     actorq bench --preset actorq --env dmc:walker-stand   # D4PG, 3x2048 policy (~1 h per seed on 2 cores)
     actorq bench --render RUN_DIR               # rewrite a finished run's files from bench.json
     actorq bench --merge DIR DIR --logdir OUT   # one report from benchmarks of other seeds
+    actorq bench --preset small --num-envs 1,8,32   # vectorized actors' steps/s (no training)
 
 Writes runs.csv, breakdown.csv, curves.csv, acting.csv, summary.csv, bench.json,
 table.md and returns_vs_wallclock.png, breakdown.png, throughput.png to the run
@@ -12,13 +13,14 @@ See `actorq.benchmarks.actorq_bench` for what each figure measures.
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 
 from actorq import core
 from actorq.benchmarks import actorq_bench as ab
-from actorq.benchmarks import merge
-from actorq.components import config_io, environments
+from actorq.benchmarks import merge, vector_bench
+from actorq.components import config_io, environments, vector_env
 from actorq.launch import cli, registry
 
 
@@ -50,6 +52,13 @@ def add_parser(subparsers):
                  help="energy assumption: watts per busy CPU core (default: 5)")
   p.add_argument("--watts-per-gpu", type=cli.positive_float("--watts-per-gpu"), default=300.0,
                  help="energy assumption: watts per busy GPU (default: 300)")
+  p.add_argument("--num-envs", default=None, metavar="B,B,...",
+                 help="measure the vectorized actors instead of training: actor steps/s at "
+                      "each B (e.g. 1,8,32) and precision, side by side, with the per-step "
+                      "breakdown and the bare env ceiling (see actorq.benchmarks.vector_bench); "
+                      "--acting-steps transitions per run (default 4000), --repeats rounds")
+  p.add_argument("--repeats", type=cli.positive_int("--repeats"), default=3,
+                 help="rounds of the --num-envs measurement (medians; default 3)")
   p.add_argument("--render", default=None, metavar="RUN_DIR",
                  help="rewrite a finished benchmark's CSVs, plots and table from its bench.json "
                       "(no runs)")
@@ -124,7 +133,62 @@ def _merge(args) -> int:
   return 0
 
 
+def num_envs_list(text: str) -> tuple:
+  """`--num-envs 1,8,32` as a tuple of distinct integers >= 1.
+
+  Raises:
+    cli.UsageError: anything else.
+  """
+  try:
+    values = tuple(int(v) for v in text.split(",") if v.strip())
+  except ValueError:
+    values = ()
+  if not values or min(values) < 1 or len(set(values)) != len(values):
+    raise cli.UsageError(f"--num-envs {text!r}: give distinct integers >= 1, comma "
+                         "separated, e.g. 1,8,32")
+  return values
+
+
+def _run_vector(args) -> int:
+  settings = resolve(args)
+  sizes = num_envs_list(args.num_envs)
+  for b in sizes:
+    try:
+      vector_env.check_num_envs(settings["env"], b)
+    except ValueError as e:
+      raise cli.UsageError(f"--num-envs: {e}") from None
+  if args.logdir is None:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    args.logdir = os.path.join("runs", f"bench-vector-{settings['agent']}-"
+                               f"{settings['env'].replace(':', '_')}-{stamp}")
+  outdir = cli.ensure_writable_dir(args.logdir)
+  steps = args.acting_steps or 4000
+  print(f"actorq bench --num-envs: {settings['agent']} on {settings['env']}, B = "
+        f"{','.join(map(str, sizes))}, precisions {','.join(settings['precisions'])}, {steps} "
+        f"transitions per run, {args.repeats} rounds; output in {outdir}", flush=True)
+  overrides = settings["overrides"]
+  result = vector_bench.run(
+      lambda p: ab.make_builder(settings["agent"], dict(overrides, actor_precision=p)),
+      settings["env"], sizes, settings["precisions"], steps, args.repeats,
+      log=lambda m: print(m, flush=True))
+  result["settings"].update(agent=settings["agent"], overrides=overrides)
+  table = vector_bench.format_table(result, f"{settings['agent']} on ")
+  with open(os.path.join(outdir, "vector.json"), "w", encoding="utf-8") as f:
+    json.dump(result, f, indent=1)
+  with open(os.path.join(outdir, "table.md"), "w", encoding="utf-8") as f:
+    f.write(table + "\n")
+  print()
+  print(table)
+  print(f"\nfiles: {outdir}/vector.json, table.md")
+  return 0
+
+
 def run(args) -> int:
+  if args.num_envs is not None:
+    if args.render or args.merge:
+      raise cli.UsageError("--num-envs measures anew; it cannot be combined with --render or "
+                           "--merge")
+    return _run_vector(args)
   if args.render and args.merge:
     raise cli.UsageError("use either --render or --merge, not both")
   if args.render:

@@ -1,6 +1,9 @@
 """Replay cost: an embedded Reverb server vs the in-process `LocalReplayClient`, side by side.
 
 For each path, on the same tables (a uniform and a Prioritized(0.6) transition table):
+  * batched insert: the vectorized actors' adder (`BatchedNStepTransitionAdder`): B rows
+    per `add` + `flush`, one write per actor step; per-transition wall time (median of the
+    per-step time / B) and process CPU per transition;
   * insert: one actor step through actorq's adder (`ValidatingAdder` around the n-step
     `NStepTransitionAdder`, as `TransitionReplayBuilder.make_adder` builds it), episodes of
     200 steps; per-step wall time (median) and process CPU time per step, all threads
@@ -15,7 +18,8 @@ alternating rounds and each figure is the median over the rounds, so that a load
 other processes shifts both alike.
 
     python benchmarks/replay_cost.py [--steps 2000] [--batches 200] [--batch-size 256]
-                                     [--obs-dim 24] [--repeats 3] [--json FILE]
+                                     [--obs-dim 24] [--num-envs 32] [--repeats 3]
+                                     [--json FILE]
 """
 from __future__ import annotations
 
@@ -79,6 +83,35 @@ def insert_cost(client, env_spec: specs.EnvironmentSpec, steps: int, rng: np.ran
   return np.asarray(times), cpu
 
 
+def insert_batched_cost(client, env_spec: specs.EnvironmentSpec, steps: int, num_envs: int,
+                        rng: np.random.Generator):
+  """Per-transition wall seconds (median over actor steps) and process CPU seconds per
+  transition of the batched adder (`adders.BatchedNStepTransitionAdder`: `num_envs` rows
+  added and flushed in one call per actor step) into the uniform table; `steps` actor
+  steps of `num_envs` envs (steps * num_envs transitions), episodes of 200 steps."""
+  adder = adders.BatchedNStepTransitionAdder(client, "uniform", num_envs, N_STEP, DISCOUNT,
+                                             env_spec)
+  dim = env_spec.observations.shape[0]
+  obs = rng.standard_normal((steps + 1, num_envs, dim)).astype(np.float32)
+  rows = np.arange(num_envs)
+  actions = (np.arange(num_envs) % 4).astype(np.int32)
+  rewards = rng.random((steps, num_envs)).astype(np.float32)
+  ones = np.ones(num_envs, np.float32)
+  times = []
+  cpu0 = time.process_time()
+  for t in range(steps):
+    if t % EPISODE_LENGTH == 0:
+      adder.add_first(rows, obs[t])
+    last = np.full(num_envs, t % EPISODE_LENGTH == EPISODE_LENGTH - 1)
+    start = time.perf_counter()
+    adder.add(rows, actions, rewards[t], ones, obs[t + 1], last, [()] * num_envs)
+    adder.flush()
+    times.append((time.perf_counter() - start) / num_envs)
+  cpu = (time.process_time() - cpu0) / (steps * num_envs)
+  adder.close()
+  return np.asarray(times), cpu
+
+
 def sample_cost(next_batch, batches: int, warmup: int = 10):
   """(per-batch wall seconds, process CPU seconds per batch, the last batch)."""
   for _ in range(warmup):
@@ -103,7 +136,8 @@ def update_cost(client, batch, batches: int, rng: np.random.Generator):
   return np.asarray(times)
 
 
-def measure(path: str, steps: int, batches: int, batch_size: int, obs_dim: int):
+def measure(path: str, steps: int, batches: int, batch_size: int, obs_dim: int,
+            num_envs: int = 32):
   env_spec = environment_spec(obs_dim)
   tables = make_tables(env_spec, max_size=4 * steps)
   rng = np.random.default_rng(0)
@@ -115,6 +149,8 @@ def measure(path: str, steps: int, batches: int, batch_size: int, obs_dim: int):
     client = local_replay.LocalReplayClient(tables, seed=0)
   out = {}
   out["insert"], out["insert_cpu"] = insert_cost(client, env_spec, steps, rng)
+  out["insert_batched"], out["insert_batched_cpu"] = insert_batched_cost(
+      client, env_spec, max(steps // num_envs, EPISODE_LENGTH), num_envs, rng)
   for table in ("uniform", "prioritized"):
     batches_of = replay.make_iterator(client, table, batch_size)
     wall, cpu, batch = sample_cost(lambda: next(batches_of), batches)  # pylint: disable=cell-var-from-loop
@@ -132,6 +168,10 @@ def report(results, args) -> dict:
   rows = [
       ("insert per step, median wall", lambda r: np.median(r["insert"])),
       ("insert per step, process CPU", lambda r: r["insert_cpu"]),
+      (f"batched insert (B={args.num_envs}) per transition, median wall",
+       lambda r: np.median(r["insert_batched"])),
+      (f"batched insert (B={args.num_envs}) per transition, process CPU",
+       lambda r: r["insert_batched_cpu"]),
       ("sample uniform per batch, median wall", lambda r: np.median(r["sample_uniform"])),
       ("sample uniform per batch, process CPU", lambda r: r["sample_uniform_cpu"]),
       ("sample prioritized per batch, median wall",
@@ -160,6 +200,8 @@ def main(argv=None):
   parser.add_argument("--batches", type=int, default=200)
   parser.add_argument("--batch-size", type=int, default=256)
   parser.add_argument("--obs-dim", type=int, default=24)
+  parser.add_argument("--num-envs", type=int, default=32,
+                      help="rows per call of the batched adder (vectorized actors)")
   parser.add_argument("--repeats", type=int, default=3,
                       help="rounds of reverb then local (a loaded machine shifts both alike)")
   parser.add_argument("--json", default=None, help="also write the figures to this file")
@@ -168,7 +210,7 @@ def main(argv=None):
   for _ in range(args.repeats):
     for path in ("reverb", "local"):
       results[path].append(measure(path, args.steps, args.batches, args.batch_size,
-                                   args.obs_dim))
+                                   args.obs_dim, args.num_envs))
   summary = report(results, args)
   if args.json:
     with open(args.json, "w") as f:

@@ -106,6 +106,102 @@ class FeedForwardActor(acme_core.Actor):
       self._client.update(wait)
 
 
+class BatchedFeedForwardActor(FeedForwardActor):
+  """A `FeedForwardActor` for B environments at once (`loop.VectorActorLoop`).
+
+  `select_actions` runs the policy runtime ONCE on the `[B, ...]` observations (every
+  precision's runtime takes a batch; the int8 LiteRT interpreter is sized for B once),
+  then the numpy selector on each active row in row order, all rows drawing from the one
+  seeded generator (so a run stays a function of its seed). Inactive rows (being reset by
+  the vector environment, which ignores their action) get `dummy_action` and use no
+  randomness and no schedule step. The adder is a batched one
+  (`adders.BatchedNStepTransitionAdder`, `adders.PerEnvAdders`): each env's steps go
+  through its own adder state.
+
+  Args:
+    runtime, selector, variable_client, seed: as `FeedForwardActor`.
+    adder: a batched adder, or None.
+    dummy_action: the action sent for inactive rows (a valid action of the spec, e.g.
+      `action_spec.generate_value()`).
+
+  Attributes:
+    num_steps: actions selected for active rows so far (drives exploration schedules).
+    timings: cumulative seconds in `inference` (the runtime call), `select` (the
+      selectors) and `adder`.
+  """
+
+  def __init__(self, runtime, selector: Selector, variable_client=None, adder=None,
+               seed: int = 0, *, dummy_action: Any):
+    super().__init__(runtime, selector, variable_client, adder, seed)
+    self._dummy = np.asarray(dummy_action)
+    self._row_extras: list = []
+    self.timings["select"] = 0.0
+
+  def select_actions(self, observations, active=None) -> np.ndarray:
+    """Actions `[B, ...]` for observations `[B, ...]`; `active` bool [B] (None: all).
+
+    Raises:
+      NonFiniteOutputError: an active row's outputs are not all finite.
+    """
+    start = time.perf_counter()
+    batch = np.asarray(observations)
+    outputs = self._runtime(batch)
+    mid = time.perf_counter()
+    self.timings["inference"] += mid - start
+    rows = outputs.shape[0]
+    active = np.ones(rows, bool) if active is None else np.asarray(active, bool)
+    bad = active & ~np.isfinite(outputs.reshape(rows, -1)).all(axis=1)
+    if bad.any():
+      i = int(np.flatnonzero(bad)[0])
+      raise NonFiniteOutputError(
+          f"the policy's outputs are not finite at {self._runtime.precision} (parameter "
+          f"version {self._runtime.version}), env {i} of {rows}: "
+          f"{self._runtime.diagnose(batch[i:i + 1])}")
+    actions, extras = [], []
+    for i in range(rows):
+      if active[i]:
+        action, extra = self._selector(outputs[i], self._rng, self.num_steps)
+        self.num_steps += 1
+      else:
+        action, extra = self._dummy, ()
+      actions.append(action)
+      extras.append(extra)
+    self._row_extras = extras
+    self.timings["select"] += time.perf_counter() - mid
+    return np.stack([np.asarray(a) for a in actions])
+
+  def observe_first(self, rows, observations) -> None:  # pylint: disable=arguments-differ
+    """Episode starts of envs `rows` (int [K]) with `observations` [K, ...]."""
+    if self._adder is not None:
+      start = time.perf_counter()
+      self._adder.add_first(rows, observations)
+      self.timings["adder"] += time.perf_counter() - start
+
+  def observe(self, rows, actions, batch) -> None:  # pylint: disable=arguments-differ
+    """Writes the step of envs `rows` (int [K]): their `actions[rows]` and the rows of the
+    `vector_env.BatchedTimeStep` `batch`; then flushes the adder (one batched write)."""
+    if self._adder is not None:
+      start = time.perf_counter()
+      rows = np.asarray(rows, np.int64)
+      if len(rows):
+        self._adder.add(rows, actions[rows], batch.reward[rows], batch.discount[rows],
+                        batch.observation[rows], batch.step_type[rows] == dm_env.StepType.LAST,
+                        [self._row_extras[i] for i in rows.tolist()])
+      self._adder.flush()
+      self.timings["adder"] += time.perf_counter() - start
+
+
+def batched(actor: FeedForwardActor, adder, dummy_action: Any) -> BatchedFeedForwardActor:
+  """The batched twin of a builder's `FeedForwardActor`: the same runtime, selector,
+  variable client and generator (state included), with a batched `adder`."""
+  # pylint: disable=protected-access
+  out = BatchedFeedForwardActor(actor._runtime, actor._selector, actor._client, adder,
+                                dummy_action=dummy_action)
+  out._rng = actor._rng
+  out.num_steps = actor.num_steps
+  return out
+
+
 def linear_schedule(start: float, end: float, steps: int) -> Callable[[int], float]:
   """`start` linearly to `end` over `steps` steps, then `end`."""
   steps = max(int(steps), 1)

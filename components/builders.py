@@ -70,6 +70,17 @@ class TransitionReplayBuilder:
                                         priority_fns={c.replay_table_name: None})
     return replay.ValidatingAdder(adder, environment_spec)
 
+  def make_batched_adder(self, replay_client: reverb.Client,
+                         environment_spec: specs.EnvironmentSpec, policy=None,
+                         num_envs: int = 1) -> adders.BatchedNStepTransitionAdder:
+    """The n-step transitions of `num_envs` environments, each through its own window,
+    written in one batched call per actor step (vectorized actors; see
+    `adders.BatchedNStepTransitionAdder`)."""
+    del policy
+    c = self.config
+    return adders.BatchedNStepTransitionAdder(replay_client, c.replay_table_name, num_envs,
+                                              c.n_step, c.discount, environment_spec)
+
   def make_actor(self, random_key: jax.Array, policy, environment_spec: specs.EnvironmentSpec,
                  variable_source: core.VariableSource,
                  adder: Optional[acme_adders.Adder] = None) -> actors.FeedForwardActor:

@@ -367,6 +367,10 @@ class GymnasiumToDmEnv(dm_env.Environment):
     """
     return self._actions.to_env(action)
 
+  def observation(self, env_observation) -> np.ndarray:
+    """The environment's observation as the spec's array (what every timestep holds)."""
+    return self._convert_observation(env_observation)
+
   def agent_action(self, env_action) -> np.int32:
     """The inverse of `env_action` for a discrete action spec: the int32 index of an
     action of the Gymnasium space (e.g. to replay logged actions).

@@ -114,6 +114,23 @@ class LocalReplayClient:
     naming the column) and its priority (finite, >= 0), then stores copies."""
     self._table(table).insert(columns, priority)
 
+  def insert_batch(self, table: str, columns: Sequence[np.ndarray],
+                   priorities: Any) -> None:
+    """Inserts K items in one call (the batched adder's write, no writer needed).
+
+    Args:
+      table: the table's name.
+      columns: the items' flattened signature columns, each `[K, *shape]` of the
+        column's dtype (in `tree.flatten(signature)` order).
+      priorities: float [K].
+
+    Raises:
+      ValueError: an unknown table, a column that does not fit the signature, or a
+        priority that is NaN, +-inf or negative; nothing is stored then.
+      TableFullError: a queue without room for the K items.
+    """
+    self._table(table).insert_batch(list(columns), np.asarray(priorities, np.float64))
+
   def server_info(self, timeout: Optional[int] = None) -> Dict[str, LocalTableInfo]:
     """Table name -> `LocalTableInfo` (has `current_size`). `timeout` is ignored."""
     del timeout

@@ -180,6 +180,56 @@ class LocalTable:
       self.tree.set(slot, float(self._weights(priority)[0]))
     self.next += 1
 
+  def insert_batch(self, columns: Sequence[np.ndarray], priorities_: np.ndarray) -> None:
+    """Stores copies of K items at once: `columns[c]` is column c of every item, shape
+    `[K, *shape]`, and `priorities_` float [K]. The table ends as K `insert` calls in
+    row order would leave it (a full table drops its oldest items first).
+
+    Raises:
+      ValueError: a column that does not fit the signature (named) or whose leading dims
+        differ, or a priority that is NaN, +-inf or negative; nothing is stored then.
+      TableFullError: a queue without room for all K items (nothing is stored).
+    """
+    p = priorities.validate_priorities(priorities_)
+    k = int(p.shape[0])
+    if len(columns) != len(self.specs):
+      raise ValueError(f"cannot insert into table {self.name!r}: the items have "
+                       f"{len(columns)} columns but the table signature has {len(self.specs)} "
+                       f"({', '.join(self.names)})")
+    for name, (dtype, shape), v in zip(self.names, self.specs, columns):
+      if v.dtype != dtype or tuple(v.shape) != (k,) + shape:
+        raise ValueError(f"cannot insert into table {self.name!r}: column {name!r} is {v.dtype} "
+                         f"{list(v.shape)} but {k} items of the table signature are {dtype} "
+                         f"{[k] + list(shape)}")
+    if k == 0:
+      return
+    if self.is_queue and self.size + k > self.max_size:
+      raise TableFullError(f"queue {self.name!r} has no room for {k} items ({self.size} of "
+                           f"{self.max_size} held): nothing samples it in between, so Reverb "
+                           "would block forever")
+    if k > self.max_size:  # only the newest max_size survive, as with k single inserts
+      self.first = self.next = self.next + (k - self.max_size)
+      if self.tree is not None:
+        self.tree.set(np.arange(self.capacity), 0.0)
+      self.head_times_sampled = 0
+      columns, p, k = [v[k - self.max_size:] for v in columns], p[k - self.max_size:], \
+          self.max_size
+    overflow = self.size + k - self.max_size
+    if overflow > 0:
+      if self.tree is not None:
+        self.tree.set(np.arange(self.first, self.first + overflow) % self.capacity, 0.0)
+      self.first += overflow
+      self.head_times_sampled = 0
+    while self.size + k > self.capacity:
+      self._grow()
+    slots = np.arange(self.next, self.next + k, dtype=np.int64) % self.capacity
+    for column, v in zip(self.columns, columns):
+      column[slots] = v
+    self.priorities[slots] = p
+    if self.tree is not None:
+      self.tree.set(slots, self._weights(p))
+    self.next += k
+
   def _remove_oldest(self) -> None:
     if self.tree is not None:
       self.tree.set(self.first % self.capacity, 0.0)

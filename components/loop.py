@@ -189,6 +189,103 @@ class ActorLoop:
         return finished
 
 
+class VectorActorLoop(ActorLoop):
+  """The batched variant of `ActorLoop`: B environments (`vector_env.VectorEnvironment`)
+  and one batched actor (`actors.BatchedFeedForwardActor`): one inference for the B rows
+  per iteration, one batched adder call, and every env's transitions through its own
+  adder state. For B = 1 use `ActorLoop` (the launchers do).
+
+  One iteration:
+
+      actions = actor.select_actions(observations, active)   # one runtime call, [B]
+      batch = environment.step(actions)    # rows LAST before are reset now (FIRST)
+      actor.observe(moving rows, actions, batch); actor.observe_first(reset rows, batch)
+      per moving row, in row order: steps += 1; hooks.on_step(loop, action_i, timestep_i);
+        actor.update(); if LAST: hooks.on_episode_end(loop, stats_i)
+      per reset row: hooks.on_episode_start(loop, timestep_i)
+
+  so hooks see one call per env transition, as from `ActorLoop` (`steps` counts
+  transitions, summed over the rows; `EveryNSteps` fires at its exact multiples). A run
+  that reaches `num_steps` part-way through an iteration counts (and writes) only the
+  rows up to it; the others' steps are abandoned. The episode step cap is the vector
+  environment's own time limit (`vector_env.make_vector_environment`).
+
+  Raises:
+    ValueError: as `ActorLoop`.
+    core.EnvironmentFailure: the vector environment raised in `reset()` or `step()`.
+  """
+
+  def run(self, num_episodes: Optional[int] = None,
+          num_steps: Optional[int] = None) -> List[EpisodeStats]:
+    """As `ActorLoop.run`; the episodes are those of every row, in the order they end."""
+    for name, value in (("num_episodes", num_episodes), ("num_steps", num_steps)):
+      if value is not None and int(value) < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    env, actor, hooks = self.environment, self.actor, self._hooks
+    b = env.num_envs
+    finished: List[EpisodeStats] = []
+    taken = 0
+    try:
+      batch = env.reset()
+    except Exception as e:  # pylint: disable=broad-except
+      raise self._failure("reset", e, 0) from e
+    all_rows = np.arange(b)
+    if self._learn:
+      actor.observe_first(all_rows, batch.observation)
+    for i in range(b):
+      for hook in hooks:
+        hook.on_episode_start(self, batch.row(i))
+    returns = np.zeros(b, np.float64)
+    lengths = np.zeros(b, np.int64)
+    starts = [time.time()] * b
+    resetting = np.zeros(b, bool)
+    while True:
+      actions = actor.select_actions(batch.observation, ~resetting)
+      try:
+        batch = env.step(actions)
+      except Exception as e:  # pylint: disable=broad-except
+        raise self._failure("step", e, int(lengths.max())) from e
+      moving = np.flatnonzero(~resetting)
+      if num_steps is not None:
+        moving = moving[:max(num_steps - taken, 0)]
+      fresh = np.flatnonzero(resetting)
+      last = batch.step_type == dm_env.StepType.LAST
+      if self._learn:
+        actor.observe(moving, actions, batch)
+        if len(fresh):
+          actor.observe_first(fresh, batch.observation[fresh])
+      stop = False
+      for i in moving.tolist():
+        lengths[i] += 1
+        returns[i] += float(batch.reward[i])
+        self.steps += 1
+        taken += 1
+        timestep = batch.row(i)
+        for hook in hooks:
+          hook.on_step(self, actions[i], timestep)
+        if self._learn:
+          actor.update()
+        if last[i]:
+          self.episodes += 1
+          stats = EpisodeStats(float(returns[i]), int(lengths[i]), time.time() - starts[i],
+                               bool(lengths[i] >= self._cap))
+          finished.append(stats)
+          for hook in hooks:
+            hook.on_episode_end(self, stats)
+          if num_episodes is not None and len(finished) >= num_episodes:
+            return finished
+        if (num_steps is not None and taken >= num_steps) or self._should_stop():
+          stop = True
+          break
+      if stop:
+        return finished
+      for i in fresh.tolist():
+        returns[i], lengths[i], starts[i] = 0.0, 0, time.time()
+        for hook in hooks:
+          hook.on_episode_start(self, batch.row(i))
+      resetting = last.copy()
+
+
 def summarize(episodes: Sequence[EpisodeStats]) -> dict:
   """Mean/std of the undiscounted return and the mean length (steps) of `episodes`."""
   returns = [e.episode_return for e in episodes]

@@ -165,29 +165,23 @@ class NonFiniteValueError(ValueError):
     self.column, self.value, self.steps_seen = column, value, steps_seen
 
 
-class ValidatingAdder(adders_base.Adder):
-  """Checks every step against the specs before it reaches Reverb (cases E3 and B3).
+class ColumnChecker:
+  """The checks of `ValidatingAdder` on one step's columns, or on K steps' at once.
 
   Each column (observation, action, reward, discount, each extra) is checked for its
   spec's dtype and shape, and a floating-point column for finiteness (one vectorised
   `np.isfinite(...).all()`, `math.isfinite` for a scalar; integer columns such as uint8
-  frames cannot hold NaN). The columns' flattened specs are built once. A rejected step
-  is not passed on, so the table holds only the steps before it.
+  frames cannot hold NaN). The columns' flattened specs are built once.
 
-  Attributes:
-    steps_seen: timesteps accepted so far (`add_first` and `add` calls, all episodes).
-
-  Raises:
+  Raises (from `check`, `check_rows`):
     TypeError: a value of another dtype than its column's spec (e.g. float64 into float32);
     ValueError: a value of another shape; both name the column, e.g. ``extras/logp``.
-    NonFiniteValueError: a NaN or +-inf value, naming the column, the value and how many
-      steps the adder has seen.
+    NonFiniteValueError: a NaN or +-inf value, naming the column, the value and
+      `steps_seen`.
   """
 
-  def __init__(self, adder: adders_base.Adder, environment_spec: specs.EnvironmentSpec,
+  def __init__(self, environment_spec: specs.EnvironmentSpec,
                extras_spec: types.NestedSpec = ()):
-    self._adder = adder
-    self.steps_seen = 0
     # Per column, once: (spec, nested?, [(name, dtype, shape, floating?) per leaf]).
     self._columns = {
         column: self._leaves(column, spec) for column, spec in (
@@ -204,8 +198,12 @@ class ValidatingAdder(adders_base.Adder):
                      dtype.kind in "fc"))
     return spec, tree.is_nested(spec), leaves
 
-  def _check(self, column: str, value: Any) -> None:
+  def check(self, column: str, value: Any, steps_seen: int = 0, rows: int = -1) -> None:
+    """Checks one step's `value` of `column` (`rows` < 0), or K = `rows` steps' values
+    stacked on a leading axis (`[K, *shape]`)."""
     spec, nested, leaves = self._columns[column]
+    if not leaves and value == ():  # e.g. no extras: nothing to check
+      return
     if nested:
       try:
         values = tree.flatten_up_to(spec, value)
@@ -213,18 +211,48 @@ class ValidatingAdder(adders_base.Adder):
         raise ValueError(f"column {column!r}: structure does not match its spec: {e}") from None
     else:
       values = (value,)
+    lead = () if rows < 0 else (int(rows),)
     for (name, dtype, shape, floating), v in zip(leaves, values):
       arr = np.asarray(v)
       if arr.dtype != dtype:
         raise TypeError(f"column {name!r}: dtype {arr.dtype} does not match the table's {dtype}")
-      if arr.shape != shape:
-        raise ValueError(f"column {name!r}: shape {arr.shape} does not match the table's {shape}")
+      if arr.shape != lead + shape:
+        got = arr.shape if rows < 0 else arr.shape[1:]
+        raise ValueError(f"column {name!r}: shape {got} does not match the table's {shape}")
       # math.isfinite on a scalar is ~30x cheaper than the ufunc; complex goes to numpy.
       if floating and not (math.isfinite(arr) if arr.ndim == 0 and dtype.kind == "f"
                            else np.isfinite(arr).all()):
         bad = np.argwhere(~np.isfinite(arr))[0]
-        raise NonFiniteValueError(name, arr[tuple(bad)].item(), self.steps_seen,
-                                  tuple(int(i) for i in bad))
+        index = tuple(int(i) for i in bad)
+        raise NonFiniteValueError(name, arr[tuple(bad)].item(),
+                                  steps_seen + (index[0] if lead else 0),
+                                  index[len(lead):])
+
+
+class ValidatingAdder(adders_base.Adder):
+  """Checks every step against the specs before it reaches Reverb (cases E3 and B3).
+
+  The checks are `ColumnChecker`'s. A rejected step is not passed on, so the table holds
+  only the steps before it.
+
+  Attributes:
+    steps_seen: timesteps accepted so far (`add_first` and `add` calls, all episodes).
+
+  Raises:
+    TypeError: a value of another dtype than its column's spec (e.g. float64 into float32);
+    ValueError: a value of another shape; both name the column, e.g. ``extras/logp``.
+    NonFiniteValueError: a NaN or +-inf value, naming the column, the value and how many
+      steps the adder has seen.
+  """
+
+  def __init__(self, adder: adders_base.Adder, environment_spec: specs.EnvironmentSpec,
+               extras_spec: types.NestedSpec = ()):
+    self._adder = adder
+    self.steps_seen = 0
+    self._checker = ColumnChecker(environment_spec, extras_spec)
+
+  def _check(self, column: str, value: Any) -> None:
+    self._checker.check(column, value, self.steps_seen)
 
   @property
   def items_written(self) -> int:

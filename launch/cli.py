@@ -32,6 +32,7 @@ COMMANDS = {
     "train": "actorq.launch.train_cmd",
     "quantize": "actorq.launch.quantize_cmd",
     "eval": "actorq.launch.eval_cmd",
+    "export": "actorq.launch.export_cmd",
     "plot": "actorq.launch.plot_cmd",
     "bench": "actorq.benchmarks.bench_cmd",
     "sweep": "actorq.benchmarks.sweep_cmd",
@@ -162,7 +163,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
 
 # Commands that run jax computations in this process without a learner (`train` chooses its
 # learner's device itself; the others compute nothing or start `train` children).
-_COMPUTE_IN_PROCESS = ("eval", "quantize", "bench")
+_COMPUTE_IN_PROCESS = ("eval", "quantize", "bench", "export")
 
 
 def main(argv: Optional[List[str]] = None) -> int:

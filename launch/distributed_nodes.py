@@ -25,7 +25,7 @@ import launchpad as lp
 from acme.utils import counting
 
 from actorq import core
-from actorq.components import checkpointing, environments
+from actorq.components import checkpointing
 from actorq.components import logging as logging_lib
 from actorq.components import loop as loop_lib
 from actorq.components import placement
@@ -394,22 +394,20 @@ class ActorNode:
     self._stop = lp.stop_event()
     self._env_id, self._actor_id = config.env_id, actor_id
     learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
-    env = experiment_lib.make_environment(config, seed)
-    parts = experiment_lib.agent_parts(config, environments.environment_spec(env))
+    env = experiment_lib.make_training_environment(config, seed)
+    parts = experiment_lib.agent_parts(config, experiment_lib.training_environment_spec(env))
     self._loop = None
     try:
       wait_for_learner(learner, self._stop)
     except NodeStopping:
       return
     client = reverb_timeouts.TimeoutClient(replay, reverb_timeout_s, should_stop=self._stop.is_set)
-    builder = config.builder
-    self._adder = builder.make_adder(client, parts.environment_spec, parts.policy)
-    actor = builder.make_actor(_cpu_key(seed), parts.policy, parts.environment_spec,
-                               learner, self._adder)
+    self._adder, actor = experiment_lib.make_training_actor(
+        config, parts, _cpu_key(seed), client, learner)
     actor.num_steps = int(initial_steps)
     self._logger = logging_lib.make_logger_factory(config.logdir)(f"actor_{actor_id}")
-    self._loop = loop_lib.ActorLoop(
-        env, actor, should_stop=self._stop.is_set, max_episode_steps=config.max_episode_steps,
+    self._loop = experiment_lib.make_training_loop(
+        config, env, actor, should_stop=self._stop.is_set,
         hooks=[_Counting(counter, actor_id),
                loop_lib.EpisodeLogger(self._logger, actor_precision=parts.policy.precision)])
     self._loop.steps = int(initial_steps)

@@ -24,7 +24,7 @@ import jax
 from acme import specs
 
 from actorq import core
-from actorq.components import checkpointing, environments
+from actorq.components import actors, checkpointing, environments, vector_env
 from actorq.components import loop as loop_lib
 
 # Seeds derived from `ExperimentConfig.seed`: the training actor (single process) uses
@@ -91,6 +91,12 @@ class ExperimentConfig:
       (`actorq.components.loop`): an episode reaching it ends as a truncation.
     actor_precision: if set, replaces `builder.config.actor_precision` (the builder is
       rebuilt as `type(builder)(dataclasses.replace(builder.config, ...))`).
+    num_envs: environments each training actor steps at once (B). 1 (the default): one
+      environment and `loop.ActorLoop`, exactly as before. B > 1: a vector environment
+      (`components.vector_env`: EnvPool where it has the task, else Gymnasium's vector
+      envs), one batched inference per step and one adder state per environment
+      (`loop.VectorActorLoop`); needs a builder that is a `core.VectorBuilder` and an
+      environment with a vector backend. Evaluation stays one environment.
     learner_device: where the learner computes, one of `core.LEARNER_DEVICES`: "auto" (a GPU
       if jax sees one, else the CPU), "gpu" (a GPU, else `placement.NoAcceleratorError` when
       the learner starts), "cpu". Actors, evaluator and replay always use the CPU
@@ -111,6 +117,7 @@ class ExperimentConfig:
   resume: bool = False
   max_episode_steps: int = loop_lib.DEFAULT_MAX_EPISODE_STEPS
   actor_precision: Optional[str] = None
+  num_envs: int = 1
   learner_device: str = "auto"
 
   def __post_init__(self):
@@ -129,6 +136,11 @@ class ExperimentConfig:
     if not isinstance(self.builder, core.Builder):
       raise ValueError(f"builder must implement actorq.core.Builder, got "
                        f"{type(self.builder).__name__}")
+    vector_env.check_num_envs(self.env_id, self.num_envs)
+    if self.num_envs > 1 and not isinstance(self.builder, core.VectorBuilder):
+      raise ValueError(f"num_envs={self.num_envs}: the builder "
+                       f"{type(self.builder).__name__} has no make_batched_adder (it acts in "
+                       "one environment at a time); use num_envs 1")
     core.check_learner_device(self.learner_device)
     if self.actor_precision is not None:
       core.check_precision(self.actor_precision, "actor_precision")
@@ -175,6 +187,47 @@ def restored_checkpoint(config: ExperimentConfig) -> Tuple[Optional[str], Option
 def make_environment(config: ExperimentConfig, seed: int):
   """`config.env_id` seeded with `seed`."""
   return environments.make_environment(config.env_id, seed=seed)
+
+
+def make_training_environment(config: ExperimentConfig, seed: int):
+  """What a training actor steps: `config.env_id` seeded with `seed` (a
+  `dm_env.Environment`) when `config.num_envs` is 1, else a
+  `vector_env.VectorEnvironment` of `num_envs` rows (row i seeded `seed + i`) capped at
+  `config.max_episode_steps`."""
+  if config.num_envs == 1:
+    return make_environment(config, seed)
+  return vector_env.make_vector_environment(config.env_id, config.num_envs, seed=seed,
+                                            max_episode_steps=config.max_episode_steps)
+
+
+def training_environment_spec(env) -> specs.EnvironmentSpec:
+  """The spec of one environment of `make_training_environment`'s result."""
+  if isinstance(env, vector_env.VectorEnvironment):
+    return env.environment_spec()
+  return environments.environment_spec(env)
+
+
+def make_training_actor(config: ExperimentConfig, parts: "AgentParts", random_key,
+                        replay_client, variable_source):
+  """`(adder, actor)` of a training actor (the single-process run and every distributed
+  actor node build theirs here): the builder's adder and actor when `num_envs` is 1; a
+  batched adder (`builder.make_batched_adder`) and `actors.BatchedFeedForwardActor` over
+  the builder's actor (same runtime, selector, variable client and generator) else."""
+  builder, spec = config.builder, parts.environment_spec
+  if config.num_envs == 1:
+    adder = builder.make_adder(replay_client, spec, parts.policy)
+    return adder, builder.make_actor(random_key, parts.policy, spec, variable_source, adder)
+  adder = builder.make_batched_adder(replay_client, spec, parts.policy, config.num_envs)
+  actor = builder.make_actor(random_key, parts.policy, spec, variable_source)
+  return adder, actors.batched(actor, adder, spec.actions.generate_value())
+
+
+def make_training_loop(config: ExperimentConfig, env, actor, hooks, should_stop=None):
+  """`loop.ActorLoop` over one environment (`num_envs` 1), else `loop.VectorActorLoop` over
+  the vector one (`env` as `make_training_environment` made it, or a wrapper of it)."""
+  loop_cls = loop_lib.VectorActorLoop if config.num_envs > 1 else loop_lib.ActorLoop
+  return loop_cls(env, actor, hooks=hooks, should_stop=should_stop,
+                  max_episode_steps=config.max_episode_steps)
 
 
 def agent_parts(config: ExperimentConfig, environment_spec: specs.EnvironmentSpec) -> AgentParts:

@@ -40,7 +40,7 @@ import numpy as np
 from acme.utils import counting
 
 from actorq import core
-from actorq.components import actors, checkpointing, environments
+from actorq.components import actors, checkpointing
 from actorq.components import logging as logging_lib
 from actorq.components import local_replay
 from actorq.components import replay as replay_lib
@@ -151,9 +151,9 @@ def _run(config: experiment_lib.ExperimentConfig,
   logger_fn = logging_lib.make_logger_factory(config.logdir)
   # A resumed run's training environment continues with a different seed (its
   # internal state is not checkpointed); evaluations are seeded the same every time.
-  env = experiment_lib.make_environment(
+  env = experiment_lib.make_training_environment(
       config, config.seed if restored is None else config.seed + int(restored["actor_steps"]))
-  parts = experiment_lib.agent_parts(config, environments.environment_spec(env))
+  parts = experiment_lib.agent_parts(config, experiment_lib.training_environment_spec(env))
   env_spec = parts.environment_spec
 
   key_learner, key_actor, key_eval, key_replay = jax.random.split(
@@ -175,8 +175,8 @@ def _run(config: experiment_lib.ExperimentConfig,
                                  lambda label: logger_fn(label, time_delta=1.0), env_spec,
                                  client, counting.Counter(counter, "learner"))
   policy_server = vc.PolicyServer(learner, parts.networks.spec)
-  adder = builder.make_adder(client, env_spec, parts.policy)
-  actor = builder.make_actor(key_actor, parts.policy, env_spec, policy_server, adder)
+  adder, actor = experiment_lib.make_training_actor(config, parts, key_actor, client,
+                                                     policy_server)
   eval_actor = builder.make_actor(key_eval, parts.eval_policy, env_spec, policy_server)
   train_logger, eval_logger = logger_fn("train"), logger_fn("eval")
 
@@ -240,8 +240,7 @@ def _run(config: experiment_lib.ExperimentConfig,
            loop_lib.EveryNSteps(config.eval_every, run_evaluation), _Progress()]
   if ckpt_dir is not None and config.checkpoint_every:
     hooks.append(loop_lib.EveryNSeconds(60.0 * config.checkpoint_every, save_checkpoint))
-  training = loop_lib.ActorLoop(env, actor, hooks=hooks,
-                                max_episode_steps=config.max_episode_steps)
+  training = experiment_lib.make_training_loop(config, env, actor, hooks)
   if restored is not None:
     training.steps, training.episodes = int(restored["actor_steps"]), int(restored["episodes"])
   try:

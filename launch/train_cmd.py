@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from actorq import core
 from actorq.components import checkpointing, config_io, environments, placement
+from actorq.components import vector_env
 from actorq.launch import cli, distributed, distributed_nodes, experiment, hosts, local
 from actorq.launch import registry, run_dir
 
@@ -92,6 +93,10 @@ def add_parser(subparsers):
   train.add_argument("--node-python", default=sys.executable, metavar="PATH",
                      help="(--launch hosts) Python with actorq installed on the hosts "
                           "(default: this one's path)")
+  train.add_argument("--num-envs", type=cli.positive_int("--num-envs"), default=None,
+                     metavar="B", help="environments each actor steps at once, with one "
+                     "batched inference per step (default: 1; B > 1 uses EnvPool where it "
+                     "has the task, else Gymnasium's vector envs)")
   train.add_argument("--learner-device", choices=core.LEARNER_DEVICES, default="auto",
                      help="where the learner computes: auto (a GPU if jax sees one, else the "
                           "CPU; default), gpu (exit 2 if there is none) or cpu; actors, evaluator "
@@ -181,6 +186,8 @@ def apply_resume(args) -> None:
       setattr(args, key, int(saved[key]))
   if args.num_actors is None and "num_actors" in saved:
     args.num_actors = int(saved["num_actors"])
+  if args.num_envs is None and "num_envs" in saved:
+    args.num_envs = int(saved["num_envs"])
   args.resume_info = info
 
 
@@ -193,6 +200,8 @@ def run_info(args, config) -> dict:
   if args.launch == "hosts":
     train.update(hosts=list(args.hosts_config.hosts), port_base=args.port_base,
                  start=args.hosts_config.start)
+  if (args.num_envs or 1) > 1:
+    train["num_envs"] = args.num_envs
   return {"agent": args.agent, "env": args.env, "seed": args.seed,
           "config": config_io.to_dict(config), "train": train}
 
@@ -275,6 +284,10 @@ def run(args) -> int:
   _check_launch(args)
   _place(args)
   builder = make_builder(args)
+  try:
+    vector_env.check_num_envs(args.env, args.num_envs or 1)
+  except ValueError as e:
+    raise cli.UsageError(f"--num-envs: {e}") from None
   if args.dry_run and args.launch == "local":
     print(f"launch local: one process (embedded Reverb server, 1 actor, learner, evaluation "
           f"every {args.eval_every} actor steps); no Launchpad program")
@@ -290,7 +303,7 @@ def run(args) -> int:
         eval_every=args.eval_every, eval_episodes=args.eval_episodes,
         logdir=None if args.dry_run else args.logdir, checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints, resume=bool(args.resume),
-        learner_device=args.learner_device)
+        num_envs=args.num_envs or 1, learner_device=args.learner_device)
   except ValueError as e:
     raise cli.UsageError(str(e)) from None
   if not args.dry_run:

@@ -7,6 +7,9 @@ test can assert exact values without training anything.
 * `ScriptedEnvironment`: a `dm_env.Environment` with scripted rewards, episode lengths
   and ends (termination or truncation), or episodes that never end.
 * `RecordingActor`: a `core.Actor` that records the calls it gets, in order.
+* `ScriptedVectorEnvironment`: B `dm_env` environments (e.g. `ScriptedEnvironment`s) as a
+  `vector_env.VectorEnvironment` with its auto-reset (the step after a LAST resets).
+* `FixedRuntime`: a policy runtime returning fixed outputs for any batch.
 """
 from __future__ import annotations
 
@@ -14,8 +17,10 @@ from typing import Any, List, Optional, Sequence
 
 import dm_env
 import numpy as np
+from acme import specs
 from dm_env import specs as dm_specs
 
+from actorq.components import vector_env
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload
 
@@ -53,8 +58,9 @@ class CountingLearner:
 
 
 class ScriptedEnvironment(dm_env.Environment):
-  """Observations `[t]` (float32, the step index within the episode), `num_actions`
-  discrete actions, rewards `rewards[t]` (or `reward` on every step) and episodes of
+  """Observations `[offset + t]` (float32, t the step index within the episode), `num_actions`
+  discrete actions, float32 rewards `rewards[t]` (or `reward` on every step) and
+  discounts, and episodes of
   `len(rewards)` steps (or `episode_length`; None: never ending) that end as a
   termination (discount 0) unless `truncate` (discount 1).
 
@@ -64,7 +70,7 @@ class ScriptedEnvironment(dm_env.Environment):
 
   def __init__(self, rewards: Optional[Sequence[float]] = None, *, reward: float = 1.0,
                episode_length: Optional[int] = None, truncate: bool = False,
-               num_actions: int = 2):
+               num_actions: int = 2, observation_offset: float = 0.0):
     if rewards is not None:
       episode_length = len(rewards)
     self._rewards = None if rewards is None else [float(r) for r in rewards]
@@ -72,6 +78,7 @@ class ScriptedEnvironment(dm_env.Environment):
     self._length = episode_length
     self._truncate = truncate
     self._num_actions = int(num_actions)
+    self._offset = float(observation_offset)
     self._t = 0
     self.actions: List[Any] = []
     self.resets = 0
@@ -79,18 +86,18 @@ class ScriptedEnvironment(dm_env.Environment):
   def reset(self) -> dm_env.TimeStep:
     self._t = 0
     self.resets += 1
-    return dm_env.restart(np.zeros(1, np.float32))
+    return dm_env.restart(np.full(1, self._offset, np.float32))
 
   def step(self, action) -> dm_env.TimeStep:
     self.actions.append(action)
     reward = np.float32(self._reward if self._rewards is None else self._rewards[self._t])
     self._t += 1
-    obs = np.full(1, self._t, np.float32)
+    obs = np.full(1, self._offset + self._t, np.float32)
     if self._length is not None and self._t >= self._length:
       if self._truncate:
-        return dm_env.truncation(reward, obs)
-      return dm_env.termination(reward, obs)
-    return dm_env.transition(reward, obs)
+        return dm_env.truncation(reward, obs, np.float32(1.0))
+      return dm_env.TimeStep(dm_env.StepType.LAST, reward, np.float32(0.0), obs)
+    return dm_env.transition(reward, obs, np.float32(1.0))
 
   def observation_spec(self):
     return dm_specs.Array((1,), np.float32, "observation")
@@ -131,3 +138,46 @@ class RecordingActor:
 
   def update(self, wait: bool = False) -> None:
     self.calls.append("update")
+
+
+class ScriptedVectorEnvironment(vector_env.VectorEnvironment):
+  """`envs` (B `dm_env.Environment`s of one spec) stepped as one vector environment:
+  row i steps `envs[i]`, or resets it when its previous step was LAST (its action is then
+  ignored and never reaches it), as EnvPool and Gymnasium's vector envs do."""
+  backend = "scripted"
+
+  def __init__(self, envs: Sequence[dm_env.Environment]):
+    self.envs = list(envs)
+    super().__init__("scripted", len(self.envs), specs.make_environment_spec(self.envs[0]))
+
+  def _reset(self):
+    return np.stack([env.reset().observation for env in self.envs])
+
+  def _step(self, actions):
+    steps = [env.reset() if self._last[i] else env.step(actions[i])
+             for i, env in enumerate(self.envs)]
+    reward = np.array([0.0 if ts.reward is None else ts.reward for ts in steps], np.float32)
+    discount = np.array([1.0 if ts.discount is None else ts.discount for ts in steps],
+                        np.float32)
+    last = np.array([ts.last() for ts in steps])
+    return np.stack([ts.observation for ts in steps]), reward, discount, last
+
+
+class FixedRuntime:
+  """A policy runtime (the interface actors use) whose outputs are `outputs` for every
+  row of any batch; version 0, precision "fp32"."""
+  precision = "fp32"
+  payload_precision = "fp32"
+
+  def __init__(self, outputs: Sequence[float]):
+    self._outputs = np.asarray(outputs, np.float32)
+    self.version = 0
+    self.calls: List[int] = []  # batch size of each call
+
+  def __call__(self, observation) -> np.ndarray:
+    batch = np.asarray(observation).shape[0]
+    self.calls.append(batch)
+    return np.tile(self._outputs, (batch, 1))
+
+  def diagnose(self, observation) -> str:
+    return "fixed outputs"

@@ -12,7 +12,7 @@ from acme.adders import base as adders_base
 from actorq import core
 from actorq.agents.onpolicy_common import learning
 from actorq.agents.onpolicy_common import networks as networks_lib
-from actorq.components import actors, rollouts
+from actorq.components import actors, adders, rollouts
 from actorq.components import variable_client as vc
 
 
@@ -106,6 +106,15 @@ class OnPolicyBuilder:
     return rollouts.make_rollout_adder(replay_client, self.config.replay_table_name,
                                        environment_spec, networks_lib.extras_spec(head),
                                        self.config.rollout_length)
+
+  def make_batched_adder(self, replay_client: reverb.Client,
+                         environment_spec: specs.EnvironmentSpec,
+                         policy: Optional[core.ActorPolicy] = None,
+                         num_envs: int = 1) -> adders.PerEnvAdders:
+    """One rollout adder per environment (`num_envs`), each writing its env's rollouts:
+    rollouts of a batch of envs are B independent sequences, queued as they complete."""
+    return adders.PerEnvAdders([self.make_adder(replay_client, environment_spec, policy)
+                                for _ in range(int(num_envs))])
 
   def make_actor(self, random_key: jax.Array, policy: core.ActorPolicy,
                  environment_spec: specs.EnvironmentSpec, variable_source: core.VariableSource,

@@ -361,6 +361,36 @@ class LiteRTMixedRuntime(LiteRTInt8Runtime):
     self._install(payload)
 
 
+def standalone_model(params, spec: ns.NetworkSpec, precision: str = "int8") -> bytes:
+  """The `.tflite` flatbuffer the actors run, as a file a deployment can load alone.
+
+  "int8": `LiteRTInt8Runtime`'s model (dynamic-range int8 weights with per-channel scales,
+  float32 biases, activations quantized per row by the kernels); "fp32": the same graph
+  with every weight tensor float32 (`LiteRTMixedRuntime` with every layer float). Either
+  way the spec's `input_scale` is folded into the first layer, so the model takes RAW
+  observations: input float32 `[B, *spec.input_shape]` (B = 1 as stored; the batch is
+  dynamic: `resize_tensor_input`), output float32 `[B, spec.output_size]`.
+
+  Args:
+    params: float32 `{layer: {"w", "b"}}` of `spec`.
+    precision: "int8" or "fp32".
+
+  Raises:
+    ValueError: another precision, or params that do not fit the spec.
+  """
+  if precision == "int8":
+    runtime = LiteRTInt8Runtime(spec, warmup=False)
+    runtime.load(pl.make_payload(params, spec, "int8", 0))
+  elif precision == "fp32":
+    runtime = LiteRTMixedRuntime(spec, [l.name for l in spec.parameter_layers], warmup=False)
+    payload = pl.make_payload(params, spec, "fp32", 0)
+    pl.check_payload(payload, spec, ("fp32",))
+    runtime._install(payload)  # pylint: disable=protected-access
+  else:
+    raise ValueError(f"a standalone model is int8 or fp32, got {precision!r}")
+  return bytes(runtime._buf)  # pylint: disable=protected-access
+
+
 def dynamic_range_reference(params, spec: ns.NetworkSpec, observation,
                             float_layers=()) -> np.ndarray:
   """What the int8 runtime computes, in numpy: `forward` of the dequantized params

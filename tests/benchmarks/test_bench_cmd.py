@@ -1,5 +1,7 @@
 """`actorq bench` settings: presets resolve to the documented configurations, and bad
-input is a one-line usage error."""
+input is a one-line usage error; `--num-envs` measures each B and precision side by side."""
+import json
+
 import pytest
 
 from actorq.benchmarks import bench_cmd
@@ -58,3 +60,24 @@ def test_render_of_a_directory_without_bench_json_is_a_usage_error(tmp_path):
   with pytest.raises(cli.UsageError, match="either --render or --merge, not both"):
     bench_cmd.run(cli.build_parser().parse_args(
         ["bench", "--render", str(tmp_path), "--merge", str(tmp_path), str(tmp_path)]))
+
+
+def test_num_envs_measures_each_b_and_precision_side_by_side(tmp_path, capsys):
+  out = tmp_path / "vec"
+  assert cli.main(["bench", "--num-envs", "1,4", "--precisions", "fp32,int8", "--acting-steps",
+                   "64", "--repeats", "1", "--set", "hidden_sizes=[16]",
+                   "--logdir", str(out)]) == 0
+  assert "| B | precision | actor steps/s |" in capsys.readouterr().out
+  result = json.loads((out / "vector.json").read_text())
+  rows = result["rows"]
+  assert [(r["num_envs"], r["precision"]) for r in rows] == [
+      (1, "fp32"), (1, "int8"), (4, "fp32"), (4, "int8")]
+  for row in rows:
+    # The breakdown accounts for the whole step: its parts sum to the measured step time.
+    assert min(row["us"].values()) >= 0
+    assert sum(row["us"].values()) * row["steps_per_s"] == pytest.approx(1e6, rel=1e-6)
+    assert row["speedup"] == pytest.approx(
+        row["steps_per_s"] / rows[0 if row["precision"] == "fp32" else 1]["steps_per_s"])
+  assert [r["speedup"] for r in rows[:2]] == [1.0, 1.0]
+  assert set(result["bare"]) == {"1", "4"} and min(result["bare"].values()) > 0
+  assert (out / "table.md").read_text().startswith("| B | precision |")

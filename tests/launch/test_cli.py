@@ -20,6 +20,12 @@ def _run(argv, capsys):
     (["train", "--steps", "ten"], "--steps must be a positive integer, got 'ten'"),
     (["train", "--env", "dmc:cartpole-balance"], "DQN needs discrete actions"),
     (["train", "--actor-precision", "int3"], "invalid choice: 'int3'"),
+    (["train", "--num-envs", "0"], "--num-envs must be a positive integer, got '0'"),
+    (["train", "--env", "atari:Pong", "--num-envs", "4"],
+     "atari:Pong has no vector backend"),
+    (["bench", "--num-envs", "1,0"], "--num-envs '1,0': give distinct integers >= 1"),
+    (["bench", "--num-envs", "1,8", "--agent", "dqn", "--env", "atari:Pong", "--target", "1"],
+     "atari:Pong has no vector backend"),
     (["train", "--learner-device", "tpu"], "invalid choice: 'tpu'"),
     # No GPU for jax in the tests (JAX_PLATFORMS=cpu, conftest), whatever the machine has;
     # local_mp asks a child process with the launcher's environment.

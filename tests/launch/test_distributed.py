@@ -69,6 +69,22 @@ def test_dqn_program_with_two_actors_under_test_mt(tmp_path):
   assert any(n.startswith("replay-") for n in names)
 
 
+def test_vectorized_actors_write_to_reverb_under_test_mt(tmp_path):
+  """Two actor nodes with 4 environments each (EnvPool CartPole), batched adders on Reverb."""
+  config = _small_config()
+  experiment_config = experiment.ExperimentConfig(
+      dqn_builder.DQNBuilder(config), "gym:CartPole-v1", num_steps=600, logdir=str(tmp_path),
+      eval_every=600, eval_episodes=1, num_envs=4)
+  result = distributed.launch(distributed.make_program(experiment_config, num_actors=2),
+                              "test_mt")
+  assert (result.exit_code, result.reason) == (0, "finished")
+  assert result.counts["actor_steps"] >= 600 and result.counts["learner_steps"] > 0
+  for i in range(2):
+    rows = _rows(tmp_path / f"actor_{i}.csv")
+    assert len(rows) >= 4, f"actor {i}: {len(rows)} episodes"
+    assert max(int(r["policy_version"]) for r in rows) > 0
+
+
 _FAILING = textwrap.dedent("""
     import sys, time
     from actorq.agents.dqn import builder as b, config as c

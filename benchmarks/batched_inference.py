@@ -1,0 +1,97 @@
+"""Batched policy inference: per-row cost at batch B of the fp32 JAX runtime and the int8
+LiteRT runtime, and what a dynamic batch (re-sizing the interpreter on every call) costs.
+
+For each network (the DQN small preset's 4-256-256-3 dueling MLP and ActorQ's 5-2048x3-1
+D4PG policy) and B in --batches: median microseconds per call and per row of
+  * fp32: `JaxRuntime` (jit, compiled once per batch size);
+  * int8, fixed B: `LiteRTInt8Runtime` whose interpreter was sized for B once (what a
+    vectorized actor does: its batch never changes);
+  * int8, dynamic: the same runtime alternating between B and B - 1 rows, so every call
+    re-sizes the interpreter's input (`resize_tensor_input` + `allocate_tensors`).
+XLA is pinned to one thread and LiteRT runs one thread.
+
+    python benchmarks/batched_inference.py [--batches 1,8,32] [--repeats 200] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                           " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+
+import numpy as np  # pylint: disable=g-import-not-at-top
+
+from actorq.quantization import network_spec as ns  # pylint: disable=g-import-not-at-top
+from actorq.quantization import payload as pl  # pylint: disable=g-import-not-at-top
+from actorq.quantization import runtimes  # pylint: disable=g-import-not-at-top
+
+NETWORKS = {"dqn_2x256": lambda: ns.mlp(4, [256, 256], 3),
+            "d4pg_3x2048": lambda: ns.mlp(5, [2048, 2048, 2048], 1, output_activation="tanh")}
+
+
+def _median_us(fn, repeats: int) -> float:
+  for _ in range(5):
+    fn(0)
+  times = []
+  for i in range(repeats):
+    start = time.perf_counter()
+    fn(i)
+    times.append(time.perf_counter() - start)
+  return float(np.median(times) * 1e6)
+
+
+def measure(spec, batches, repeats: int):
+  rng = np.random.default_rng(0)
+  params = {n: {k: rng.normal(0, 0.05, s).astype(np.float32) for k, s in shp.items()}
+            for n, shp in pl.expected_shapes(spec).items()}
+  rows = []
+  for b in batches:
+    obs = rng.normal(size=(b,) + spec.input_shape).astype(np.float32)
+    out = {"batch": b}
+    for precision in ("fp32", "int8"):
+      rt = runtimes.make_runtime(precision, spec)
+      rt.load(pl.make_payload(params, spec, rt.payload_precision, 0))
+      call = lambda i, rt=rt: rt(obs)  # pylint: disable=cell-var-from-loop
+      out[f"{precision}_us"] = _median_us(call, repeats)
+    if b > 1:
+      rt = runtimes.make_runtime("int8", spec)
+      rt.load(pl.make_payload(params, spec, "int8", 0))
+      short = obs[:-1]
+      call = lambda i: rt(obs if i % 2 else short)  # pylint: disable=cell-var-from-loop
+      out["int8_dynamic_us"] = _median_us(call, repeats)
+    rows.append(out)
+  return rows
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--batches", default="1,8,32")
+  parser.add_argument("--repeats", type=int, default=200)
+  parser.add_argument("--json", default=None)
+  args = parser.parse_args(argv)
+  batches = [int(b) for b in args.batches.split(",")]
+  result = {}
+  print("median microseconds per call (per row); one thread")
+  print(f"{'network':12s} {'B':>3s} {'fp32':>18s} {'int8 fixed B':>18s} {'int8/fp32':>9s} "
+        f"{'int8 dynamic':>18s}")
+  for name, make in NETWORKS.items():
+    result[name] = measure(make(), batches, args.repeats)
+    for r in result[name]:
+      b = r["batch"]
+      cell = lambda us: f"{us:9.1f} ({us / b:6.1f})"  # pylint: disable=cell-var-from-loop
+      dyn = cell(r["int8_dynamic_us"]) if "int8_dynamic_us" in r else f"{'-':>18s}"
+      print(f"{name:12s} {b:3d} {cell(r['fp32_us'])} {cell(r['int8_us'])} "
+            f"{r['int8_us'] / r['fp32_us']:9.2f} {dyn}")
+  load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+  print(f"(load average {load:.2f} on {os.cpu_count()} cores)")
+  if args.json:
+    with open(args.json, "w", encoding="utf-8") as f:
+      json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+  main()
