@@ -72,7 +72,8 @@ def test_the_correction_is_on_by_default_exactly_for_non_fp32_actors(config_cls)
   assert not config_cls().importance_correction_on()
   for precision in ("int8", "fp16", "bf16"):
     assert config_cls(actor_precision=precision).importance_correction_on()
-  assert not config_cls(actor_precision="int8", importance_correction=False).importance_correction_on()
+  off = config_cls(actor_precision="int8", importance_correction=False)
+  assert not off.importance_correction_on()
   assert config_cls(importance_correction=True).importance_correction_on()
   with pytest.raises(ValueError, match=f"{config_cls.__name__}.importance_rho_bar must be > 0"):
     config_cls(importance_rho_bar=0.0)
