@@ -32,10 +32,9 @@ class SACBuilder(ActorCriticBuilder):
                                       c.policy_output_init_scale)
 
   def target_entropy(self, environment_spec: specs.EnvironmentSpec) -> float:
-    """`config.target_entropy`, or -|A| (nats) when it is None."""
-    if self.config.target_entropy is not None:
-      return float(self.config.target_entropy)
-    return -float(np.prod(environment_spec.actions.shape))
+    """|A| * `config.target_entropy_per_dimension` (nats; -|A| by default)."""
+    size = int(np.prod(environment_spec.actions.shape))
+    return size * float(self.config.target_entropy_per_dimension)
 
   def make_policy(self, networks: networks_lib.SACNetworks,
                   environment_spec: specs.EnvironmentSpec,

@@ -18,6 +18,7 @@ from actorq.agents.a2c import learning as a2c_learning
 from actorq.agents.ppo import builder as ppo_builder
 from actorq.agents.ppo import config as ppo_config
 from actorq.agents.ppo import learning as ppo_learning
+from actorq.components import config_io
 from actorq.launch import experiment, local
 
 HEAD = onpolicy.PolicyHead(True, 2)
@@ -79,6 +80,10 @@ def test_the_correction_is_on_by_default_exactly_for_non_fp32_actors(config_cls)
     config_cls(importance_rho_bar=0.0)
   with pytest.raises(ValueError, match="importance_correction must be true or false"):
     config_cls(importance_correction="yes")
+  # From a config file or --set: null (auto) and the booleans' words.
+  assert config_io.from_dict(config_cls, {"importance_correction": None}) == config_cls()
+  assert config_io.from_dict(config_cls, {}, {"importance_correction": "false"}) == \
+      config_cls(importance_correction=False)
 
 
 # --- PPO -----------------------------------------------------------------------------------

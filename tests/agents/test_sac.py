@@ -177,18 +177,19 @@ def _batches(seed=0, batch=32):
 def test_learner_fits_the_critics_and_moves_alpha_toward_the_target_entropy():
   """On one fixed terminal batch, 150 steps: the twin critics fit the rewards; with a
   target entropy far below the policy's (-10 nats vs about +0.5 at the start) alpha falls,
-  and with one far above (+10) it rises."""
-  def learner(target_entropy):
+  and with one above it (+1.2 nats, near the maximum 2 log 2) it rises."""
+  def learner(per_dimension):
     cfg = config_lib.SACConfig(policy_hidden_sizes=(16,), critic_hidden_sizes=(32,),
                                batch_size=32, critic_learning_rate=3e-3,
-                               temperature_learning_rate=1e-2, target_entropy=target_entropy)
+                               temperature_learning_rate=1e-2,
+                               target_entropy_per_dimension=per_dimension)
     b = builder_lib.SACBuilder(cfg)
     nets = b.make_networks(ENV_SPEC)
     return nets, b.make_learner(jax.random.PRNGKey(0), nets, _batches(), lambda label: None,
                                 ENV_SPEC)
 
   data = next(_batches()).data
-  nets, low = learner(-10.0)
+  nets, low = learner(-5.0)
 
   def critic_loss():
     critic = low.get_variables(["critic"])[0]
@@ -201,7 +202,7 @@ def test_learner_fits_the_critics_and_moves_alpha_toward_the_target_entropy():
     low.step()
   assert critic_loss() < 0.2 * loss0
   assert low.get_variables(["temperature"])[0] < 0.5
-  _, high = learner(10.0)
+  _, high = learner(0.6)
   for _ in range(150):
     high.step()
   assert high.get_variables(["temperature"])[0] > 2.0
@@ -214,12 +215,15 @@ def test_config_defaults_and_checks():
   assert (c.n_step, c.target_update_period, c.target_update_tau) == (1, 1, 0.005)
   assert c.samples_per_insert == c.batch_size
   assert builder_lib.SACBuilder(c).target_entropy(ENV_SPEC) == -2.0  # -|A|
-  assert builder_lib.SACBuilder(config_lib.SACConfig(target_entropy=-0.5)).target_entropy(
-      ENV_SPEC) == -0.5
+  half = config_lib.SACConfig(target_entropy_per_dimension=-0.25)
+  assert builder_lib.SACBuilder(half).target_entropy(ENV_SPEC) == -0.5
   with pytest.raises(ValueError, match="SACConfig.initial_temperature must be > 0, got 0"):
     config_lib.SACConfig(initial_temperature=0)
-  with pytest.raises(ValueError, match="SACConfig.target_entropy must be a finite number"):
-    config_lib.SACConfig(target_entropy=float("nan"))
+  with pytest.raises(ValueError, match="SACConfig.target_entropy_per_dimension must be a "
+                     "finite number < 0.693147"):
+    config_lib.SACConfig(target_entropy_per_dimension=float("nan"))
+  with pytest.raises(ValueError, match=r"target_entropy_per_dimension must be < 0.693147, got 0.7"):
+    config_lib.SACConfig(target_entropy_per_dimension=0.7)
   assert not hasattr(c, "sigma")  # no exploration-noise knob: the policy samples
 
 
