@@ -9,6 +9,8 @@
   `check_precision` validates one value (`ExperimentConfig.actor_precision`); agent configs
   declare `choices=ACTOR_PRECISIONS` (`actorq.components.config_checks`), whose message
   has the same form.
+* `LEARNER_DEVICES`: where the learner may compute (`--learner-device`; actors, evaluator and
+  replay always use the CPU); `check_learner_device` validates a choice.
 * `ActorPolicy`: what an actor needs (network spec, precision, action selector).
 * The environment errors: `UnknownEnvironmentError` (an id nothing can build) and
   `UnsupportedEnvironmentError` (an agent that cannot act in an environment).
@@ -55,6 +57,24 @@ def check_precision(value: Any, name: str = "actor_precision",
   if not isinstance(value, str) or value not in allowed:
     extra = " (or null)" if optional else ""
     raise ValueError(f"{name} must be one of {', '.join(allowed)}{extra}; got {value!r}")
+  return value
+
+
+# ---------------------------------------------------------------------------------------
+# Learner placement (`actorq.components.placement` resolves a choice to a jax device).
+
+# auto: a GPU if jax sees one, else the CPU; gpu: a GPU or a one-line error; cpu: the CPU.
+LEARNER_DEVICES: Tuple[str, ...] = ("auto", "gpu", "cpu")
+
+
+def check_learner_device(value: Any, name: str = "learner_device") -> str:
+  """Returns `value` if it is one of `LEARNER_DEVICES`.
+
+  Raises:
+    ValueError: one line naming the field, the value and the allowed values.
+  """
+  if not isinstance(value, str) or value not in LEARNER_DEVICES:
+    raise ValueError(f"{name} must be one of {', '.join(LEARNER_DEVICES)}; got {value!r}")
   return value
 
 

@@ -285,7 +285,10 @@ def peer_acting(job: Dict[str, Any]) -> Dict[str, Any]:
     return out
   sizes = [l.units for l in spec.layers]
   actions = env_spec.actions
-  if isinstance(actions, specs.DiscreteArray):
+  if isinstance(actions, specs.DiscreteArray) and sizes[-1] == actions.num_values + 1:
+    # A dueling head [V, A_1..A_n]: argmax of Q = V + A - mean(A) is argmax of A.
+    head = lambda q: tf.argmax(q[..., 1:], axis=-1, output_type=tf.int32)
+  elif isinstance(actions, specs.DiscreteArray):
     head = lambda q: tf.argmax(q, axis=-1, output_type=tf.int32)
   else:
     lo = tf.constant(actions.minimum, tf.float32)

@@ -66,6 +66,11 @@ class FeedForwardActor(acme_core.Actor):
     self._rng.bit_generator.state = state
 
   @property
+  def runtime(self):
+    """The policy runtime the actor acts with (`actorq.quantization.runtimes`)."""
+    return self._runtime
+
+  @property
   def policy_version(self) -> int:
     """The parameter version the actor acts with (-1 before the first load)."""
     return int(self._runtime.version)

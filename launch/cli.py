@@ -21,9 +21,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # dm_control imports GLFW for on-screen rendering, which warns on headless machines.
 warnings.filterwarnings("ignore", message=".*DISPLAY environment variable is missing.*")
 
-# After the environment above, which TensorFlow reads when it is first imported.
+# After the environment above (numpy only; `launch.experiment`, which loads TF and JAX, is
+# looked up in `main` instead, see `_experiment`).
 from actorq import core  # pylint: disable=wrong-import-position
-from actorq.launch import experiment  # pylint: disable=wrong-import-position
 
 # Command name -> module with `add_parser(subparsers)` and `run(args) -> int`, reached by
 # name (as the registry reaches agents): `benchmarks/` builds on `launch/`, so the CLI
@@ -35,6 +35,7 @@ COMMANDS = {
     "plot": "actorq.launch.plot_cmd",
     "bench": "actorq.benchmarks.bench_cmd",
     "sweep": "actorq.benchmarks.sweep_cmd",
+    "node": "actorq.launch.node_cmd",
 }
 
 
@@ -147,32 +148,52 @@ def _module(name):
   return importlib.import_module(COMMANDS[name])
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+  """The parser of every command, or of command `only` alone (which then imports
+  only that command's module: `actorq node` starts a host runner without TF or JAX)."""
   parser = Parser(prog="actorq", description="Acme-style RL with quantized (ActorQ) actors.")
   sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}",
                               parser_class=Parser)
   sub.required = True
-  for name in COMMANDS:
+  for name in COMMANDS if only is None else (only,):
     _module(name).add_parser(sub)
   return parser
 
 
+# Commands that run jax computations in this process without a learner (`train` chooses its
+# learner's device itself; the others compute nothing or start `train` children).
+_COMPUTE_IN_PROCESS = ("eval", "quantize", "bench")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-  args = build_parser().parse_args(argv)
+  argv = sys.argv[1:] if argv is None else list(argv)
+  args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
+  if args.command in _COMPUTE_IN_PROCESS:  # train places its learner itself
+    # Looked up by name (loads JAX), like `_module`: a CUDA plugin without a GPU would
+    # otherwise stop jax from starting at all (components/placement.py).
+    importlib.import_module("actorq.components.placement").cpu_unless_gpu()
   try:
     return int(_module(args.command).run(args))
   except UsageError as e:
     print(f"actorq: error: {e}", file=sys.stderr)
     return 2
-  except experiment.Preempted as e:
-    print(f"actorq: stopped by signal {e.signum}", file=sys.stderr)
-    return 128 + e.signum
-  except KeyboardInterrupt:
+  except KeyboardInterrupt as e:
+    experiment = _experiment()
+    if experiment is not None and isinstance(e, experiment.Preempted):
+      print(f"actorq: stopped by signal {e.signum}", file=sys.stderr)
+      return 128 + e.signum
     print("actorq: interrupted", file=sys.stderr)
     return 130
   except core.RunFailure as e:  # a fault part-way through a run (experiment.RunError too)
     print(f"actorq: stopped: {e}", file=sys.stderr)
     return EXIT_RUN_FAILED
+
+
+def _experiment():
+  """`launch.experiment` if a command has imported it (only runs, which import it, raise
+  its `Preempted`), else None: importing it here would load JAX and TF into every
+  command, `actorq node`'s light host runner included."""
+  return sys.modules.get("actorq.launch.experiment")
 
 
 if __name__ == "__main__":

@@ -31,13 +31,30 @@ learner restores its state, and each actor's exploration schedule continues from
 `actor_steps // num_actors`. Not restored: episodes in progress, actors' RNG streams
 (a resumed actor i uses seed `seed + 1 + i + actor_steps`).
 
-Launch types: `local_mt` / `test_mt` (threads, through `lp.launch`) and `local_mp` (one
-process per node). For `local_mp` this module starts the node processes itself from
-the commands Launchpad's own local_mp launcher builds: Launchpad 0.5.0's launch returns
-at once (launchpad#12) and, in `current_terminal` mode, watches wrapper shells whose
-exit codes it cannot see and whose `sed` dies first on SIGTERM. Here every node is a
-direct child with its exit code known, its output written to `<logdir>/logs/<group>_<i>.log`
-and echoed to the terminal with a `[group/i]` prefix.
+Launch types: `local_mt` / `test_mt` (threads, through `lp.launch`), `local_mp` (one
+process per node) and `hosts` (nodes on several machines, `launch/hosts.py`; the
+program must be made with `make_program(..., hosts=HostsConfig(...))`). For `local_mp`
+this module starts the node processes itself from the commands Launchpad's own local_mp
+launcher builds: Launchpad 0.5.0's launch returns at once (launchpad#12) and, in
+`current_terminal` mode, watches wrapper shells whose exit codes it cannot see and whose
+`sed` dies first on SIGTERM. Here every node is a direct child with its exit code known,
+its output written to `<logdir>/logs/<group>_<i>.log` and echoed to the terminal with a
+`[group/i]` prefix (`launch/processes.py`). For `hosts` the same supervision runs one
+host runner per host (`[host/i]`), each of which supervises its host's nodes.
+
+Placement (`actorq.components.placement`): the learner computes on
+`config.learner_device` (auto: a GPU when jax sees one); actors, evaluator and replay on
+the CPU. Under `local_mp` each node process starts with `placement.node_env(group, ...)`
+on top of the launcher's environment: every node but the learner gets ``JAX_PLATFORMS=cpu``
+and ``CUDA_VISIBLE_DEVICES=""`` (so jax there never starts a GPU backend nor reserves GPU
+memory) and one thread (``--xla_cpu_multi_thread_eigen=false``, ``TF_NUM_INTRAOP_THREADS``,
+``TF_NUM_INTEROP_THREADS`` and ``OMP_NUM_THREADS`` = 1); the learner gets
+``TF_NUM_INTRAOP_THREADS`` = ``OMP_NUM_THREADS`` = max(1, cores - actors), and the CPU-only
+pair too with `learner_device="cpu"`. Under `local_mt` every node is a thread of one process,
+whose jax backends are shared: the learner's thread computes inside
+`jax.default_device(learner device)`, and the actors' policy runtimes commit their
+parameters to the CPU, so no actor array or computation is on the GPU, but the process
+(the learner's) holds the GPU backend; thread counts cannot differ per thread there.
 
 Stopping (acme#137, acme#213): the run ends when the limiter records the limit (clean
 finish, exit 0), when any node fails or exits on its own (exit 1; the cause is the
@@ -54,33 +71,42 @@ launcher vanished stops itself.
 Under `local_mt` a node thread that does not stop (e.g. an environment step that never
 returns) cannot be killed: after `stop_grace_s` the launcher returns anyway, naming it in
 `DistributedResult.abandoned`, and `exit_now(result)` ends the process.
+
+Stopping a `hosts` program: the launcher cannot signal nodes on other machines, so every
+stop goes through the counter node (`CounterNode.request_stop`), which every node and
+the launcher poll every `heartbeat_s`: a node that fails or ends on its own requests the
+stop itself; a host runner whose node died stops its host's other nodes and exits, and
+the launcher requests the stop when a runner exits; the counter requests it when a
+participant has been silent for `silent_after_s` (a host died, or the launcher was
+killed); a node that cannot reach the counter for `silent_after_s` stops itself. After a
+request every node stops within about `heartbeat_s` + its own stop time, and the launcher
+then waits `stop_grace_s` for its host runners before killing what is left of them.
 """
 from __future__ import annotations
 
 import csv
 import dataclasses
 import os
-import re
 import signal
-import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import launchpad as lp
-import psutil
 from absl import flags
+from launchpad import address as lp_address
 
 from actorq import core
 from actorq.components import checkpointing
+from actorq.components import placement
 from actorq.launch import distributed_nodes as nodes_lib
 from actorq.launch import experiment as experiment_lib
+from actorq.launch import hosts as hosts_lib
+from actorq.launch import processes
 
-LAUNCH_TYPES = ("local_mt", "local_mp")
+LAUNCH_TYPES = ("local_mt", "local_mp", "hosts")
 GROUPS = ("replay", "counter", "learner", "actor", "evaluator", "limiter")
-
-_ABSL_INFO = re.compile(r"^I\d{4} ")  # absl INFO lines go to the node's log file only
 
 EXIT_FINISHED = 0
 EXIT_FAILED = 1
@@ -100,17 +126,29 @@ class DistributedOptions:
     actor_start_s: the same for an actor's first step, counted from the launch (its
       start-up: imports, environment, waiting for the learner, which itself gives up
       after 600 s).
+    heartbeat_s: (`hosts`) seconds between a node's polls of the program's stop.
+    silent_after_s: (`hosts`) seconds without a poll after which the counter node
+      takes a participant for dead (and a node the counter node) and stops the program.
+    startup_timeout_s: (`hosts`) seconds a node may take to poll for the first time
+      (its host runner starting, imports) before the program is stopped.
   """
   reverb_timeout_s: float = 120.0
   courier_timeout_s: float = 60.0
   stop_grace_s: float = 20.0
   actor_stall_s: float = 300.0
   actor_start_s: float = 900.0
+  heartbeat_s: float = 1.0
+  silent_after_s: float = 15.0
+  startup_timeout_s: float = 180.0
 
   def __post_init__(self):
-    for name in ("reverb_timeout_s", "courier_timeout_s", "actor_stall_s", "actor_start_s"):
+    for name in ("reverb_timeout_s", "courier_timeout_s", "actor_stall_s", "actor_start_s",
+                 "heartbeat_s", "startup_timeout_s"):
       if not getattr(self, name) > 0:
         raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)!r}")
+    if not self.silent_after_s >= 3 * self.heartbeat_s:
+      raise ValueError(f"silent_after_s must be >= 3 heartbeats ({3 * self.heartbeat_s} s), "
+                       f"got {self.silent_after_s!r}")
     if not 0 < self.stop_grace_s <= 25:
       raise ValueError(f"stop_grace_s must be in (0, 25] seconds, got {self.stop_grace_s}")
 
@@ -129,6 +167,7 @@ class DistributedProgram:
   descriptions: Dict[str, List[str]]
   resumed_from: Optional[str] = None  # the checkpoint a resumed program starts from
   resumed_counts: Optional[Dict[str, float]] = None  # its counter totals
+  hosts: Optional[hosts_lib.HostsConfig] = None  # where a `hosts` launch places the nodes
 
 
 @dataclasses.dataclass
@@ -172,9 +211,14 @@ def _with_timeout(handle, seconds: float):
   return handle
 
 
+def _titles(num_actors: int) -> List[str]:
+  return [f"{g}/{i}" for g in GROUPS for i in range(num_actors if g == "actor" else 1)]
+
+
 def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *,
                  options: DistributedOptions = DistributedOptions(),
-                 launcher_pid: Optional[int] = None, name: str = "actorq") -> DistributedProgram:
+                 launcher_pid: Optional[int] = None, name: str = "actorq",
+                 hosts: Optional[hosts_lib.HostsConfig] = None) -> DistributedProgram:
   """Builds the program graph of `config` with `num_actors` actor nodes; starts nothing.
 
   Args:
@@ -182,7 +226,10 @@ def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *
       the actors.
     num_actors: actor nodes (>= 1).
     options: timeouts and the stop grace period.
-    launcher_pid: the pid node processes watch (default: this process).
+    launcher_pid: the pid node processes watch (default: this process; not used with
+      `hosts`, whose nodes watch their host runner and the counter node instead).
+    hosts: for a `hosts` launch: where the nodes run; the counter node then
+      coordinates the program's stop (`CounterNode`).
 
   Raises:
     ValueError: `num_actors` < 1.
@@ -191,7 +238,10 @@ def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *
   c = config
   if isinstance(num_actors, bool) or not isinstance(num_actors, int) or num_actors < 1:
     raise ValueError(f"num_actors must be an integer >= 1, got {num_actors!r}")
-  launcher_pid = os.getpid() if launcher_pid is None else launcher_pid
+  if hosts is not None:
+    launcher_pid = None
+  elif launcher_pid is None:
+    launcher_pid = os.getpid()
   if c.logdir is not None:
     os.makedirs(c.logdir, exist_ok=True)
   program = lp.Program(name)
@@ -214,9 +264,14 @@ def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *
                             f"(rate_limited=True), checkpoints {ckpt_dir or 'off'}"
                             + (f", loads {restored.get('replay_checkpoint')}" if restored else "")]
 
+  # Under `hosts` every node but the counter, and the launcher, poll the counter node.
+  participants = ([] if hosts is None else
+                  [t for t in _titles(num_actors) if t != "counter/0"] + [hosts_lib.LAUNCHER])
   with program.group("counter"):
-    counter = _with_timeout(program.add_node(lp.CourierNode(nodes_lib.CounterNode, launcher_pid,
-                                                            counts)), options.courier_timeout_s)
+    counter = _with_timeout(program.add_node(lp.CourierNode(
+        nodes_lib.CounterNode, launcher_pid, counts, participants,
+        silent_after_s=options.silent_after_s, startup_timeout_s=options.startup_timeout_s)),
+        options.courier_timeout_s)
   descriptions["counter"] = ["CourierNode: acme Counter" + (
       f" (from {int(actor_steps)} actor steps)" if counts else "")]
 
@@ -224,8 +279,9 @@ def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *
     learner = _with_timeout(program.add_node(lp.CourierNode(
         nodes_lib.LearnerNode, c, replay, counter, num_actors, options.reverb_timeout_s,
         launcher_pid, restore_path=resumed_from)), options.courier_timeout_s)
-  descriptions["learner"] = [f"CourierNode: LearnerNode({builder_name}), "
-                             "variable source (PolicyServer: one publisher per precision)"
+  descriptions["learner"] = [f"CourierNode: LearnerNode({builder_name}) on learner device "
+                             f"{c.learner_device}, variable source (PolicyServer: one "
+                             "publisher per precision)"
                              + (f", restores {resumed_from}" if resumed_from else "")]
 
   actors = []
@@ -251,21 +307,50 @@ def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *
     program.add_node(lp.PyClassNode(nodes_lib.StepsLimiter, counter, c.num_steps, c.logdir,
                                     launcher_pid))
   descriptions["limiter"] = [f"PyClassNode: StepsLimiter({c.num_steps} actor steps)"]
+  assert [f"{label}/{i}" for label, nodes in program.groups.items()
+          for i in range(len(nodes))] == _titles(num_actors)
   return DistributedProgram(program, c, num_actors, options, counter, replay, learner, actors,
-                            descriptions, resumed_from, counts)
+                            descriptions, resumed_from, counts, hosts)
+
+
+def _slots(dp: DistributedProgram) -> List[Dict[str, Any]]:
+  """(`hosts`) Each node in program order: title, host index, host and its ports."""
+  placement = hosts_lib.place({label: len(nodes) for label, nodes in dp.program.groups.items()},
+                              len(dp.hosts.hosts))
+  slots, port = [], dp.hosts.port_base
+  for label, nodes in dp.program.groups.items():
+    for i, node in enumerate(nodes):
+      title = f"{label}/{i}"
+      ports = list(range(port, port + len(node.addresses)))
+      port += len(ports)
+      slots.append({"title": title, "host": placement[title],
+                    "address": dp.hosts.hosts[placement[title]], "ports": ports})
+  if port - 1 > 65535:
+    raise ValueError(f"ports {dp.hosts.port_base}..{port - 1} run past 65535: lower the port base")
+  return slots
 
 
 def describe(dp: DistributedProgram, launch_type: str = "local_mp") -> str:
-  """The program's groups and nodes, one line each (what `--dry-run` prints)."""
+  """The program's groups and nodes, one line each (what `--dry-run` prints); for
+  `hosts`, each node's host and ports and the host runners' start commands."""
   lines = [f"program {dp.program.name!r} ({launch_type}, env {dp.config.env_id}, "
            f"{dp.config.num_steps} actor steps):"]
+  where = {}
+  if launch_type == "hosts":
+    where = {s["title"]: f" on {s['address']}" + "".join(f":{p}" for p in s["ports"])
+             for s in _slots(dp)}
+  per_process = launch_type in ("local_mp", "hosts")
   for label, group in dp.program.groups.items():
     descs = dp.descriptions.get(label, [])
     lines.append(f"  group {label} ({len(group)} node{'s' if len(group) != 1 else ''}"
-                 f"{', one process each' if launch_type == 'local_mp' else ''})")
+                 f"{', one process each' if per_process else ''})")
     for i, node in enumerate(group):
       text = descs[i] if i < len(descs) else type(node).__name__
-      lines.append(f"    {label}/{i}: {text}")
+      lines.append(f"    {label}/{i}{where.get(f'{label}/{i}', '')}: {text}")
+  if launch_type == "hosts":
+    lines.append("  host runners (the program file arrives on their standard input):")
+    for index in sorted({s["host"] for s in _slots(dp)}):
+      lines.append("    " + " ".join(_runner_command(dp.hosts, index, "-")))
   return "\n".join(lines)
 
 
@@ -293,156 +378,139 @@ def read_evaluations(logdir: Optional[str]) -> List[Dict[str, float]]:
 # Supervision.
 
 
-class _Signals:
-  """Records SIGINT/SIGTERM to the launcher (restores the old handlers on exit)."""
-
-  def __init__(self):
-    self.received: Optional[int] = None
-    self._old = {}
-
-  def __enter__(self):
-    if threading.current_thread() is threading.main_thread():
-      for sig in (signal.SIGINT, signal.SIGTERM):
-        self._old[sig] = signal.signal(sig, self._handle)
-    return self
-
-  def _handle(self, signum, frame):
-    del frame
-    if self.received is None:
-      self.received = signum
-
-  def __exit__(self, *exc):
-    for sig, old in self._old.items():
-      signal.signal(sig, old)
+def _prepare(program: lp.Program) -> None:
+  """What Launchpad's local_mp launcher does before binding addresses: each node's
+  launch context, and every handle connected to the node it points at."""
+  from launchpad import context  # pylint: disable=g-import-not-at-top
+  for label, nodes in program.groups.items():
+    for node in nodes:
+      node._initialize_context(context.LaunchType.LOCAL_MULTI_PROCESSING,  # pylint: disable=protected-access
+                               launch_config=None)
+  for label, nodes in program.groups.items():
+    for node in nodes:
+      for handle in node.input_handles:
+        handle.connect(node, label)
 
 
-class ExceptionLines:
-  """Finds the exception lines of Python tracebacks in a process's output: a traceback
-  ends with its first unindented line after the frames, `Type: message`."""
-
-  def __init__(self):
-    self.last: Optional[str] = None
-    self._in_traceback = False
-
-  def feed(self, line: str) -> bool:
-    """Reads one line; True when it is an exception line (then in `last`)."""
-    if line.startswith("Traceback (most recent call last):"):
-      self._in_traceback = True
-    elif self._in_traceback and line.strip() and not line[0].isspace():
-      self._in_traceback = False
-      self.last = line.strip()
-      return True
-    return False
+def _local_mp_commands(program: lp.Program,
+                       node_env: Optional[Callable[[str], Dict[str, str]]] = None
+                       ) -> List[processes.Command]:
+  """The node processes of a `local_mp` launch, as Launchpad's local_mp launcher makes
+  them (each group's functions in a data file, `process_entry` per node); `node_env(group)`:
+  environment overrides of that group's processes, on top of Launchpad's own."""
+  _prepare(program)
+  for node in program.get_all_nodes():
+    node.bind_addresses()
+  commands = []
+  for label, nodes in program.groups.items():
+    for command in nodes[0].to_executables(nodes, label, nodes[0].launch_context):
+      env = {**command.env_overrides, **(node_env(label) if node_env else {})}
+      commands.append(processes.Command(command.title, command.command_as_list, env))
+  return commands
 
 
-class _NodeProcesses:
-  """The node processes of a `local_mp` launch, children of this process."""
+class _StaticAddress(lp_address.AbstractAddressBuilder):
+  """A fixed ``host:port`` (`hosts` launches; Launchpad's local builder picks a free
+  localhost port instead)."""
 
-  def __init__(self, program: lp.Program, log_dir: Optional[str], echo: bool = True):
-    # The same preparation as launchpad.launch.local_multi_processing.launch.
-    from launchpad import context
-    for label, nodes in program.groups.items():
-      for node in nodes:
-        node._initialize_context(context.LaunchType.LOCAL_MULTI_PROCESSING,  # pylint: disable=protected-access
-                                 launch_config=None)
-    for label, nodes in program.groups.items():
-      for node in nodes:
-        for handle in node.input_handles:
-          handle.connect(node, label)
-    for node in program.get_all_nodes():
-      node.bind_addresses()
-    self.procs: List[subprocess.Popen] = []
-    self.titles: List[str] = []
-    self.errors: Dict[str, str] = {}  # title -> the last exception line of its output
-    self._threads: List[threading.Thread] = []
-    if log_dir is not None:
-      os.makedirs(log_dir, exist_ok=True)
-    self._echo = echo
-    lock = threading.Lock()
-    for label, nodes in program.groups.items():
-      commands = nodes[0].to_executables(nodes, label, nodes[0].launch_context)
-      for command in commands:
-        title = command.title
-        env = {**os.environ, **command.env_overrides}
-        proc = subprocess.Popen(command.command_as_list, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-        self.procs.append(proc)
-        self.titles.append(title)
-        path = None if log_dir is None else os.path.join(log_dir, title.replace("/", "_") + ".log")
-        t = threading.Thread(target=self._pump, args=(proc, title, path, lock), daemon=True)
-        t.start()
-        self._threads.append(t)
+  def __init__(self, host: str, port: int):
+    self._address = f"{host}:{port}"
 
-  def _pump(self, proc, title, path, lock):
-    out = open(path, "w", encoding="utf-8", errors="replace") if path else None
-    exceptions = ExceptionLines()
-    try:
-      for raw in iter(proc.stdout.readline, b""):
-        line = raw.decode("utf-8", "replace")
-        if exceptions.feed(line):
-          self.errors[title] = exceptions.last
-        if out is not None:
-          out.write(line)
-          out.flush()
-        if self._echo and not _ABSL_INFO.match(line):
-          with lock:
-            try:
-              sys.stdout.write(f"[{title}] {line}")
-              sys.stdout.flush()
-            except (OSError, ValueError):
-              pass
-    finally:
-      if out is not None:
-        out.close()
+  def build(self) -> str:
+    return self._address
 
-  def check(self, finish_title_prefix: str) -> Optional[str]:
-    """None while fine; else why the program must end (a node exited)."""
-    for proc, title in zip(self.procs, self.titles):
-      code = proc.poll()
-      if code is None:
-        continue
-      if code == 0 and title.startswith(finish_title_prefix):
-        continue
-      if not code:
-        return f"node {title} exited early"
-      for t in self._threads:  # its output up to the exit (the pump ends at EOF)
-        t.join(timeout=1.0)
-      cause = self.errors.get(title)
-      return f"node {title} exited with code {code}" + (f": {cause}" if cause else "")
+
+def _runner_command(config: hosts_lib.HostsConfig, index: int, program: str) -> List[str]:
+  return (config.start_argv(index) or []) + config.runner_argv(index, program)
+
+
+class _HostsSession:
+  """A running `hosts` launch: the program written, host runners started (unless
+  `start` is ``print``), the stop through the counter node.
+
+  Raises (from the constructor):
+    ValueError: the program was made without `hosts`, or its ports run past 65535.
+  """
+
+  def __init__(self, dp: DistributedProgram, log_dir: Optional[str], echo: bool):
+    if dp.hosts is None:
+      raise ValueError("a hosts launch needs make_program(..., hosts=HostsConfig(...))")
+    opts, cfg = dp.options, dp.hosts
+    slots = _slots(dp)
+    _prepare(dp.program)
+    nodes = dp.program.get_all_nodes()
+    for node, slot in zip(nodes, slots):
+      for address, port in zip(node.addresses, slot["ports"]):
+        address.bind(_StaticAddress(slot["address"], port))
+    titles = [s["title"] for s in slots]
+    header = {"name": dp.program.name, "hosts": list(cfg.hosts),
+              "tasks": [{"title": s["title"], "host": s["host"]} for s in slots],
+              "counter": dp.counter._address.resolve(),  # pylint: disable=protected-access
+              "counter_task": titles.index("counter/0"), "heartbeat_s": opts.heartbeat_s,
+              "silent_after_s": opts.silent_after_s, "startup_timeout_s": opts.startup_timeout_s,
+              "stop_grace_s": opts.stop_grace_s,
+              "logdir": None if dp.config.logdir is None else os.path.abspath(dp.config.logdir)}
+    data = hosts_lib.encode_program(header, [node.function for node in nodes])
+    if dp.config.logdir is not None:
+      path = hosts_lib.write_program(
+          os.path.join(os.path.abspath(dp.config.logdir), hosts_lib.PROGRAM_FILE), data)
+    else:
+      path = "-"
+    used = sorted({s["host"] for s in slots})
+    self._grace = opts.stop_grace_s
+    self._poll = hosts_lib.stop_poll(header, hosts_lib.LAUNCHER)
+    if cfg.start == "print":
+      last_port = max(p for s in slots for p in s["ports"])
+      print(f"actorq: program written to {path}; start on each host (TCP ports "
+            f"{cfg.port_base}-{last_port} must be reachable between the hosts):", flush=True)
+      for index in used:
+        print(f"  [{cfg.hosts[index]}] " + " ".join(cfg.runner_argv(index, path)), flush=True)
+      commands = []
+    else:
+      commands = [processes.Command(f"host/{i}", _runner_command(cfg, i, "-"), {}, data)
+                  for i in used]
+    self.procs = processes.NodeProcesses(commands, log_dir, echo=echo)
+
+  def ready(self) -> bool:
+    """True once the counter node has answered."""
+    return self._poll.answered
+
+  def check(self) -> Optional[str]:
+    reason = self._poll()
+    if reason is not None:
+      return f"stop requested: {reason}"
+    problem = self.procs.check()
+    if problem is not None:  # a node that failed may have said why
+      reason = self._poll()
+      return problem if reason is None else f"stop requested: {reason}"
     return None
 
-  def stop(self, grace_s: float) -> None:
-    """SIGTERM to every node, then SIGKILL to what is left of each tree after `grace_s`."""
-    trees = {}
-    for proc in self.procs:
+  def stop(self, detail: str) -> None:
+    """Requests the stop; waits `stop_grace_s` for the nodes and host runners to end;
+    then SIGTERM/SIGKILL to the runners started here (nodes of a killed runner stop
+    themselves, see `processes.watch_launcher`)."""
+    counter = self._poll.client
+    try:
+      counter.request_stop(f"{hosts_lib.LAUNCHER}: {detail}")
+    except Exception as e:  # pylint: disable=broad-except
+      print(f"actorq: the counter node did not take the stop request ({e!r}); "
+            "nodes that cannot reach it stop by themselves", file=sys.stderr, flush=True)
+    start = time.time()
+    active = []
+    while time.time() < start + self._grace:
       try:
-        p = psutil.Process(proc.pid)
-        trees[proc.pid] = [p] + p.children(recursive=True)
-      except psutil.NoSuchProcess:
-        trees[proc.pid] = []
-      if proc.poll() is None:
-        try:
-          proc.send_signal(signal.SIGTERM)
-        except ProcessLookupError:
-          pass
-    deadline = time.time() + grace_s
-    while time.time() < deadline and any(p.poll() is None for p in self.procs):
-      time.sleep(0.1)
-    for proc in self.procs:
-      # Children a node started (and a node that ignored SIGTERM) go too.
-      for p in trees.get(proc.pid, []):
-        try:
-          if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-            p.kill()
-        except psutil.NoSuchProcess:
-          pass
-      try:
-        proc.wait(timeout=5)
-      except subprocess.TimeoutExpired:
-        pass
-    for t in self._threads:
-      t.join(timeout=2)
+        counter.heartbeat(hosts_lib.LAUNCHER)  # tells the counter we have heard
+        active = counter.active()
+      except Exception:  # pylint: disable=broad-except
+        active = []  # the counter node has ended: it does so after the others
+      if not active and not self.procs.running():
+        break
+      time.sleep(0.2)
+    else:
+      print(f"actorq: still running {self._grace:.0f} s after the stop request: "
+            f"{', '.join(active + [t for t, c in self.procs.exit_codes().items() if c is None])}"
+            "; killing the host runners started here", file=sys.stderr, flush=True)
+    self.procs.stop(min(5.0, self._grace))
 
 
 def _one_line(error: BaseException) -> str:
@@ -517,12 +585,17 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
 
   Args:
     dp: from `make_program` (launched at most once).
-    launch_type: local_mt, local_mp or test_mt.
-    echo: (local_mp) echo node output to this terminal, prefixed `[group/i]`.
+    launch_type: local_mt, local_mp, hosts (needs `make_program(..., hosts=...)`) or
+      test_mt.
+    echo: (local_mp, hosts) echo node output to this terminal, prefixed `[group/i]`
+      (`[host/i] [group/j]` for hosts).
     on_poll: called with the counter's counts about twice a second (progress).
 
   Returns:
     a `DistributedResult`; `exit_code` 0 only when the step limit was reached.
+
+  Raises:
+    ValueError: an unknown launch type; `hosts` for a program made without hosts.
   """
   if launch_type not in LAUNCH_TYPES + ("test_mt",):
     raise ValueError(f"launch_type must be one of {LAUNCH_TYPES + ('test_mt',)}, got {launch_type!r}")
@@ -535,11 +608,18 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
   abandoned: List[str] = []
   logs = None if c.logdir is None else os.path.join(os.path.abspath(c.logdir), "logs")
 
-  with _Signals() as sigs:
+  with processes.Signals() as sigs:
+    ready = lambda: True  # the counter can be asked for counts
     if launch_type == "local_mp":
-      procs = _NodeProcesses(dp.program, logs, echo=echo)
+      procs = processes.NodeProcesses(_local_mp_commands(
+          dp.program, node_env=lambda group: placement.node_env(
+              group, c.learner_device, dp.num_actors)), logs, echo=echo)
       check = lambda: procs.check(finish_title_prefix="limiter/")
-      stop = lambda: procs.stop(dp.options.stop_grace_s)
+      stop = lambda detail: procs.stop(dp.options.stop_grace_s)
+      external_stop = lambda: None
+    elif launch_type == "hosts":
+      session = _HostsSession(dp, logs, echo)
+      check, stop, ready = session.check, session.stop, session.ready
       external_stop = lambda: None
     else:
       # Launchpad SIGKILLs its own process when a node thread outlives its 10 s stop
@@ -555,7 +635,8 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
           return f"a node failed: {_one_line(e)}"
         return None
 
-      def stop():
+      def stop(detail):
+        del detail
         stopping = threading.Thread(target=manager.stop_and_wait, name="actorq-stop",
                                     daemon=True)
         stopping.start()
@@ -581,6 +662,9 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
         if problem is not None:
           reason, detail = "failed", problem
           break
+        if not ready():
+          time.sleep(0.5)
+          continue
         try:
           counts = _counts(dp, box)
         except Exception as e:  # pylint: disable=broad-except
@@ -602,7 +686,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
     finally:
       if reason == "failed":  # said before stopping, which may take stop_grace_s
         print(f"actorq: stopped: {detail}", file=sys.stderr, flush=True)
-      stop()
+      stop(f"{reason}: {detail}")
 
   if reason == "finished":
     code = EXIT_FINISHED

@@ -15,11 +15,10 @@ stopped stepping by it).
 """
 from __future__ import annotations
 
-import os
-import signal
+import math
 import threading
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import jax
 import launchpad as lp
@@ -29,9 +28,11 @@ from actorq import core
 from actorq.components import checkpointing, environments
 from actorq.components import logging as logging_lib
 from actorq.components import loop as loop_lib
+from actorq.components import placement
 from actorq.components import reverb_timeouts
 from actorq.components import variable_client as vc
 from actorq.launch import experiment as experiment_lib
+from actorq.launch import processes
 
 ACTOR_STEPS = "actor_steps"
 ACTOR_EPISODES = "actor_episodes"
@@ -42,27 +43,6 @@ LIMIT_REACHED = "limit_reached"
 def actor_steps_key(actor_id: int) -> str:
   """The counter key of actor `actor_id`'s own steps."""
   return f"actor_{int(actor_id)}_steps"
-
-
-def watch_launcher(launcher_pid: Optional[int]) -> None:
-  """In a node process started by the launcher: stop this node if the launcher dies.
-
-  A daemon thread checks the parent pid every second; when the launcher is gone
-  (the node was orphaned, e.g. the launcher was SIGKILLed) it sends SIGTERM to
-  this process, which Launchpad's worker manager turns into the stop event. No-op
-  when the node runs inside the launcher's process (`local_mt`) or without a pid.
-  """
-  if launcher_pid is None or launcher_pid == os.getpid():
-    return
-
-  def watch():
-    while True:
-      time.sleep(1.0)
-      if os.getppid() != launcher_pid:
-        os.kill(os.getpid(), signal.SIGTERM)
-        return
-
-  threading.Thread(target=watch, name="launcher-watchdog", daemon=True).start()
 
 
 class NodeStopping(Exception):
@@ -128,7 +108,7 @@ def wait_for_learner(learner, stop: threading.Event, timeout_s: float = 600.0) -
 
 def make_tables(config: experiment_lib.ExperimentConfig, launcher_pid: Optional[int] = None):
   """The ReverbNode's table factory: the builder's tables, rate limiters kept."""
-  watch_launcher(launcher_pid)
+  processes.watch_launcher(launcher_pid)
   parts = experiment_lib.agent_parts(config, experiment_lib.environment_spec(config))
   return config.builder.make_replay_tables(parts.environment_spec, parts.policy,
                                            rate_limited=True)
@@ -150,14 +130,100 @@ def restored_counts(state: Dict[str, Any]) -> Dict[str, float]:
 
 class CounterNode(counting.Counter):
   """acme's thread-safe Counter as a Courier service (`increment`, `get_counts`),
-  starting from `counts` (a resumed run's totals) if given."""
+  starting from `counts` (a resumed run's totals) if given, and the program's stop.
+
+  The stop (used by `hosts` launches, where no launcher can signal every node): any
+  participant may `request_stop(reason)`; every participant polls `heartbeat(title)`
+  about once a second, which returns the first reason given (None while the program
+  runs), and calls `leave(title)` when it ends cleanly. This node's `run` requests the
+  stop itself when a participant named in `participants` has not polled for
+  `silent_after_s` seconds after its first poll (its host or process died) or never
+  polled within `startup_timeout_s` of this node's start. Once a stop is requested
+  (or this node's own stop event is set) it keeps serving until every participant has
+  read the reason or left, at most `linger_s` seconds, and then ends. Without
+  participants (`local_mt`, `local_mp`) none of this is active: the node ends on its
+  stop event, as before.
+  """
 
   def __init__(self, launcher_pid: Optional[int] = None,
-               counts: Optional[Dict[str, float]] = None):
+               counts: Optional[Dict[str, float]] = None,
+               participants: Sequence[str] = (), silent_after_s: float = 15.0,
+               startup_timeout_s: float = 180.0, linger_s: float = 5.0):
     super().__init__()
-    watch_launcher(launcher_pid)
+    processes.watch_launcher(launcher_pid)
     if counts:
       self.restore({"counts": dict(counts), "cache": {}})
+    self._participants = tuple(participants)
+    self._silent_after_s = float(silent_after_s)
+    self._startup_timeout_s = float(startup_timeout_s)
+    self._linger_s = float(linger_s)
+    self._stop_lock = threading.Lock()
+    self._stop_reason: Optional[str] = None
+    self._stop_at = 0.0
+    self._seen: Dict[str, float] = {}  # title -> time.monotonic() of its last poll
+    self._left: set = set()
+    self._started = time.monotonic()
+
+  def request_stop(self, reason: str) -> None:
+    """Asks every node of the program to stop; the first reason is kept."""
+    with self._stop_lock:
+      if self._stop_reason is None:
+        self._stop_reason = str(reason)
+        self._stop_at = time.monotonic()
+        print(f"actorq: stop requested: {self._stop_reason}", flush=True)
+
+  def heartbeat(self, title: str) -> Optional[str]:
+    """A participant's poll: records that `title` is alive; returns the stop reason
+    (None while the program runs)."""
+    with self._stop_lock:
+      if title not in self._seen:
+        print(f"actorq: {title} joined {time.monotonic() - self._started:.1f} s after the "
+              "counter node started", flush=True)
+      self._seen[str(title)] = time.monotonic()
+      return self._stop_reason
+
+  def leave(self, title: str) -> None:
+    """`title` ended cleanly: it is no longer expected to poll."""
+    with self._stop_lock:
+      self._left.add(str(title))
+
+  def active(self) -> List[str]:
+    """Participants that have polled within `silent_after_s` and not left, in
+    `participants` order (a dead host's nodes drop out once silent)."""
+    now = time.monotonic()
+    with self._stop_lock:
+      return [t for t in self._participants if t not in self._left
+              and now - self._seen.get(t, -math.inf) <= self._silent_after_s]
+
+  def _check_participants(self) -> None:
+    now = time.monotonic()
+    with self._stop_lock:
+      seen, left = dict(self._seen), set(self._left)
+    for title in self._participants:
+      if title in left:
+        continue
+      if title in seen and now - seen[title] > self._silent_after_s:
+        self.request_stop(f"{title} silent for {now - seen[title]:.0f} s "
+                          "(its process or host is gone)")
+      elif title not in seen and now - self._started > self._startup_timeout_s:
+        self.request_stop(f"{title} did not start within {self._startup_timeout_s:.0f} s")
+
+  def _all_told(self) -> bool:
+    with self._stop_lock:
+      return all(t in self._left or self._seen.get(t, 0.0) >= self._stop_at
+                 for t in self._participants if t in self._seen)
+
+  def run(self) -> None:
+    stop = lp.stop_event()
+    while self._stop_reason is None and not stop.wait(0.5):
+      if self._participants:
+        self._check_participants()
+    if not self._participants:
+      return
+    self.request_stop("the counter node was stopped")
+    deadline = time.monotonic() + self._linger_s
+    while time.monotonic() < deadline and not self._all_told():
+      time.sleep(0.1)
 
 
 class LearnerNode:
@@ -168,7 +234,13 @@ class LearnerNode:
       version at that precision (converted once per version and precision on this
       node), for any other name the learner's own variable (fp32);
     get_version() -> int learner steps;
-    checkpoint() -> path of a new run checkpoint (None without a logdir).
+    checkpoint() -> path of a new run checkpoint (None without a logdir);
+    placement() -> the node's placement (`placement.describe_process`) and learner device.
+
+  The learner is built, restored and stepped inside `jax.default_device` of
+  `placement.learner_device(config.learner_device)` (a GPU when there is one and the choice
+  allows it); in `local_mp` the launcher gave this node's process its environment
+  (`placement.node_env`).
 
   Checkpoints are written every `config.checkpoint_every` minutes (None or 0: only when
   asked) with `checkpointing.save_run`: the step loop is paused while Reverb writes its
@@ -180,18 +252,23 @@ class LearnerNode:
   def __init__(self, config: experiment_lib.ExperimentConfig, replay, counter,
                num_actors: int, reverb_timeout_s: float, launcher_pid: Optional[int] = None,
                restore_path: Optional[str] = None):
-    watch_launcher(launcher_pid)
+    processes.watch_launcher(launcher_pid)
     self._config = config
+    self._device = placement.learner_device(config.learner_device)
+    print(f"actorq: learner on {placement.device_name(self._device)} "
+          f"(learner_device={config.learner_device})",
+          flush=True)
     env_spec = experiment_lib.environment_spec(config)
-    networks = config.builder.make_networks(env_spec)
     self._replay = reverb_timeouts.TimeoutClient(replay, reverb_timeout_s)
     self._logger_fn = logging_lib.make_logger_factory(config.logdir)
-    iterator = config.builder.make_dataset_iterator(replay)
-    key = jax.random.split(jax.random.PRNGKey(config.seed), 2)[0]
     self._counter = counting.Counter(counter, prefix="learner", time_delta=0.5)
-    self._learner = config.builder.make_learner(
-        key, networks, iterator, lambda label: self._logger_fn(label, time_delta=1.0),
-        env_spec, replay, self._counter)
+    with jax.default_device(self._device):
+      networks = config.builder.make_networks(env_spec)
+      iterator = config.builder.make_dataset_iterator(replay)
+      key = jax.random.split(jax.random.PRNGKey(config.seed), 2)[0]
+      self._learner = config.builder.make_learner(
+          key, networks, iterator, lambda label: self._logger_fn(label, time_delta=1.0),
+          env_spec, replay, self._counter)
     self._server = vc.PolicyServer(self._learner, networks.spec)
     self._error: Optional[BaseException] = None
     self._counter_client = counter
@@ -202,7 +279,8 @@ class LearnerNode:
     self._wall_offset = 0.0
     if restore_path is not None:
       state = checkpointing.load(restore_path)
-      self._learner.restore(state["learner"])
+      with jax.default_device(self._device):
+        self._learner.restore(state["learner"])
       self._wall_offset = float(state.get("wall_seconds", 0.0))
 
   def checkpoint(self) -> Optional[str]:
@@ -231,7 +309,16 @@ class LearnerNode:
   def get_version(self) -> int:
     return int(self._learner.get_variables(["version"])[0])
 
+  def placement(self) -> Dict[str, Any]:
+    """This node's process placement (`placement.describe_process`) and the learner's device."""
+    return {**placement.describe_process(),
+            "learner_device": placement.device_name(self._device)}
+
   def _step_loop(self, stop: threading.Event) -> None:
+    with jax.default_device(self._device):  # thread-local: this thread's steps
+      self._step_loop_on_device(stop)
+
+  def _step_loop_on_device(self, stop: threading.Event) -> None:
     try:
       min_size = int(self._config.builder.min_replay_size())
       table = self._config.builder.replay_table_name()
@@ -295,13 +382,15 @@ class ActorNode:
   `initial_steps`: the actor's step count to start from (its exploration schedule
   continues from there in a resumed run).
 
-  Courier method `status() -> {"steps", "episodes", "policy_version"}`.
+  Courier methods `status() -> {"steps", "episodes", "policy_version"}` and `placement()`.
+  Its policy runtime computes on the CPU; in `local_mp` its process cannot see a GPU
+  (`placement.node_env`: ``JAX_PLATFORMS=cpu``, ``CUDA_VISIBLE_DEVICES=""``, one thread).
   """
 
   def __init__(self, config: experiment_lib.ExperimentConfig, actor_id: int, seed: int,
                replay, learner, counter, reverb_timeout_s: float,
                launcher_pid: Optional[int] = None, *, initial_steps: int = 0):
-    watch_launcher(launcher_pid)
+    processes.watch_launcher(launcher_pid)
     self._stop = lp.stop_event()
     self._env_id, self._actor_id = config.env_id, actor_id
     learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
@@ -315,7 +404,7 @@ class ActorNode:
     client = reverb_timeouts.TimeoutClient(replay, reverb_timeout_s, should_stop=self._stop.is_set)
     builder = config.builder
     self._adder = builder.make_adder(client, parts.environment_spec, parts.policy)
-    actor = builder.make_actor(jax.random.PRNGKey(seed), parts.policy, parts.environment_spec,
+    actor = builder.make_actor(_cpu_key(seed), parts.policy, parts.environment_spec,
                                learner, self._adder)
     actor.num_steps = int(initial_steps)
     self._logger = logging_lib.make_logger_factory(config.logdir)(f"actor_{actor_id}")
@@ -331,6 +420,13 @@ class ActorNode:
     return {"steps": self._loop.steps, "episodes": self._loop.episodes,
             "policy_version": self._loop.actor.policy_version}
 
+  def placement(self) -> Dict[str, Any]:
+    """This node's process placement (`placement.describe_process`) and the devices its
+    policy runtime computes on (None before the actor was built)."""
+    runtime = None if self._loop is None else self._loop.actor.runtime
+    return {**placement.describe_process(),
+            "runtime_devices": None if runtime is None else list(runtime.devices())}
+
   def run(self) -> None:
     if self._loop is None:
       return
@@ -344,13 +440,21 @@ class ActorNode:
       self._logger.close()
 
 
+def _cpu_key(seed: int):
+  """An actor's PRNG key, committed to the CPU with the actor (its seed is drawn with jax:
+  computations on a committed array run where it lives)."""
+  cpu = placement.cpu_device()
+  with jax.default_device(cpu):
+    return jax.device_put(jax.random.PRNGKey(seed), cpu)
+
+
 class EvaluatorNode:
   """Greedy evaluation every `config.eval_every` actor steps (summed over actors, read
   from the counter), at the builder's evaluation precision. Writes `eval.csv`."""
 
   def __init__(self, config: experiment_lib.ExperimentConfig, learner, counter,
                launcher_pid: Optional[int] = None):
-    watch_launcher(launcher_pid)
+    processes.watch_launcher(launcher_pid)
     self._config = config
     self._stop = lp.stop_event()
     learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
@@ -362,7 +466,7 @@ class EvaluatorNode:
       wait_for_learner(learner, self._stop)
     except NodeStopping:
       return
-    self._actor = config.builder.make_actor(jax.random.PRNGKey(seed), parts.eval_policy,
+    self._actor = config.builder.make_actor(_cpu_key(seed), parts.eval_policy,
                                             parts.environment_spec, learner, None)
     self._counter = counter
     self._logger = logging_lib.make_logger_factory(config.logdir)("eval")
@@ -410,7 +514,7 @@ class StepsLimiter:
 
   def __init__(self, counter, max_actor_steps: int, logdir: Optional[str],
                launcher_pid: Optional[int] = None):
-    watch_launcher(launcher_pid)
+    processes.watch_launcher(launcher_pid)
     if max_actor_steps < 1:
       raise ValueError(f"max_actor_steps must be >= 1, got {max_actor_steps}")
     self._counter = counter

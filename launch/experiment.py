@@ -91,6 +91,10 @@ class ExperimentConfig:
       (`actorq.components.loop`): an episode reaching it ends as a truncation.
     actor_precision: if set, replaces `builder.config.actor_precision` (the builder is
       rebuilt as `type(builder)(dataclasses.replace(builder.config, ...))`).
+    learner_device: where the learner computes, one of `core.LEARNER_DEVICES`: "auto" (a GPU
+      if jax sees one, else the CPU), "gpu" (a GPU, else `placement.NoAcceleratorError` when
+      the learner starts), "cpu". Actors, evaluator and replay always use the CPU
+      (`actorq.components.placement`).
 
   Raises:
     ValueError: naming the field, the value and what is allowed.
@@ -107,6 +111,7 @@ class ExperimentConfig:
   resume: bool = False
   max_episode_steps: int = loop_lib.DEFAULT_MAX_EPISODE_STEPS
   actor_precision: Optional[str] = None
+  learner_device: str = "auto"
 
   def __post_init__(self):
     for name in ("num_steps", "eval_every", "eval_episodes", "keep_checkpoints",
@@ -124,6 +129,7 @@ class ExperimentConfig:
     if not isinstance(self.builder, core.Builder):
       raise ValueError(f"builder must implement actorq.core.Builder, got "
                        f"{type(self.builder).__name__}")
+    core.check_learner_device(self.learner_device)
     if self.actor_precision is not None:
       core.check_precision(self.actor_precision, "actor_precision")
       self.builder = type(self.builder)(dataclasses.replace(

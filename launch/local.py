@@ -45,6 +45,7 @@ from actorq.components import logging as logging_lib
 from actorq.components import local_replay
 from actorq.components import replay as replay_lib
 from actorq.components import loop as loop_lib
+from actorq.components import placement
 from actorq.components import variable_client as vc
 from actorq.launch import experiment as experiment_lib
 
@@ -63,6 +64,7 @@ class RunResult:
   resumed_from: Optional[str] = None  # the checkpoint a resumed run started from
   resumed_actor_steps: int = 0  # its actor steps (0: a fresh run)
   params_checksum: str = ""  # `params_checksum` of the learner's final policy parameters
+  learner_device: str = ""  # the jax device the learner computed on, e.g. "cpu:0", "gpu:0"
 
 
 def params_checksum(params: Any) -> str:
@@ -116,6 +118,10 @@ def run(config: experiment_lib.ExperimentConfig, *,
         on_learner_step: Optional[Callable[[Any], None]] = None) -> RunResult:
   """Trains `config.builder`'s agent for `config.num_steps` actor steps in this process.
 
+  The learner computes on `placement.learner_device(config.learner_device)` (the run
+  executes inside `jax.default_device` of it); the actor's and the evaluator's policy
+  runtimes compute on the CPU (`actorq.components.placement`).
+
   Args:
     config: the experiment (see `ExperimentConfig`).
     progress: called after every actor step with a dict of counters.
@@ -126,7 +132,18 @@ def run(config: experiment_lib.ExperimentConfig, *,
     experiment.RunError: a non-finite reward, observation or policy output stopped the
       run (after a checkpoint of the last good state, with a logdir).
     experiment.Preempted: SIGTERM (after a checkpoint), like KeyboardInterrupt for Ctrl-C.
+    placement.NoAcceleratorError: `config.learner_device` is "gpu" and jax sees no GPU.
   """
+  device = placement.learner_device(config.learner_device)
+  with jax.default_device(device):
+    result = _run(config, progress, on_learner_step)
+  result.learner_device = placement.device_name(device)
+  return result
+
+
+def _run(config: experiment_lib.ExperimentConfig,
+         progress: Optional[Callable[[Dict[str, Any]], None]],
+         on_learner_step: Optional[Callable[[Any], None]]) -> RunResult:
   start_time = time.time()
   builder = config.builder
   ckpt_dir = config.checkpoint_dir
@@ -151,6 +168,8 @@ def run(config: experiment_lib.ExperimentConfig, *,
           "checkpoint): a single-process run resumes only from its own checkpoints")
     client.restore(restored["replay_state"])
   counter = counting.Counter()
+  # The actors' keys (their seeds are drawn with jax) stay on the CPU with the actors.
+  key_actor, key_eval = jax.device_put((key_actor, key_eval), placement.cpu_device())
   learner = builder.make_learner(key_learner, parts.networks,
                                  builder.make_dataset_iterator(client),
                                  lambda label: logger_fn(label, time_delta=1.0), env_spec,

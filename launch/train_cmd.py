@@ -1,7 +1,8 @@
 """`actorq train`: train an agent (default: DQN on gym:CartPole-v1), in one process
 (`--launch local`, the default) or as a Launchpad program (`--launch local_mt|local_mp
-[--num-actors N]`). Both consume one `launch.experiment.ExperimentConfig`; `run.json` is
-written once, here, before either starts.
+[--num-actors N]`, or `--launch hosts --hosts H1,H2,...` across machines, see
+`launch/hosts.py`). All consume one `launch.experiment.ExperimentConfig`; `run.json` is
+written once, here, before any starts.
 """
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import time
 from tqdm import tqdm
 
 from actorq import core
-from actorq.components import checkpointing, config_io, environments
-from actorq.launch import cli, distributed, distributed_nodes, experiment, local, registry
-from actorq.launch import run_dir
+from actorq.components import checkpointing, config_io, environments, placement
+from actorq.launch import cli, distributed, distributed_nodes, experiment, hosts, local
+from actorq.launch import registry, run_dir
 
 DEFAULT_AGENT = "dqn"
 DEFAULT_ENV = "gym:CartPole-v1"
@@ -63,10 +64,38 @@ def add_parser(subparsers):
                      metavar="K", help="keep the newest K checkpoints (default: 3)")
   train.add_argument("--launch", choices=LAUNCH_CHOICES, default="local",
                      help="local: one process (default); local_mt: a Launchpad program in "
-                          "threads; local_mp: a Launchpad program, one process per node")
+                          "threads; local_mp: a Launchpad program, one process per node; "
+                          "hosts: one process per node on the machines of --hosts")
   train.add_argument("--num-actors", type=cli.positive_int("--num-actors"), default=None,
-                     help=f"actor nodes with --launch local_mt/local_mp (default: "
+                     help=f"actor nodes with --launch local_mt/local_mp/hosts (default: "
                           f"{DEFAULT_NUM_ACTORS})")
+  where = train.add_mutually_exclusive_group()
+  where.add_argument("--hosts", default=None, metavar="H1,H2,...",
+                     help="(--launch hosts) machines, reachable from each other; the first "
+                          "runs replay, counter and learner, the others actors and evaluator; "
+                          "'slurm': the SLURM allocation's nodes (the default inside one)")
+  where.add_argument("--hosts-file", default=None, metavar="FILE",
+                     help="(--launch hosts) one host per line, '#' comments")
+  train.add_argument("--port-base", type=cli.positive_int("--port-base"),
+                     default=hosts.DEFAULT_PORT_BASE, metavar="PORT",
+                     help=f"(--launch hosts) node k listens on PORT+k of its host "
+                          f"(default: {hosts.DEFAULT_PORT_BASE}; 2 actors use 6 ports)")
+  train.add_argument("--start", default=None, metavar="HOW",
+                     help="(--launch hosts) how each host's runner is started: ssh (default), "
+                          "srun (default inside a SLURM allocation), print (print the "
+                          "commands, start nothing), or a command template with {host} "
+                          "and/or {index}, e.g. 'ssh -p 2222 {host}'")
+  train.add_argument("--host-timeout", type=cli.positive_float("--host-timeout"), default=None,
+                     metavar="SECONDS", help="(--launch hosts) a node (or the launcher) that has "
+                     "not polled the program's stop for this long is taken for dead and the "
+                     "program stops (default: 15; at least 3 s)")
+  train.add_argument("--node-python", default=sys.executable, metavar="PATH",
+                     help="(--launch hosts) Python with actorq installed on the hosts "
+                          "(default: this one's path)")
+  train.add_argument("--learner-device", choices=core.LEARNER_DEVICES, default="auto",
+                     help="where the learner computes: auto (a GPU if jax sees one, else the "
+                          "CPU; default), gpu (exit 2 if there is none) or cpu; actors, evaluator "
+                          "and replay always run on the CPU")
   train.add_argument("--dry-run", action="store_true",
                      help="print the program's nodes and groups and exit without running")
   return train
@@ -161,16 +190,79 @@ def run_info(args, config) -> dict:
            "eval_episodes": args.eval_episodes}
   if args.launch != "local":
     train.update(launch=args.launch, num_actors=args.num_actors)
+  if args.launch == "hosts":
+    train.update(hosts=list(args.hosts_config.hosts), port_base=args.port_base,
+                 start=args.hosts_config.start)
   return {"agent": args.agent, "env": args.env, "seed": args.seed,
           "config": config_io.to_dict(config), "train": train}
 
 
+def hosts_config(args, environ=os.environ) -> "hosts.HostsConfig | None":
+  """`--launch hosts`: the hosts (from --hosts, --hosts-file or the SLURM allocation),
+  port base, start command and Python; None for other launch types.
+
+  Raises:
+    cli.UsageError: hosts flags without --launch hosts, no hosts, a bad name or template.
+  """
+  given = [f for f, v in (("--hosts", args.hosts), ("--hosts-file", args.hosts_file),
+                          ("--start", args.start), ("--host-timeout", args.host_timeout))
+           if v is not None]
+  if args.launch != "hosts":
+    if given or args.port_base != hosts.DEFAULT_PORT_BASE:
+      raise cli.UsageError(f"{(given or ['--port-base'])[0]} needs --launch hosts")
+    return None
+  try:
+    if args.hosts_file is not None:
+      names = hosts.read_hosts_file(args.hosts_file)
+    elif args.hosts not in (None, "slurm"):
+      names = hosts.parse_host_list(args.hosts)
+    else:
+      names = hosts.slurm_hosts(environ)
+      if names is None:
+        raise ValueError("--launch hosts needs --hosts H1,H2,..., --hosts-file FILE or a "
+                         "SLURM allocation (SLURM_JOB_NODELIST)" + (
+                             " (--hosts slurm: SLURM_JOB_NODELIST is not set)"
+                             if args.hosts == "slurm" else ""))
+    slurm = args.hosts in (None, "slurm") and args.hosts_file is None
+    start = args.start or ("srun" if slurm else "ssh")
+    config = hosts.HostsConfig(names, args.port_base, start, args.node_python)
+    if args.host_timeout is not None and args.host_timeout < 3:
+      raise ValueError(f"--host-timeout must be >= 3 seconds, got {args.host_timeout:g}")
+    if config.port_base + 3 + args.num_actors > 65535:
+      raise ValueError(f"--port-base {args.port_base}: the program's "
+                       f"{4 + args.num_actors} ports run past 65535")
+    return config
+  except ValueError as e:
+    raise cli.UsageError(str(e)) from None
+
+
 def _check_launch(args) -> None:
   if args.launch == "local" and args.num_actors not in (None, 1):
-    raise cli.UsageError("--num-actors needs --launch local_mt or local_mp "
+    raise cli.UsageError("--num-actors needs --launch local_mt, local_mp or hosts "
                          "(--launch local runs one actor)")
   if args.launch != "local" and args.num_actors is None:
     args.num_actors = DEFAULT_NUM_ACTORS
+  args.hosts_config = hosts_config(args)
+
+
+def _place(args) -> None:
+  """Where this process's jax may compute, decided before anything starts a jax backend:
+  a `local_mp` launcher and a CPU learner's process use the CPU only (no GPU backend, no GPU
+  memory reserved); a GPU learner must have a GPU (checked in this process for `local` and
+  `local_mt`, in a child process with this environment for `local_mp`).
+
+  Raises:
+    cli.UsageError: `--learner-device gpu` and jax sees no GPU.
+  """
+  if args.launch in ("local_mp", "hosts") or args.learner_device == "cpu":
+    placement.restrict_to_cpu()
+  if args.launch == "hosts":  # the learner's host decides; its node fails in one line
+    return
+  try:
+    placement.check_learner_device(args.learner_device, in_process=args.launch != "local_mp",
+                                   name="--learner-device")
+  except placement.NoAcceleratorError as e:
+    raise cli.UsageError(str(e)) from None
 
 
 def run(args) -> int:
@@ -181,6 +273,7 @@ def run(args) -> int:
     if getattr(args, key) is None:
       setattr(args, key, default)
   _check_launch(args)
+  _place(args)
   builder = make_builder(args)
   if args.dry_run and args.launch == "local":
     print(f"launch local: one process (embedded Reverb server, 1 actor, learner, evaluation "
@@ -196,7 +289,8 @@ def run(args) -> int:
         builder=builder, env_id=args.env, num_steps=args.steps, seed=args.seed,
         eval_every=args.eval_every, eval_episodes=args.eval_episodes,
         logdir=None if args.dry_run else args.logdir, checkpoint_every=args.checkpoint_every,
-        keep_checkpoints=args.keep_checkpoints, resume=bool(args.resume))
+        keep_checkpoints=args.keep_checkpoints, resume=bool(args.resume),
+        learner_device=args.learner_device)
   except ValueError as e:
     raise cli.UsageError(str(e)) from None
   if not args.dry_run:
@@ -230,9 +324,10 @@ def _run_local(args, config) -> int:
       bar.set_postfix(episodes=c["episodes"], learner=c["learner_steps"],
                       eval_return=f"{c['eval_return']:.1f}", refresh=False)
 
+  learner_on = placement.device_name(placement.learner_device(config.learner_device))
   print(f"actorq: {'resuming' if args.resume else 'training'} {args.agent} on {args.env} for "
-        f"{args.steps} steps (seed {args.seed}, actors {config.precision}); logs in "
-        f"{args.logdir}", flush=True)
+        f"{args.steps} steps (seed {args.seed}, actors {config.precision} on cpu, learner on "
+        f"{learner_on}); logs in {args.logdir}", flush=True)
   try:
     result = local.run(config, progress=progress)
   except checkpointing.CheckpointError as e:
@@ -258,7 +353,11 @@ def _run_local(args, config) -> int:
 
 def _run_distributed(args, config) -> int:
   try:
-    dp = distributed.make_program(config, args.num_actors, name=f"actorq-{args.agent}")
+    options = distributed.DistributedOptions()
+    if args.host_timeout is not None:
+      options = dataclasses.replace(options, silent_after_s=args.host_timeout)
+    dp = distributed.make_program(config, args.num_actors, name=f"actorq-{args.agent}",
+                                  hosts=args.hosts_config, options=options)
   except checkpointing.CheckpointError as e:
     raise cli.UsageError(f"--resume {args.logdir}: {e}") from None
   if args.dry_run:
@@ -267,7 +366,8 @@ def _run_distributed(args, config) -> int:
   n = distributed_nodes
   print(f"actorq: {'resuming' if args.resume else 'training'} {args.agent} on {args.env} for "
         f"{args.steps} actor steps with {args.num_actors} actors ({args.launch}, seed "
-        f"{args.seed}, actors {config.precision}); logs in {args.logdir}", flush=True)
+        f"{args.seed}, actors {config.precision} on cpu, learner device "
+        f"{config.learner_device}); logs in {args.logdir}", flush=True)
   if dp.resumed_from:
     print(f"actorq: resuming from {dp.resumed_from} (actor step "
           f"{int(dp.resumed_counts[n.ACTOR_STEPS])}, learner step "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -52,7 +53,12 @@ class PolicyRuntime:
     as LiteRT's dynamic-range kernels compute). For error messages, not the hot path."""
     dtype = {"fp16": jnp.float16, "bf16": jnp.bfloat16}.get(self.precision, jnp.float32)
     params = pl.dequantize_payload(self._payload)
-    return forward.first_non_finite_layer(params, self.spec, np.asarray(observation), dtype)
+    with jax.default_device(jax.devices("cpu")[0]):  # on the CPU, like the runtime itself
+      return forward.first_non_finite_layer(params, self.spec, np.asarray(observation), dtype)
+
+  def devices(self) -> tuple:
+    """Where the runtime computes: the host CPU (JAX runtimes name their jax devices)."""
+    return ("cpu",)
 
   def _check_observation(self, observation) -> np.ndarray:
     if self.version < 0:

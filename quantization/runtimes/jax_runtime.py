@@ -5,6 +5,11 @@ to float32 once per load and runs the fp32 JAX forward, so it reproduces the
 quantized policy's *values* but none of int8's speed. Use the "int8" runtime
 (LiteRT) to act fast.
 
+Placement: a runtime computes on the host CPU whatever jax's default device is (a process
+whose learner uses a GPU sets that default): its parameters are committed to
+`jax.devices("cpu")[0]` (`device`), so the jitted forward, which follows committed
+arguments, runs there, and observations go there too.
+
 The forward is `jax.jit`-compiled once per batch size (the first call for a new
 batch size costs a compilation, ~50-300 ms). XLA's CPU thread pool is process
 wide: pin it with `XLA_FLAGS="--xla_cpu_multi_thread_eigen=false
@@ -36,16 +41,24 @@ class JaxRuntime(base.PolicyRuntime):
     self.payload_precision = precision
     self.accepted_payloads = (precision,)
     self._dtype = _DTYPES[precision]
+    self.device = jax.devices("cpu")[0]
     self._fn = jax.jit(functools.partial(fwd.forward, spec=spec, dtype=self._dtype))
     self._params = None
 
   def _to_device(self, payload):
-    return {n: {"w": jnp.asarray(l["w"], self._dtype), "b": jnp.asarray(l["b"], self._dtype)}
+    return {n: {"w": np.asarray(l["w"], self._dtype), "b": np.asarray(l["b"], self._dtype)}
             for n, l in payload.layers.items()}
 
   def _load(self, payload):
     pl.check_payload(payload, self.spec, self.accepted_payloads)
-    self._params = jax.device_put(self._to_device(payload))
+    self._params = jax.device_put(self._to_device(payload), self.device)
+
+  def devices(self) -> tuple:
+    """The devices holding the loaded parameters (the CPU), e.g. ``("TFRT_CPU_0",)``."""
+    if self._params is None:
+      return (str(self.device),)
+    return tuple(sorted({str(d) for leaf in jax.tree_util.tree_leaves(self._params)
+                         for d in leaf.devices()}))
 
   def __call__(self, observation) -> np.ndarray:
     obs = self._check_observation(observation)
@@ -63,5 +76,5 @@ class SimulatedInt8Runtime(JaxRuntime):
     self.accepted_payloads = pl.INT8_PRECISIONS
 
   def _to_device(self, payload):
-    return {n: {"w": jnp.asarray(l["w"]), "b": jnp.asarray(l["b"])}
+    return {n: {"w": np.asarray(l["w"], np.float32), "b": np.asarray(l["b"], np.float32)}
             for n, l in pl.dequantize_payload(payload).items()}

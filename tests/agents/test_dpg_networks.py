@@ -112,9 +112,12 @@ def test_builder_wires_both_options_into_the_learner():
   critic_params = nets.critic.init(key, obs, jnp.zeros((3, ACT)))
   assert "critic/layer_norm" in critic_params
   assert nets.critic.apply(critic_params, obs, jnp.zeros((3, ACT))).shape == (3, 11)
-  # Near-zero head: initial actions ~100x (sqrt(1 / 1e-4)) closer to the centre of the
-  # action range than with the default head, same key.
-  default = builder_lib.D4PGBuilder(config_lib.D4PGConfig(policy_hidden_sizes=(32,)))
+  # Near-zero head (the default): initial actions ~100x (sqrt(1 / 1e-4)) closer to the
+  # centre of the action range than with Haiku's default head, same key.
+  assert config_lib.D4PGConfig().policy_output_init_scale == 1e-4
+  assert config_lib.D4PGConfig().critic_layer_norm
+  default = builder_lib.D4PGBuilder(config_lib.D4PGConfig(policy_hidden_sizes=(32,),
+                                                          policy_output_init_scale=None))
   default_policy = default.make_networks(ENV_SPEC).policy
   near = float(jnp.max(jnp.abs(nets.policy.apply(policy_params, obs))))
   far = float(jnp.max(jnp.abs(default_policy.apply(default_policy.init(key, obs), obs))))

@@ -23,6 +23,12 @@ def _run(argv, capsys):
     (["train", "--steps", "ten"], "--steps must be a positive integer, got 'ten'"),
     (["train", "--env", "dmc:cartpole-balance"], "DQN needs discrete actions"),
     (["train", "--actor-precision", "int3"], "invalid choice: 'int3'"),
+    (["train", "--learner-device", "tpu"], "invalid choice: 'tpu'"),
+    # No GPU for jax in the tests (JAX_PLATFORMS=cpu, conftest), whatever the machine has;
+    # local_mp asks a child process with the launcher's environment.
+    (["train", "--learner-device", "gpu"], "--learner-device gpu: jax sees no GPU here ("),
+    (["train", "--learner-device", "gpu", "--launch", "local_mp"],
+     "--learner-device gpu: jax sees no GPU here ("),
 ])
 def test_bad_input_is_one_line_exit_2_nothing_written(argv, fragment, capsys, tmp_path):
   logdir = tmp_path / "run"
@@ -83,3 +89,24 @@ def test_python_dash_m_usage_error_is_one_line_exit_2(tmp_path):
   assert proc.returncode == 2, proc.stderr
   assert "unknown agent 'nope'; allowed: " in proc.stderr and "Traceback" not in proc.stderr
   assert not logdir.exists()
+
+
+@pytest.mark.slow
+def test_learner_device_gpu_without_a_gpu_is_one_line_exit_2(tmp_path):
+  """The real detection (no JAX_PLATFORMS in the environment): on a machine where jax sees
+  no GPU, `actorq train --learner-device gpu` exits 2 with one line and writes nothing."""
+  import subprocess
+  import sys
+  from actorq.components import placement
+  env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+  if placement.probe_gpu(env=env) is not None:
+    pytest.skip("jax sees a GPU on this machine")
+  logdir = tmp_path / "run"
+  proc = subprocess.run([sys.executable, "-m", "actorq.launch.cli", "train", "--learner-device",
+                         "gpu", "--logdir", str(logdir)], capture_output=True, text=True,
+                        check=False, env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"))
+  assert proc.returncode == 2, proc.stderr
+  lines = proc.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith("actorq: error: --learner-device gpu: jax sees "
+                                                 "no GPU here ("), proc.stderr
+  assert "Traceback" not in proc.stderr and not logdir.exists()

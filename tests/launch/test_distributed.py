@@ -12,6 +12,7 @@ import pytest
 import psutil
 
 from actorq.agents.dqn import builder as dqn_builder
+from actorq.components import placement
 from actorq.agents.dqn import config as dqn_config
 from actorq.launch import distributed
 from actorq.launch import experiment
@@ -144,3 +145,44 @@ def test_sigterm_to_the_launcher_leaves_no_process(tmp_path):
       for p in _descendants(proc.pid):
         p.kill()
       proc.kill()
+
+
+def test_local_mp_actor_nodes_never_start_a_gpu_backend(tmp_path, monkeypatch):
+  """The launcher's environment as on a GPU machine (GPU 0 visible, no JAX_PLATFORMS): the
+  actor node's process still gets JAX_PLATFORMS=cpu, no visible GPU and one thread, starts
+  only jax's CPU backend and acts on a CPU device; the learner node keeps the launcher's
+  environment (so it could take the GPU) with its thread counts."""
+  monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+  monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+  config = experiment.ExperimentConfig(
+      dqn_builder.DQNBuilder(_small_config()), "gym:CartPole-v1", num_steps=500,
+      logdir=str(tmp_path), eval_every=10**6, eval_episodes=1, checkpoint_every=None)
+  dp = distributed.make_program(config, num_actors=1)
+  seen = {}
+
+  def on_poll(counts):
+    if "actor" in seen or counts.get("actor_steps", 0) < 1:
+      return
+    try:
+      seen["actor"] = dp.actors[0].dereference().placement()
+      seen["learner"] = dp.learner.dereference().placement()
+    except Exception as e:  # pylint: disable=broad-except
+      seen["error"] = repr(e)
+
+  # launch() calls on_poll with every counts it reads before it checks the step limit, so the
+  # nodes are still up when it asks them.
+  result = distributed.launch(dp, "local_mp", echo=False, on_poll=on_poll)
+  assert (result.exit_code, result.reason) == (0, "finished"), result.detail
+  assert "error" not in seen and "actor" in seen, seen
+  actor, learner = seen["actor"], seen["learner"]
+  assert actor["env"]["JAX_PLATFORMS"] == "cpu" and actor["env"]["CUDA_VISIBLE_DEVICES"] == ""
+  assert "--xla_cpu_multi_thread_eigen=false" in actor["env"]["XLA_FLAGS"].split()
+  assert actor["env"]["TF_NUM_INTRAOP_THREADS"] == actor["env"]["OMP_NUM_THREADS"] == "1"
+  assert actor["started_platforms"] == ["cpu"]
+  assert actor["runtime_devices"] and all(d.lower().startswith(("tfrt_cpu", "cpu"))
+                                          for d in actor["runtime_devices"]), actor
+  assert learner["env"]["JAX_PLATFORMS"] is None and learner["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+  assert learner["env"]["TF_NUM_INTRAOP_THREADS"] == str(placement.learner_threads(1))
+  assert learner["pid"] != actor["pid"] != os.getpid()
+  gpu = placement.probe_gpu()
+  assert learner["learner_device"] == ("gpu:0" if gpu else "cpu:0")

@@ -35,7 +35,7 @@ import faulty_envs  # pylint: disable=wrong-import-position
 
 from actorq.agents.dqn import learning as dqn_learning
 from actorq.components import checkpointing
-from actorq.launch import cli, distributed
+from actorq.launch import cli, distributed, processes
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -123,15 +123,18 @@ def test_environment_raising_in_reset(base_run, tmp_path, monkeypatch, capsys):
 
 @pytest.mark.slow
 def test_a_loss_that_turns_nan(base_run, tmp_path, monkeypatch, capsys):
-  """Every learner step of the resumed run computes a NaN loss (`dqn_loss` is looked up
-  when the learner's update is traced): the first one stops the run, and the learner
-  state it would have produced is not kept."""
-  original = dqn_learning.dqn_loss
-  monkeypatch.setattr(dqn_learning, "dqn_loss", lambda *a, **k: original(*a, **k) * jnp.nan)
+  """Every learner step of the resumed run computes a NaN loss (`dqn_td_errors`, behind
+  the uniform and the prioritized loss alike, is looked up when the learner's update is
+  traced): the first one stops the run, and the learner state it would have produced is
+  not kept."""
+  original = dqn_learning.dqn_td_errors
+  monkeypatch.setattr(dqn_learning, "dqn_td_errors",
+                      lambda *a, **k: original(*a, **k) * jnp.nan)
   err = _fail_then_resume(base_run, tmp_path / "run", "", monkeypatch, capsys,
-                          undo=lambda: monkeypatch.setattr(dqn_learning, "dqn_loss", original))
-  assert "is not finite (loss=nan, gradient_norm=nan); the learner keeps its state from " \
-         "before that step" in err
+                          undo=lambda: monkeypatch.setattr(dqn_learning, "dqn_td_errors",
+                                                           original))
+  assert "is not finite (loss=nan, gradient_norm=nan" in err  # (prioritized: mean_abs_td=nan)
+  assert "; the learner keeps its state from before that step" in err
   assert err.startswith("actorq: stopped: learner step ")
 
 
@@ -296,7 +299,7 @@ def test_the_cause_of_a_node_process_exit_is_its_last_exception_line():
       "Traceback (most recent call last):\n", '  File "y.py", line 9, in run\n',
       "actorq.core.EnvironmentFailure: gym:X (actor 0): the environment's step() raised\n",
       "W1201 after\n"]
-  tracker = distributed.ExceptionLines()
+  tracker = processes.ExceptionLines()
   found = [tracker.last for line in lines if tracker.feed(line)]
   assert found == ["RuntimeError: a", "actorq.core.EnvironmentFailure: gym:X (actor 0): the "
                                       "environment's step() raised"]

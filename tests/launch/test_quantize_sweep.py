@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from actorq.agents.dqn import networks as dqn_networks
 from actorq.components import environments
 from actorq.launch import cli, run_dir
 from actorq.quantization import forward, mixed, ptq, qat
@@ -70,8 +71,9 @@ def test_sweep_files_columns_bytes_and_paired_seeds(runs, capsys, tmp_path):
     q, _, _ = ptq.quantize_array(np.where(keep.reshape(w.shape), w, 0), 8, True, 1)
     want += math.ceil(w.size / 8) + int(np.count_nonzero(q)) + 8 * w.shape[1]
   assert int(rows["int8+p0.9"]["stored_bytes"]) == want
-  assert int(rows["int8"]["stored_bytes"]) == (4 * 16 + 16 * 2) + 8 * (16 + 2)
-  assert int(rows["fp32"]["stored_bytes"]) == 4 * (4 * 16 + 16 + 16 * 2 + 2)
+  # DQN's default dueling head: the last layer has A + 1 = 3 outputs [V, A_1, A_2].
+  assert int(rows["int8"]["stored_bytes"]) == (4 * 16 + 16 * 3) + 8 * (16 + 3)
+  assert int(rows["fp32"]["stored_bytes"]) == 4 * (4 * 16 + 16 + 16 * 3 + 3)
   # Paired seeds: the same seeds and first observations in every setting.
   episodes = _rows(out / "episodes.csv")
   by_setting = {}
@@ -104,8 +106,11 @@ def test_qat_run_is_evaluated_with_its_training_quantizer(runs, capsys, tmp_path
   for name in sim:
     np.testing.assert_array_equal(np.asarray(fq[name]["w"]), sim[name]["w"])
   obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+  q_sim = forward.forward(sim, spec, obs)
+  if networks.dueling:  # the spec's outputs are [V, A_1..A_n]; the network returns Q
+    q_sim = dqn_networks.dueling_q(q_sim)
   np.testing.assert_allclose(np.asarray(networks.network.apply(fq, obs)),
-                             np.asarray(forward.forward(sim, spec, obs)), rtol=1e-6, atol=1e-6)
+                             np.asarray(q_sim), rtol=1e-6, atol=1e-6)
   out = tmp_path / "both"
   code, stdout, _ = _main(["quantize", "--checkpoint", str(runs), "--sweep", "bits=4",
                            "--seeds", "1", "--latency-repeats", "5", "--out", str(out)], capsys)
@@ -130,7 +135,8 @@ def test_search_writes_a_loadable_policy(runs, capsys, tmp_path):
   assert data["measured"]["stored_bytes"] <= 0.5 * data["budget"]["fp32_stored_bytes"]
   assert all(layer["why"].startswith(layer["choice"] + ":") for layer in data["layers"])
   _, state, _ = run_dir.load(str(runs / "plain"))
-  policy = mixed.load(str(out / "precision_policy.json"), ns.mlp(4, [16], 2))
+  # DQN's default dueling head: 3 outputs [V, A_1, A_2].
+  policy = mixed.load(str(out / "precision_policy.json"), ns.mlp(4, [16], 3))
   assert len(policy.layers) == 2
   trials = _rows(out / "search_trials.csv")
   assert trials[0]["phase"] == "start" and trials[-1]["phase"] == "final"
