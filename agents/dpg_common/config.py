@@ -19,10 +19,11 @@ from actorq.components import config_checks as checks
 class ActorCriticConfig:
   """Settings of an actor-critic agent learning from n-step transitions.
 
-  Acme's D4PG network details are on by default (`critic_layer_norm`,
-  `policy_output_init_scale`): on dmc:cartpole-balance with 64x64 networks, seed 0, 15k
-  steps, they end at 751 where the plain ReLU critic with Haiku's default policy head
-  ends at 392 (random actions: ~331); see agents/d4pg/README.md for the seed aggregates.
+  Acme's D4PG network details are on by default for all four agents (`critic_layer_norm`,
+  `policy_output_init_scale`; chosen on D4PG: on dmc:cartpole-balance with 64x64 networks,
+  seed 0, 15k steps, they end at 751 where the plain ReLU critic with Haiku's default policy
+  head ends at 392, random actions ~331; see agents/d4pg/README.md for the seed aggregates).
+  TD3 and SAC inherit them; SAC's near-zero head starts its Gaussian at mean 0, std 1.
 
   Every field is checked at construction (type, finite, range, allowed values) and so
   are `RULES`, the pairs of fields that could contradict each other.
