@@ -17,8 +17,9 @@ class SACConfig(ActorCriticConfig):
   The defaults are the paper's (Table 1): 1-step returns, Adam 3e-4 for the policy,
   critics and temperature, batch 256, one learner step per actor step
   (`samples_per_insert = batch_size`), Polyak targets with tau 0.005 every learner step,
-  target entropy -1 nat per action dimension (-|A|). Learning starts after `min_replay_size` transitions of the
-  initial stochastic policy (no separate uniform-random phase).
+  target entropy -1 nat per action dimension (-|A|). Learning starts after
+  `min_replay_size` transitions of the initial stochastic policy (no separate
+  uniform-random phase).
   """
   n_step: int = 1
   samples_per_insert: float = 256.0
