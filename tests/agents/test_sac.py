@@ -176,8 +176,10 @@ def _batches(seed=0, batch=32):
 
 def test_learner_fits_the_critics_and_moves_alpha_toward_the_target_entropy():
   """On one fixed terminal batch, 150 steps: the twin critics fit the rewards; with a
-  target entropy far below the policy's (-10 nats vs about +0.5 at the start) alpha falls,
-  and with one above it (+1.2 nats, near the maximum 2 log 2) it rises."""
+  target entropy far below the policy's (-10 nats) alpha falls, and with one above what
+  any squashed Gaussian reaches it rises: +0.69 nats per dimension, where
+  tanh(N(0, std^2)) peaks at 0.684 (std 0.9; 0.670 at std 1, where the default near-zero
+  policy head starts) and a non-zero mean only lowers it (the bound is log 2 = 0.693)."""
   def learner(per_dimension):
     cfg = config_lib.SACConfig(policy_hidden_sizes=(16,), critic_hidden_sizes=(32,),
                                batch_size=32, critic_learning_rate=3e-3,
@@ -202,7 +204,7 @@ def test_learner_fits_the_critics_and_moves_alpha_toward_the_target_entropy():
     low.step()
   assert critic_loss() < 0.2 * loss0
   assert low.get_variables(["temperature"])[0] < 0.5
-  _, high = learner(0.6)
+  _, high = learner(0.69)
   for _ in range(150):
     high.step()
   assert high.get_variables(["temperature"])[0] > 2.0
@@ -229,19 +231,24 @@ def test_config_defaults_and_checks():
 
 # --- learning ------------------------------------------------------------------------------
 LEARNING_TEST_CONFIG = dict(policy_hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64),
-                            batch_size=128, samples_per_insert=128.0, min_replay_size=500)
+                            batch_size=128, samples_per_insert=128.0, min_replay_size=500,
+                            policy_learning_rate=1e-3, critic_learning_rate=1e-3,
+                            temperature_learning_rate=1e-3)
 
 
 @pytest.mark.slow
 def test_sac_learns_pendulum_seeded():
-  """SAC on gym:Pendulum-v1, seed 0, 8k actor steps, one learner step per actor step,
-  64x64 networks, batch 128 (the config above), 3 greedy episodes every 2k steps.
-
-  A random policy scores about -1,200 here. MEASURED
+  """SAC on gym:Pendulum-v1, seed 0, 3k actor steps, one learner step per actor step from
+  the 500th (the config above: 64x64 networks, batch 128, Adam 1e-3), 3 greedy episodes
+  every 1k steps. A random policy scores about -1,200. Deterministic: -1195.1, -408.1,
+  -89.6 at 1k..3k steps (jax 0.4.23 on the project's 2-core machine; -42.5 at 4k, -41.0
+  at 5k; batch 64 is no cheaper per step here).
+  The threshold leaves room for float differences on another CPU; a second, shorter run
+  (1k steps) must retrace the first.
   """
   config = experiment.ExperimentConfig(
       builder_lib.SACBuilder(config_lib.SACConfig(**LEARNING_TEST_CONFIG)),
-      "gym:Pendulum-v1", 8_000, seed=0, eval_every=2_000, eval_episodes=3)
+      "gym:Pendulum-v1", 3_000, seed=0, eval_every=1_000, eval_episodes=3)
   result = local.run(config)
-  assert result.final_eval_return >= -400.0, result.evaluations
-  runs.assert_prefix_reproduces(config, result)
+  assert result.final_eval_return >= -300.0, result.evaluations
+  runs.assert_prefix_reproduces(config, result, fraction=1 / 3)
