@@ -122,7 +122,7 @@ def _equal(a, b):
              zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
 
 
-def test_delayed_policy_update_changes_the_policy_on_exact_learner_steps():
+def test_delayed_policy_update_on_exact_learner_steps_and_target_noise():
   """policy_delay 3: the policy changes at learner steps 3 and 6 only (counted from 1);
   the critic at every step. Hard target copies (tau 1) every 3 steps, on the policy's
   steps: the target policy always equals the policy, the target critic only after a copy."""
@@ -149,19 +149,14 @@ def test_delayed_policy_update_changes_the_policy_on_exact_learner_steps():
     policy = learner.get_variables(["policy"])[0]
     changed += [step] if not _equal(policy, previous) else []
     previous = policy
+    if step == 1:
+      smoothed_critic = learner.get_variables(["critic"])[0]
   assert changed == [2, 4]
-
-
-def test_target_policy_noise_enters_the_critic_update():
-  def critic_after(**kw):
-    learner = _learner(**kw)
-    learner.step()
-    return learner.get_variables(["critic"])[0]
-
-  no_noise = critic_after(target_noise_sigma=0.0)
-  assert not _equal(critic_after(), no_noise)
-  # Noise clipped to 0 is no noise.
-  assert _equal(critic_after(target_noise_clip=0.0), no_noise)
+  # Target policy smoothing enters the critic update: the same first step without target
+  # noise ends elsewhere. (Noise clipped to 0 is no noise: test_smoothing_clips_...)
+  no_noise = _learner(target_noise_sigma=0.0)
+  no_noise.step()
+  assert not _equal(smoothed_critic, no_noise.get_variables(["critic"])[0])
 
 
 def test_config_checks_and_defaults():
@@ -176,19 +171,24 @@ def test_config_checks_and_defaults():
 
 # --- learning ------------------------------------------------------------------------------
 LEARNING_TEST_CONFIG = dict(policy_hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64),
-                            batch_size=128, samples_per_insert=128.0, min_replay_size=500)
+                            batch_size=128, samples_per_insert=128.0, min_replay_size=500,
+                            policy_learning_rate=1e-3, critic_learning_rate=1e-3,
+                            discount=0.98, n_step=3)
 
 
 @pytest.mark.slow
 def test_td3_learns_pendulum_seeded():
-  """TD3 on gym:Pendulum-v1, seed 0, 8k actor steps, one learner step per actor step,
-  64x64 networks, batch 128 (the config above), 3 greedy episodes every 2k steps.
-
-  A random policy scores about -1,200 here. MEASURED
+  """TD3 on gym:Pendulum-v1, seed 0, 5k actor steps, one learner step per actor step from
+  the 500th (the config above: 64x64 networks, batch 128, Adam 1e-3, gamma 0.98, 3-step
+  returns), 3 greedy episodes every 1k steps. A random policy scores about -1,200.
+  Deterministic: -1553.5, -1577.0, -1577.6, -133.6, -50.7 at 1k..5k steps (jax 0.4.23 on
+  the project's 2-core machine; -50.6 at 6k; with batch 64 it stays at -1,577 through 5k).
+  The threshold leaves room for float differences on another CPU; a second, shorter run
+  (1k steps) must retrace the first.
   """
   config = experiment.ExperimentConfig(
       builder_lib.TD3Builder(config_lib.TD3Config(**LEARNING_TEST_CONFIG)),
-      "gym:Pendulum-v1", 8_000, seed=0, eval_every=2_000, eval_episodes=3)
+      "gym:Pendulum-v1", 5_000, seed=0, eval_every=1_000, eval_episodes=3)
   result = local.run(config)
-  assert result.final_eval_return >= -400.0, result.evaluations
-  runs.assert_prefix_reproduces(config, result)
+  assert result.final_eval_return >= -300.0, result.evaluations
+  runs.assert_prefix_reproduces(config, result, fraction=1 / 5)
