@@ -118,9 +118,10 @@ def _rollouts(seed=0, b=2, t=6, obs=3):
       extras={})
 
 
-def _update(builder_cls, config, traj_fn):
-  """One jitted update of a fresh learner on rollouts whose behaviour log-probs are
-  `traj_fn(log_pi_fp32)` (log_pi_fp32: the fresh learner's own log-probs)."""
+def _updater(builder_cls, config):
+  """`update(traj_fn)`: one jitted update (compiled once per config) of a fresh learner on
+  rollouts whose behaviour log-probs are `traj_fn(log_pi_fp32)` (log_pi_fp32: the fresh
+  learner's own log-probs)."""
   env_spec = specs.EnvironmentSpec(specs.Array((3,), np.float32), specs.DiscreteArray(2),
                                    specs.Array((), np.float32),
                                    specs.BoundedArray((), np.float32, 0.0, 1.0))
@@ -128,15 +129,17 @@ def _update(builder_cls, config, traj_fn):
   nets = builder.make_networks(env_spec)
   params = nets.init(jax.random.PRNGKey(0), np.zeros(3, np.float32))
   optimizer = builder.make_optimizer()
-  update = jax.jit(builder.learning_lib.make_update(nets, optimizer, config))
-  traj = _rollouts()
-  log_pi = onpolicy.log_prob(HEAD, nets.policy.apply(params["policy"], traj.observation),
-                             traj.action)
-  traj = traj._replace(extras={"log_prob": traj_fn(log_pi),
-                               "logits": jnp.zeros(traj.action.shape + (2,))})
-  state = onpolicy.TrainingState(params, optimizer.init(params), jax.random.PRNGKey(1),
-                                 jnp.zeros((), jnp.int32))
-  return update(state, traj), log_pi
+  jitted = jax.jit(builder.learning_lib.make_update(nets, optimizer, config))
+  log_pi = onpolicy.log_prob(HEAD, nets.policy.apply(params["policy"], _rollouts().observation),
+                             _rollouts().action)
+
+  def update(traj_fn):
+    traj = _rollouts()._replace(extras={"log_prob": traj_fn(log_pi),
+                                        "logits": jnp.zeros(log_pi.shape + (2,))})
+    state = onpolicy.TrainingState(params, optimizer.init(params), jax.random.PRNGKey(1),
+                                   jnp.zeros((), jnp.int32))
+    return jitted(state, traj)
+  return update
 
 
 def _leaves_equal(a, b):
@@ -146,35 +149,34 @@ def _leaves_equal(a, b):
 
 @pytest.mark.parametrize("builder_cls, config_cls", [
     (ppo_builder.PPOBuilder, ppo_config.PPOConfig), (a2c_builder.A2CBuilder, a2c_config.A2CConfig)])
-def test_corrected_update_equals_the_plain_one_when_the_actors_act_with_the_learners_policy(
-    builder_cls, config_cls):
-  """Behaviour log-probs equal to the learner's fp32 ones: every weight is 1 and the KL 0,
-  so the corrected update is the uncorrected one (PPO's ratio denominators agree too)."""
+def test_corrected_update_with_int8_actors_against_the_plain_one(builder_cls, config_cls):
+  """An update of a config with int8 actors (the correction on by default) against the
+  plain fp32 one, on the same rollouts.
+
+  Behaviour log-probs equal to the learner's fp32 ones: every weight is 1 and the KL 0, so
+  the corrected update is the plain one (PPO's ratio denominators agree too: two
+  minibatches, the second after the first's step).
+
+  Behaviour log-probs shifted by log 2 (mu = 2 pi) on every action: r = 1/2, so the
+  weights are 0.5 and k3 = -0.5 + log 2 = 0.19315 per action; the plain update logs the KL
+  too, and moves the parameters differently from the corrected one."""
   small = dict(policy_hidden=(8,), value_hidden=(8,), rollout_length=6, batch_size=2)
   if config_cls is ppo_config.PPOConfig:
-    small.update(minibatch_size=6, num_epochs=2)
-  (plain, plain_metrics), _ = _update(builder_cls, config_cls(**small), lambda lp: lp)
-  (fixed, metrics), _ = _update(builder_cls, config_cls(importance_correction=True, **small),
-                                lambda lp: lp)
+    small.update(minibatch_size=6, num_epochs=1)
+  plain_update = _updater(builder_cls, config_cls(**small))
+  corrected_update = _updater(builder_cls, config_cls(actor_precision="int8", **small))
+
+  plain, plain_metrics = plain_update(lambda lp: lp)
+  fixed, metrics = corrected_update(lambda lp: lp)
   assert "importance_weight" not in plain_metrics and "importance_weight" in metrics
   assert float(metrics["importance_weight"]) == pytest.approx(1.0)
   assert float(metrics["behaviour_kl"]) == pytest.approx(0.0, abs=1e-6)
   for a, b in zip(jax.tree_util.tree_leaves(plain.params), jax.tree_util.tree_leaves(fixed.params)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
-
-@pytest.mark.parametrize("builder_cls, config_cls", [
-    (ppo_builder.PPOBuilder, ppo_config.PPOConfig), (a2c_builder.A2CBuilder, a2c_config.A2CConfig)])
-def test_update_logs_the_behaviour_kl_and_the_mean_weight(builder_cls, config_cls):
-  """Behaviour log-probs shifted by log 2 (mu = 2 pi) on every action: r = 1/2, so the
-  weights are 0.5 and k3 = -0.5 + log 2 = 0.19315 per action; a plain update logs the KL
-  too, and moves the parameters differently from the corrected one."""
-  small = dict(policy_hidden=(8,), value_hidden=(8,), rollout_length=6, batch_size=2)
-  if config_cls is ppo_config.PPOConfig:
-    small.update(minibatch_size=6, num_epochs=1)
   shifted = lambda lp: lp + np.log(2.0)
-  (state, metrics), _ = _update(builder_cls, config_cls(actor_precision="int8", **small), shifted)
-  (plain, plain_metrics), _ = _update(builder_cls, config_cls(**small), shifted)
+  state, metrics = corrected_update(shifted)
+  plain, plain_metrics = plain_update(shifted)
   assert float(metrics["importance_weight"]) == pytest.approx(0.5, rel=1e-5)
   for m in (metrics, plain_metrics):
     assert float(m["behaviour_kl"]) == pytest.approx(-0.5 + np.log(2.0), rel=1e-4)
