@@ -1,6 +1,6 @@
-"""TD3 and SAC with int8 actors in both launch modes: a short single-process run and a
-short Launchpad program (threads, two actors); each trains, acts with updated policies
-and ends with finite losses. (Their learning tests are in tests/agents.)"""
+"""TD3 and SAC with int8 actors: a short single-process run each and a short Launchpad
+program (threads, two actors) for SAC; each trains, acts with updated policies and ends
+with finite losses. (Their learning tests are in tests/agents.)"""
 import csv
 
 import numpy as np
@@ -36,12 +36,16 @@ def test_single_process_run_with_int8_actors(agent, tmp_path):
   rows = _rows(tmp_path / "learner.csv")
   assert rows and all(np.isfinite(float(r["critic_loss"])) for r in rows)
   if agent == "sac":
-    alpha = [float(r["alpha"]) for r in rows]
-    assert alpha[0] == pytest.approx(1.0) and alpha[-1] != alpha[0]
+    # The learner logs at most once a second, so a fast machine may write one row: alpha
+    # starts at 1 here; that it moves is test_sac's learner test.
+    assert float(rows[0]["alpha"]) == pytest.approx(1.0)
+    assert all(np.isfinite(float(r["entropy"])) for r in rows)
 
 
-@pytest.mark.parametrize("agent", AGENTS)
-def test_program_with_two_int8_actors_under_test_mt(agent, tmp_path):
+def test_sac_program_with_two_int8_actors_under_test_mt(tmp_path):
+  """SAC only (its sampling selector is the new actor path; TD3's program is DDPG's with
+  twin critics): one program is ~15 s of CPU, and CI's time is short."""
+  agent = "sac"
   config = _config(agent, 1_200, tmp_path, eval_every=600, eval_episodes=1)
   result = distributed.launch(distributed.make_program(config, num_actors=2), "test_mt")
   assert (result.exit_code, result.reason) == (0, "finished")
