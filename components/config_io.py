@@ -92,6 +92,8 @@ def _prepare(where: str, annotation: Any, value: Any) -> Any:
   """What dacite cannot say the way a command line needs: a bool is not an integer or a
   number, and a comma-separated string is a list."""
   base = _base(annotation)
+  if value is None and base is not annotation:  # an Optional field takes null
+    return value
   if isinstance(value, bool) and base in (int, float):
     raise ConfigError(f"{where} must be {_kind(annotation)}, got {value!r}")
   if typing.get_origin(base) is tuple:

@@ -12,8 +12,13 @@ on [0, 10] it is an absolute std of 1.5). The final clip guarantees every action
 inside the bounds, and a saturated output (u = +-1) gives exactly the bounds (handed
 case E4). Learners use `to_unit` to map stored actions back to `[-1, 1]`.
 
+A stochastic policy network may instead emit a diagonal Gaussian `[mean[A], log_std[A]]`
+(`2A` outputs, linear head; `split_gaussian` clips the log-std to [LOG_STD_MIN,
+LOG_STD_MAX]); `tanh_gaussian_bounded` samples `u ~ N(mean, std^2)` outside the policy
+runtime and squashes it, `a = from_unit(tanh(u))` (SAC's policy, Haarnoja et al. 2018).
+
 Selectors follow `actorq.components.actors.Selector`:
-`(outputs: float32[A], rng, actor_step) -> (float32[*action_shape], ())`.
+`(outputs: float32[A] or [2A], rng, actor_step) -> (float32[*action_shape], ())`.
 """
 from __future__ import annotations
 
@@ -21,6 +26,11 @@ from typing import Tuple
 
 import numpy as np
 from dm_env import specs as dm_specs
+
+# Bounds of a Gaussian policy head's log-std (natural log of the std, in the units of the
+# Gaussian's variable): std in [6.7e-3, 7.4].
+LOG_STD_MIN = -5.0
+LOG_STD_MAX = 2.0
 
 
 class UnboundedActionSpecError(ValueError):
@@ -100,6 +110,43 @@ def gaussian_bounded(action_spec, sigma: float):
     del step
     u = _check_outputs(outputs, lo.shape)
     a = from_unit(u, lo, hi) + scale * rng.standard_normal(lo.shape).astype(np.float32)
+    return np.clip(a, lo, hi).astype(np.float32), ()
+
+  return select
+
+
+def split_gaussian(outputs, xp=np):
+  """`[..., 2A] -> (mean [..., A], log_std [..., A])`, the log-std clipped to
+  [LOG_STD_MIN, LOG_STD_MAX]. `xp`: numpy (actors) or jax.numpy (learners)."""
+  a = outputs.shape[-1] // 2
+  return outputs[..., :a], xp.clip(outputs[..., a:], LOG_STD_MIN, LOG_STD_MAX)
+
+
+def tanh_gaussian_bounded(action_spec, evaluation: bool = False):
+  """The selector of a tanh-squashed Gaussian policy whose network emits
+  `[mean[A], log_std[A]]` (float32 `[2A]`).
+
+  Training: `u = mean + exp(log_std) * eps` with `eps ~ N(0, I)`, `a = from_unit(tanh(u))`;
+  evaluation: `a = from_unit(tanh(mean))`. Both clipped to the bounds (float32 rounding
+  of the rescale never leaves the box). Extras: none (the learner samples its own
+  actions).
+
+  Raises:
+    UnboundedActionSpecError: for an action spec that is not a finite float box.
+  """
+  lo, hi = bounds(action_spec)
+  size = int(np.prod(lo.shape))
+
+  def select(outputs: np.ndarray, rng: np.random.Generator, step: int):
+    del step
+    out = np.asarray(outputs, np.float32).reshape(-1)
+    if out.size != 2 * size:
+      raise ValueError(f"policy output has {out.size} values, a Gaussian over the action "
+                       f"shape {lo.shape} needs {2 * size} (mean and log-std)")
+    mean, log_std = split_gaussian(out)
+    u = mean if evaluation else (
+        mean + np.exp(log_std) * rng.standard_normal(mean.shape).astype(np.float32))
+    a = from_unit(np.tanh(u).reshape(lo.shape), lo, hi)
     return np.clip(a, lo, hi).astype(np.float32), ()
 
   return select

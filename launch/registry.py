@@ -11,6 +11,8 @@ _AGENTS: Dict[str, Tuple[str, str, str, str]] = {
              "D4PGBuilder"),
     "ddpg": ("actorq.agents.ddpg.config", "DDPGConfig", "actorq.agents.ddpg.builder",
              "DDPGBuilder"),
+    "td3": ("actorq.agents.td3.config", "TD3Config", "actorq.agents.td3.builder", "TD3Builder"),
+    "sac": ("actorq.agents.sac.config", "SACConfig", "actorq.agents.sac.builder", "SACBuilder"),
     "ppo": ("actorq.agents.ppo.config", "PPOConfig", "actorq.agents.ppo.builder", "PPOBuilder"),
     "a2c": ("actorq.agents.a2c.config", "A2CConfig", "actorq.agents.a2c.builder", "A2CBuilder"),
     "impala": ("actorq.agents.impala.config", "IMPALAConfig", "actorq.agents.impala.builder",

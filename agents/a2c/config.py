@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from actorq.agents.onpolicy_common.config import OnPolicyConfig
+from actorq.agents.onpolicy_common.config import CorrectedOnPolicyConfig
 from actorq.components import config_checks as checks
 
 
 @dataclasses.dataclass
-class A2CConfig(OnPolicyConfig):
+class A2CConfig(CorrectedOnPolicyConfig):
   """Synchronous advantage actor-critic (Mnih et al. 2016, the synchronous variant of
-  Algorithm S3): n-step (GAE) advantages, no off-policy correction.
+  Algorithm S3): n-step (GAE) advantages. With actors at another precision than fp32 the
+  policy gradient is importance-weighted by default (`importance_correction`, see
+  `agents/a2c/learning.py`); otherwise there is no off-policy correction.
 
   The defaults solve gym:CartPole-v1 (greedy return >= 475); see agents/a2c/README.md.
   """

@@ -1,10 +1,14 @@
-"""Builder shared by DDPG and D4PG: Acme's builder contract plus the single-process
-loop's methods; replay, dataset, adder and actor come from
-`components.builders.TransitionReplayBuilder`. Subclasses supply `make_networks` and
-`critic_functions(networks) -> (critic_loss, q_value)`."""
+"""Builders of the off-policy actor-critic agents: Acme's builder contract plus the
+single-process loop's methods; replay, dataset, adder and actor come from
+`components.builders.TransitionReplayBuilder`.
+
+`ActorCriticBuilder` adds the optimizers and the QAT transform every actor-critic agent
+uses (SAC builds on it). `DPGBuilder` (DDPG, D4PG, TD3) adds the deterministic policies
+and the `DPGLearner`; subclasses supply `make_networks`, `critic_functions(networks) ->
+(critic_loss, q_value)` and optionally `learner_options()`."""
 from __future__ import annotations
 
-from typing import Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 import jax
 import numpy as np
@@ -20,7 +24,25 @@ from actorq.components import builders, continuous
 from actorq.quantization import qat
 
 
-class DPGBuilder(builders.TransitionReplayBuilder):
+class ActorCriticBuilder(builders.TransitionReplayBuilder):
+  """Optimizers and QAT transform from an `ActorCriticConfig`."""
+
+  def make_optimizers(self) -> Tuple[optax.GradientTransformation, optax.GradientTransformation]:
+    """(policy optimizer, critic optimizer): global-norm clip then Adam."""
+    c = self.config
+    return (optax.chain(optax.clip_by_global_norm(c.max_gradient_norm),
+                        optax.adam(c.policy_learning_rate)),
+            optax.chain(optax.clip_by_global_norm(c.max_gradient_norm),
+                        optax.adam(c.critic_learning_rate)))
+
+  def params_transform(self) -> Optional[Callable]:
+    """What the learner applies to the policy params inside its loss: QAT's fake quant of
+    the weights (`qat_bits`), or None."""
+    bits = self.config.qat_bits
+    return None if bits is None else (lambda p: qat.fake_quant_params(p, bits=bits))
+
+
+class DPGBuilder(ActorCriticBuilder):
   """Replay table, dataset, adder, actor, learner and policies of a DPG agent."""
 
   def __init__(self, config: config_lib.DPGConfig):
@@ -33,6 +55,10 @@ class DPGBuilder(builders.TransitionReplayBuilder):
   def critic_functions(self, networks) -> Tuple[learning.CriticLoss, learning.QValue]:
     raise NotImplementedError
 
+  def learner_options(self) -> Dict[str, Any]:
+    """Extra `DPGLearner` keyword arguments (TD3: `policy_delay`, `target_policy_noise`)."""
+    return {}
+
   # --- Acme's builder contract (replay, dataset, adder and actor are inherited) --------
   def make_policy(self, networks: networks_lib.DPGNetworks,
                   environment_spec: specs.EnvironmentSpec, evaluation: bool = False) -> core.ActorPolicy:
@@ -43,14 +69,6 @@ class DPGBuilder(builders.TransitionReplayBuilder):
     return core.ActorPolicy(networks.spec, c.actor_precision,
                      continuous.gaussian_bounded(environment_spec.actions, c.sigma), False)
 
-  def make_optimizers(self) -> Tuple[optax.GradientTransformation, optax.GradientTransformation]:
-    """(policy optimizer, critic optimizer): global-norm clip then Adam."""
-    c = self.config
-    return (optax.chain(optax.clip_by_global_norm(c.max_gradient_norm),
-                        optax.adam(c.policy_learning_rate)),
-            optax.chain(optax.clip_by_global_norm(c.max_gradient_norm),
-                        optax.adam(c.critic_learning_rate)))
-
   def make_learner(self, random_key: jax.Array, networks: networks_lib.DPGNetworks,
                    dataset: Iterator[reverb.ReplaySample], logger_fn,
                    environment_spec: specs.EnvironmentSpec,
@@ -58,13 +76,11 @@ class DPGBuilder(builders.TransitionReplayBuilder):
                    counter=None) -> learning.DPGLearner:
     del replay_client
     c = self.config
-    transform = None
-    if c.qat_bits is not None:
-      transform = lambda p: qat.fake_quant_params(p, bits=c.qat_bits)
     critic_loss, q_value = self.critic_functions(networks)
     policy_opt, critic_opt = self.make_optimizers()
     dummy = np.zeros(environment_spec.observations.shape, np.float32)
     return learning.DPGLearner(
         networks, dataset, random_key, dummy, policy_opt, critic_opt, c.discount,
         critic_loss, q_value, c.target_update_period, c.target_update_tau, c.dqda_clipping,
-        transform, logger=logger_fn("learner"), counter=counter)
+        self.params_transform(), logger=logger_fn("learner"), counter=counter,
+        **self.learner_options())

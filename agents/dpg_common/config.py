@@ -1,6 +1,11 @@
-"""Configuration shared by DDPG and D4PG. Units per field: *actor steps* are environment
-steps taken by one actor; *learner steps* are gradient updates (one critic and one
-policy update each)."""
+"""Configuration shared by the off-policy actor-critic agents on transition replay.
+
+`ActorCriticConfig`: networks, optimisers, replay, targets and actors of DDPG, D4PG, TD3
+and SAC. `DPGConfig` adds what a deterministic policy needs (Gaussian exploration noise,
+dQ/da clipping): DDPG, D4PG and TD3 extend it; SAC extends `ActorCriticConfig`.
+
+Units per field: *actor steps* are environment steps taken by one actor; *learner
+steps* are gradient updates (one critic update and at most one policy update each)."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,13 +16,14 @@ from actorq.components import config_checks as checks
 
 
 @dataclasses.dataclass
-class DPGConfig:
-  """Deterministic policy gradient agent settings (Lillicrap et al. 2016).
+class ActorCriticConfig:
+  """Settings of an actor-critic agent learning from n-step transitions.
 
-  Acme's D4PG network details are on by default (`critic_layer_norm`,
-  `policy_output_init_scale`): on dmc:cartpole-balance with 64x64 networks, seed 0, 15k
-  steps, they end at 751 where the plain ReLU critic with Haiku's default policy head
-  ends at 392 (random actions: ~331); see agents/d4pg/README.md for the seed aggregates.
+  Acme's D4PG network details are on by default for all four agents (`critic_layer_norm`,
+  `policy_output_init_scale`; chosen on D4PG: on dmc:cartpole-balance with 64x64 networks,
+  seed 0, 15k steps, they end at 751 where the plain ReLU critic with Haiku's default policy
+  head ends at 392, random actions ~331; see agents/d4pg/README.md for the seed aggregates).
+  TD3 and SAC inherit them; SAC's near-zero head starts its Gaussian at mean 0, std 1.
 
   Every field is checked at construction (type, finite, range, allowed values) and so
   are `RULES`, the pairs of fields that could contradict each other.
@@ -49,11 +55,6 @@ class DPGConfig:
   # small tau is Polyak averaging.
   target_update_period: int = checks.field(100, ge=1)
   target_update_tau: float = checks.field(1.0, gt=0.0, le=1.0)
-  # Gaussian exploration noise, std in units of half the action range (= units of the
-  # policy's tanh output; see actorq.components.continuous).
-  sigma: float = checks.field(0.3, ge=0.0)
-  # Clip dQ/da per sample to this L2 norm in the policy loss (None: no clip).
-  dqda_clipping: Optional[float] = checks.field(None, gt=0.0)
   # Actor steps between parameter pulls.
   variable_update_period: int = checks.field(10, ge=1)
   # Precision the actors act with: fp32, fp16, bf16, int8 (see quantization.runtimes).
@@ -77,3 +78,13 @@ class DPGConfig:
     """Raises ValueError naming the field(s), the value(s) and what is allowed
     (`actorq.components.config_checks`); subclasses extend `RULES`."""
     checks.validate(self)
+
+
+@dataclasses.dataclass
+class DPGConfig(ActorCriticConfig):
+  """Deterministic policy gradient agent settings (Lillicrap et al. 2016)."""
+  # Gaussian exploration noise, std in units of half the action range (= units of the
+  # policy's tanh output; see actorq.components.continuous).
+  sigma: float = checks.field(0.3, ge=0.0)
+  # Clip dQ/da per sample to this L2 norm in the policy loss (None: no clip).
+  dqda_clipping: Optional[float] = checks.field(None, gt=0.0)

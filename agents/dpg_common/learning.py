@@ -1,12 +1,18 @@
-"""The deterministic-policy-gradient learner shared by DDPG and D4PG.
+"""The deterministic-policy-gradient learner shared by DDPG, D4PG and TD3, and the twin
+critic loss TD3 and SAC share.
 
 One learner step on a batch of n-step transitions (s_tm1, a_tm1, R, d, s_t):
 
-  critic: minimise `critic_loss(C(s_tm1, a_tm1), R, gamma * d, C'(s_t, pi'(s_t)))` where
-          C' and pi' are the target networks (Lillicrap et al. 2016, eq. 4-6; for D4PG
-          the projected categorical loss, Barth-Maron et al. 2018, eq. 7);
+  critic: minimise `critic_loss(C(s_tm1, a_tm1), R, gamma * d, C'(s_t, u'_t))` where
+          C' and pi' are the target networks and `u'_t = pi'(s_t)` (Lillicrap et al.
+          2016, eq. 4-6; for D4PG the projected categorical loss, Barth-Maron et al.
+          2018, eq. 7; for TD3 the twin-critic loss `twin_critic_loss` and the smoothed
+          target action `u'_t = clip(pi'(s_t) + clip(sigma eps, -c, c), -1, 1)`,
+          Fujimoto et al. 2018, eq. 10 and 14);
   policy: the deterministic policy gradient `E[dQ/da|a=pi(s) * dpi/dtheta]` (Silver et
-          al. 2014, eq. 7; rlax.dpg_loss) with `Q = q_value(C(s_tm1, pi(s_tm1)))`;
+          al. 2014, eq. 7; rlax.dpg_loss) with `Q = q_value(C(s_tm1, pi(s_tm1)))`, applied
+          on the learner steps that are multiples of `policy_delay` (1 for DDPG/D4PG; TD3's
+          delayed policy updates, Fujimoto et al. 2018, sec. 5.2);
   targets: `target <- tau * online + (1 - tau) * target` every K learner steps.
 
 Actions are stored in environment units and mapped to the policy's `[-1, 1]` units
@@ -14,7 +20,7 @@ Actions are stored in environment units and mapped to the policy's `[-1, 1]` uni
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, NamedTuple, Optional
+from typing import Any, Callable, Iterator, NamedTuple, Optional, Tuple
 
 import haiku as hk
 import jax
@@ -43,6 +49,14 @@ class TrainingState(NamedTuple):
   steps: jnp.ndarray  # int32 scalar: learner steps taken
 
 
+def check_target_update(period: int, tau: float) -> None:
+  """Raises ValueError: period < 1 or tau outside (0, 1] (see `target_update`)."""
+  if period < 1:
+    raise ValueError(f"target update period must be >= 1 learner step, got {period}")
+  if not 0.0 < tau <= 1.0:
+    raise ValueError(f"target update tau must be in (0, 1], got {tau}")
+
+
 def target_update(online, target, steps: jnp.ndarray, period: int, tau: float):
   """`tau * online + (1 - tau) * target` when `steps % period == 0`, else `target`.
 
@@ -52,10 +66,7 @@ def target_update(online, target, steps: jnp.ndarray, period: int, tau: float):
   Raises:
     ValueError: period < 1 or tau outside (0, 1].
   """
-  if period < 1:
-    raise ValueError(f"target update period must be >= 1 learner step, got {period}")
-  if not 0.0 < tau <= 1.0:
-    raise ValueError(f"target update tau must be in (0, 1], got {tau}")
+  check_target_update(period, tau)
   if tau == 1.0:
     new = online
   else:
@@ -86,6 +97,84 @@ def dpg_policy_loss(a_t: jnp.ndarray, dqda_t: jnp.ndarray,
   return jnp.mean(jnp.sum(per_dim, axis=-1))
 
 
+def clipped_double_q_target(r_t: jnp.ndarray, discount_t: jnp.ndarray, q_t: jnp.ndarray,
+                            alpha_log_pi_t: jnp.ndarray = 0.0) -> jnp.ndarray:
+  """The twin-critic bootstrap target of one transition, under `stop_gradient`.
+
+      y = r_t + discount_t * (min_k q_t[k] - alpha_log_pi_t)
+
+  TD3: `alpha_log_pi_t = 0` (clipped double Q-learning, Fujimoto et al. 2018, eq. 10);
+  SAC: `alpha * log pi(a_t|s_t)` of the next action sampled from the current policy (the
+  soft value, Haarnoja et al. 2018 "SAC: Algorithms and Applications", eq. 3, with the
+  minimum over the two target critics of their sec. 5).
+
+  Args:
+    r_t: float32 [] (n-step) return.
+    discount_t: float32 [] bootstrap discount (`gamma * transition.discount`).
+    q_t: float32 [K] the K target critics at (s_t, a_t).
+    alpha_log_pi_t: float32 [] entropy term (0 for TD3).
+
+  Returns:
+    float32 [].
+  """
+  return jax.lax.stop_gradient(r_t + discount_t * (jnp.min(q_t, axis=-1) - alpha_log_pi_t))
+
+
+def twin_critic_loss(q_tm1: jnp.ndarray, r_t: jnp.ndarray, discount_t: jnp.ndarray,
+                     q_t: jnp.ndarray, alpha_log_pi_t: Optional[jnp.ndarray] = None
+                     ) -> jnp.ndarray:
+  """Batch mean of `sum_k 0.5 * (y - q_tm1[k])^2`, y = `clipped_double_q_target`.
+
+  Each of the K online critics regresses on the same target (Fujimoto et al. 2018,
+  Algorithm 1: the sum of the two critics' squared errors; Haarnoja et al. 2018, eq. 5
+  per critic). No gradient flows into `q_t` or `alpha_log_pi_t`.
+
+  Args:
+    q_tm1: float32 [B, K] online critics at (s_tm1, a_tm1).
+    r_t: float32 [B] (n-step) returns.
+    discount_t: float32 [B] bootstrap discounts.
+    q_t: float32 [B, K] target critics at (s_t, a_t).
+    alpha_log_pi_t: float32 [B] SAC's `alpha * log pi(a_t|s_t)`, or None (TD3: 0).
+
+  Returns:
+    float32 scalar.
+
+  Raises:
+    ValueError: on shape mismatches.
+  """
+  if q_tm1.ndim != 2 or q_t.shape != q_tm1.shape:
+    raise ValueError(f"q_tm1 and q_t must both be [B, K], got {q_tm1.shape} and {q_t.shape}")
+  b = q_tm1.shape[0]
+  if alpha_log_pi_t is None:
+    alpha_log_pi_t = jnp.zeros((b,), q_t.dtype)
+  for name, x in (("r_t", r_t), ("discount_t", discount_t), ("alpha_log_pi_t", alpha_log_pi_t)):
+    if x.shape != (b,):
+      raise ValueError(f"{name} must be [B] = [{b}], got {x.shape}")
+  y = jax.vmap(clipped_double_q_target)(r_t, discount_t, q_t, alpha_log_pi_t)
+  return jnp.mean(jnp.sum(rlax.l2_loss(y[:, None] - q_tm1), axis=-1))
+
+
+def smoothed_target_action(u_t: jnp.ndarray, noise_t: jnp.ndarray, sigma: float,
+                           noise_clip: float) -> jnp.ndarray:
+  """TD3's target policy smoothing (Fujimoto et al. 2018, eq. 14) in the policy's units:
+
+      u'_t = clip(u_t + clip(sigma * noise_t, -noise_clip, noise_clip), -1, 1)
+
+  (the noise clipped to +-c, then the action clipped to the bounds, which are [-1, 1] in
+  these units; `sigma` and `noise_clip` are in units of half the action range).
+
+  Args:
+    u_t: float32 [A] (or [B, A]) target policy actions in [-1, 1].
+    noise_t: float32, same shape, standard normal draws.
+    sigma, noise_clip: >= 0.
+
+  Returns:
+    float32, the shape of `u_t`.
+  """
+  eps = jnp.clip(sigma * noise_t, -noise_clip, noise_clip)
+  return jnp.clip(u_t + eps, -1.0, 1.0)
+
+
 class DPGLearner(learners.JaxLearner):
   """Full-precision learner for a deterministic policy and a critic.
 
@@ -102,6 +191,11 @@ class DPGLearner(learners.JaxLearner):
     target_update_tau: in (0, 1]; 1 = hard copy.
     dqda_clipping: see `dpg_policy_loss`.
     params_transform: applied to the policy params inside the loss (e.g. QAT fake quant).
+    policy_delay: the policy (and its optimizer state) changes only on the learner steps
+      that are multiples of it: steps d, 2d, ... counting from 1 (TD3: 2; 1: every step).
+    target_policy_noise: `(sigma, noise_clip)` of TD3's target policy smoothing
+      (`smoothed_target_action`), or None. The noise of learner step k is drawn from
+      `fold_in(key, k)`, so it is a function of the seed and the step count (resumable).
 
   `get_variables(["policy", "version"])` returns `[policy params, learner steps]`.
   """
@@ -112,23 +206,32 @@ class DPGLearner(learners.JaxLearner):
                critic_loss: CriticLoss, q_value: QValue, target_update_period: int,
                target_update_tau: float = 1.0, dqda_clipping: Optional[float] = None,
                params_transform: Optional[Callable] = None,
+               policy_delay: int = 1,
+               target_policy_noise: Optional[Tuple[float, float]] = None,
                logger: Optional[loggers.Logger] = None,
                counter: Optional[counting.Counter] = None):
+    if policy_delay < 1:
+      raise ValueError(f"policy_delay must be >= 1 learner step, got {policy_delay}")
     self._iterator = iterator
     self._init_bookkeeping(counter, logger)
     transform = params_transform or (lambda p: p)
     period, tau = int(target_update_period), float(target_update_tau)
-    target_update(0, 0, jnp.zeros((), jnp.int32), period, tau)  # validates early
+    check_target_update(period, tau)
     policy, critic = networks.policy, networks.critic
     lo = jnp.asarray(networks.action_minimum)
     hi = jnp.asarray(networks.action_maximum)
 
+    noise_key = jax.random.fold_in(random_key, 1)
+
     def critic_loss_fn(critic_params, target_policy_params, target_critic_params,
-                       transitions: types.Transition):
+                       transitions: types.Transition, steps):
       a_tm1 = jnp.clip(continuous.to_unit(transitions.action.astype(jnp.float32), lo, hi),
                        -1.0, 1.0)
       out_tm1 = critic.apply(critic_params, transitions.observation, a_tm1)
       u_t = policy.apply(target_policy_params, transitions.next_observation)
+      if target_policy_noise is not None:
+        noise = jax.random.normal(jax.random.fold_in(noise_key, steps), u_t.shape, u_t.dtype)
+        u_t = smoothed_target_action(u_t, noise, *target_policy_noise)
       out_t = critic.apply(target_critic_params, transitions.next_observation, u_t)
       return critic_loss(out_tm1, transitions.reward, discount * transitions.discount, out_t)
 
@@ -140,18 +243,27 @@ class DPGLearner(learners.JaxLearner):
       return dpg_policy_loss(u, dqda, dqda_clipping)
 
     def sgd_step(state: TrainingState, transitions: types.Transition):
+      steps = state.steps + 1
       critic_loss_value, critic_grads = jax.value_and_grad(critic_loss_fn)(
           state.critic_params, state.target_policy_params, state.target_critic_params,
-          transitions)
+          transitions, steps)
       policy_loss_value, policy_grads = jax.value_and_grad(policy_loss_fn)(
           state.policy_params, state.critic_params, transitions.observation)
       c_updates, critic_opt_state = critic_optimizer.update(
           critic_grads, state.critic_opt_state, state.critic_params)
-      p_updates, policy_opt_state = policy_optimizer.update(
-          policy_grads, state.policy_opt_state, state.policy_params)
       critic_params = optax.apply_updates(state.critic_params, c_updates)
-      policy_params = optax.apply_updates(state.policy_params, p_updates)
-      steps = state.steps + 1
+
+      def policy_update():
+        p_updates, opt_state = policy_optimizer.update(
+            policy_grads, state.policy_opt_state, state.policy_params)
+        return optax.apply_updates(state.policy_params, p_updates), opt_state
+
+      if policy_delay == 1:
+        policy_params, policy_opt_state = policy_update()
+      else:
+        policy_params, policy_opt_state = jax.lax.cond(
+            steps % policy_delay == 0, policy_update,
+            lambda: (state.policy_params, state.policy_opt_state))
       new_state = TrainingState(
           policy_params, critic_params,
           target_update(policy_params, state.target_policy_params, steps, period, tau),

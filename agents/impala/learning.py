@@ -77,7 +77,7 @@ def impala_loss(head: onpolicy.PolicyHead, outputs: jnp.ndarray, values: jnp.nda
     r_t, discount_t, mask: float32 `[T]` (discount_t = gamma * d_t).
 
   Returns:
-    (float32 scalar, metrics).
+    (float32 scalar, metrics; `behaviour_kl` estimates KL(mu || pi), `onpolicy.behaviour_kl`).
   """
   t = outputs.shape[0]
   if values.shape != (t + 1,):
@@ -96,7 +96,8 @@ def impala_loss(head: onpolicy.PolicyHead, outputs: jnp.ndarray, values: jnp.nda
   baseline_loss = onpolicy.masked_mean(0.5 * jnp.square(vt.vs - values[:-1]), mask)
   loss = pg_loss + baseline_cost * baseline_loss - entropy_cost * ent
   return loss, {"pg_loss": pg_loss, "baseline_loss": baseline_loss, "entropy": ent,
-                "mean_clipped_rho": onpolicy.masked_mean(vt.clipped_rho, mask)}
+                "mean_clipped_rho": onpolicy.masked_mean(vt.clipped_rho, mask),
+                "behaviour_kl": onpolicy.behaviour_kl(log_pi, behaviour_log_prob, mask)}
 
 
 def make_update(networks: onpolicy.ActorCriticNetworks, optimizer: optax.GradientTransformation,

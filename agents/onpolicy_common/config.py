@@ -1,4 +1,6 @@
-"""Configuration fields shared by the on-policy agents (A2C, PPO, IMPALA).
+"""Configuration fields shared by the on-policy agents (A2C, PPO, IMPALA), and the
+truncated importance correction PPO and A2C add for actors that act with another policy
+than the learner's fp32 one (`CorrectedOnPolicyConfig`).
 
 Units: actor steps are environment steps of one actor; a rollout is `rollout_length`
 transitions; a learner step takes `batch_size` rollouts. Each agent's config subclasses
@@ -50,3 +52,25 @@ class OnPolicyConfig:
     """Raises ValueError naming the field(s), the value(s) and what is allowed
     (`actorq.components.config_checks`); subclasses extend `RULES`."""
     checks.validate(self)
+
+
+@dataclasses.dataclass
+class CorrectedOnPolicyConfig(OnPolicyConfig):
+  """`OnPolicyConfig` plus the correction for the gap between the actors' behaviour
+  policy mu (e.g. int8: the log-prob each actor stored is of the policy it ran) and the
+  learner's fp32 policy pi: the policy-gradient terms are weighted by the truncated
+  importance ratio `rho = min(importance_rho_bar, pi(a|s) / mu(a|s))` (as in IMPALA's
+  V-trace, Espeholt et al. 2018; for quantized rollouts, FlashRL's truncated importance
+  sampling, Yao et al. 2025). See `onpolicy_common.learning.truncated_importance_weights`.
+  """
+  # None: on exactly when actor_precision is not fp32 (see `importance_correction_on`).
+  importance_correction: Optional[bool] = None
+  # rho-bar, the truncation of the importance ratios pi/mu (> 0; 1: IMPALA's).
+  importance_rho_bar: float = checks.field(1.0, gt=0.0)
+
+  def importance_correction_on(self) -> bool:
+    """`importance_correction`, or when it is None whether the actors act at another
+    precision than fp32 (their policy then differs from the learner's)."""
+    if self.importance_correction is not None:
+      return bool(self.importance_correction)
+    return self.actor_precision != core.FP32

@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional, Tuple
 import haiku as hk
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from acme.utils import counting, loggers
 
@@ -55,6 +56,45 @@ def normalize_advantages(adv: jnp.ndarray, weights: jnp.ndarray, eps: float = 1e
   std = jnp.sqrt(masked_mean(jnp.square(adv - mean), weights))
   spread = std > 1e-6 * jnp.maximum(1.0, jnp.abs(mean))
   return jnp.where(spread, (adv - mean) / (std + eps), 0.0)
+
+
+def truncated_importance_weights(log_pi: jnp.ndarray, log_mu: jnp.ndarray,
+                                 rho_bar: float) -> jnp.ndarray:
+  """`rho = min(rho_bar, pi(a|s) / mu(a|s))` per action, under `stop_gradient`.
+
+  The truncated importance weight of an action the behaviour policy mu took (its
+  log-prob as the actor stored it, e.g. under an int8 policy) against the learner's
+  policy pi (Espeholt et al. 2018, eq. 1, the rho of V-trace; for quantized rollouts,
+  FlashRL's truncated importance sampling, Yao et al. 2025). The log-ratio is truncated
+  before `exp`, so no ratio overflows (log-ratios of +-89 give rho_bar and exp(-89)).
+
+  Args:
+    log_pi: float32 `[...]` log pi(a|s) (the learner's fp32 policy).
+    log_mu: float32 `[...]` log mu(a|s) (the actors').
+    rho_bar: > 0.
+
+  Returns:
+    float32 `[...]` in [0, rho_bar].
+  """
+  log_rho = jnp.minimum(log_pi - log_mu, float(np.log(rho_bar)))
+  return jax.lax.stop_gradient(jnp.exp(log_rho))
+
+
+def behaviour_kl(log_pi: jnp.ndarray, log_mu: jnp.ndarray, weights: jnp.ndarray) -> jnp.ndarray:
+  """Estimated KL(mu || pi) (nats) from the actions mu took, the weighted mean of
+  `(r - 1) - log r`, `r = pi(a|s) / mu(a|s)`: an unbiased estimator of the KL (E_mu[r] = 1)
+  that is >= 0 per action (Schulman 2020, "Approximating KL divergence", k3). The
+  log-ratio is clipped to +-20 (r = exp(20) ~ 5e8 at most). No gradient.
+
+  Args:
+    log_pi, log_mu: float32 `[...]` (learner fp32 policy, actors' behaviour policy).
+    weights: float32 `[...]` (0 for padding and acme's terminal steps).
+
+  Returns:
+    float32 scalar.
+  """
+  log_r = jax.lax.stop_gradient(jnp.clip(log_pi - log_mu, -20.0, 20.0))
+  return masked_mean(jnp.expm1(log_r) - log_r, weights)
 
 
 def minibatch_indices(key: jax.Array, num_items: int, minibatch_size: int

@@ -24,11 +24,10 @@ from acme import specs
 
 from actorq import core
 from actorq.components import networks as networks_lib
+from actorq.components.continuous import LOG_STD_MAX, LOG_STD_MIN, split_gaussian
 from actorq.core import UnsupportedEnvironmentError
 from actorq.quantization import network_spec as ns
 
-LOG_STD_MIN = -5.0
-LOG_STD_MAX = 2.0
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
 # ---------------------------------------------------------------------------------
@@ -109,12 +108,6 @@ def categorical_selector(head: PolicyHead, evaluation: bool = False) -> core.Sel
             {"logits": logits, "log_prob": np.float32(log_p[action])})
 
   return select
-
-
-def split_gaussian(outputs, xp=np):
-  """`[..., 2A] -> (mean [..., A], log_std [..., A])`, log-std clipped."""
-  a = outputs.shape[-1] // 2
-  return outputs[..., :a], xp.clip(outputs[..., a:], LOG_STD_MIN, LOG_STD_MAX)
 
 
 def gaussian_selector(head: PolicyHead, evaluation: bool = False) -> core.Selector:

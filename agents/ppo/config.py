@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import dataclasses
 
-from actorq.agents.onpolicy_common.config import OnPolicyConfig
+from actorq.agents.onpolicy_common.config import CorrectedOnPolicyConfig
 from actorq.agents.onpolicy_common.networks import LOG_STD_MAX, LOG_STD_MIN
 from actorq.components import config_checks as checks
 
 
 @dataclasses.dataclass
-class PPOConfig(OnPolicyConfig):
+class PPOConfig(CorrectedOnPolicyConfig):
   """PPO with the clipped surrogate objective and GAE (Schulman et al. 2017; 2016).
 
   The defaults solve gym:CartPole-v1 (greedy return >= 475); dmc:cartpole-balance
   (>= 800) uses agents/ppo/configs/dmc_cartpole_balance.json (2048-step rollouts, 10
   epochs of minibatch 64, linear learning-rate decay, state-independent log-std). See
-  agents/ppo/README.md for the measured runs.
+  agents/ppo/README.md for the measured runs. With actors at another precision than fp32
+  the importance correction is on by default (`importance_correction`, see
+  `agents/ppo/learning.py`).
   """
   learning_rate: float = 3e-4
   # learning_rate_decay_steps: set it to the run's --steps for the usual "anneal over
@@ -41,7 +43,7 @@ class PPOConfig(OnPolicyConfig):
   minibatch_size: int = checks.field(128, ge=1)
   replay_table_name: str = "ppo_rollouts"
 
-  RULES = OnPolicyConfig.RULES + (
+  RULES = CorrectedOnPolicyConfig.RULES + (
       checks.Rule("need minibatch_size <= batch_size * rollout_length (a minibatch is "
                   "drawn from the batch_size * rollout_length transitions of a learner step)",
                   lambda c: c.minibatch_size <= c.batch_size * c.rollout_length),

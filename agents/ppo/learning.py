@@ -1,9 +1,18 @@
 """PPO learner: GAE advantages per rollout, then `num_epochs` passes of minibatch SGD on
 the clipped surrogate objective (Schulman et al. 2017, eq. 7 and 9; GAE: Schulman et
-al. 2016, eq. 16), with the behaviour log-probs the (possibly quantized) actors emitted."""
+al. 2016, eq. 16), with the behaviour log-probs the (possibly quantized) actors emitted.
+
+Without the importance correction the ratio is `pi_theta / mu`, mu being the actors'
+(possibly int8) policy. With it (`PPOConfig.importance_correction_on()`, the default for
+non-fp32 actors) the ratio is `pi_theta / pi_old`, pi_old the learner's fp32 policy
+before the update, and each transition's surrogate is weighted by the truncated
+importance weight `min(rho_bar, pi_old / mu)` (`onpolicy.truncated_importance_weights`):
+the clipping then acts on the learner's own policy change, and the weight corrects for
+the actors' policy differing from the learner's. `behaviour_kl` (an estimate of
+KL(mu || pi_old), `onpolicy.behaviour_kl`) is logged either way."""
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -39,12 +48,15 @@ def ppo_loss(head: onpolicy.PolicyHead, outputs: jnp.ndarray, values: jnp.ndarra
              actions: jnp.ndarray, behaviour_log_prob: jnp.ndarray, advantages: jnp.ndarray,
              returns: jnp.ndarray, weights: jnp.ndarray, clip_epsilon: float = 0.2,
              value_cost: float = 0.5, entropy_cost: float = 0.0,
-             normalize_advantages: bool = True) -> Tuple[jnp.ndarray, Dict[str, jnp.ndarray]]:
+             normalize_advantages: bool = True,
+             importance_weights: Optional[jnp.ndarray] = None
+             ) -> Tuple[jnp.ndarray, Dict[str, jnp.ndarray]]:
   """Clipped-surrogate PPO loss of one minibatch of N transitions.
 
-  loss = -E_w[min(r A, clip(r, 1-eps, 1+eps) A)] + value_cost * E_w[(V - R)^2 / 2]
+  loss = -E_w[rho min(r A, clip(r, 1-eps, 1+eps) A)] + value_cost * E_w[(V - R)^2 / 2]
          - entropy_cost * E_w[H(pi)],   r = pi(a|s) / mu(a|s) (eq. 7 and 9),
-  where E_w is the mean weighted by `weights` (0 for padding and terminal steps). The
+  where E_w is the mean weighted by `weights` (0 for padding and terminal steps) and rho
+  the `importance_weights` (1 when None). The
   advantages are normalised over the weighted items when `normalize_advantages`; that
   stays finite for one item or all-equal advantages (case L1). The log-ratio is clipped
   to +-20 before `exp` so a far-off behaviour policy cannot make it overflow.
@@ -54,16 +66,22 @@ def ppo_loss(head: onpolicy.PolicyHead, outputs: jnp.ndarray, values: jnp.ndarra
     outputs: float32 `[N, head.output_size]` the learner's policy outputs.
     values: float32 `[N]` V(s).
     actions: int `[N]` or float32 `[N, A]` (raw Gaussian samples).
-    behaviour_log_prob: float32 `[N]` log mu(a|s) from the actors.
+    behaviour_log_prob: float32 `[N]` log mu(a|s), the ratio's denominator: the actors'
+      log-probs, or with the importance correction the learner's fp32 policy before the
+      update.
     advantages, returns: float32 `[N]` (GAE and A + V_old).
     weights: float32 `[N]` in {0, 1}.
+    importance_weights: float32 `[N]` truncated importance weights (no gradient), or None.
 
   Returns:
     (float32 scalar loss, metrics dict of scalars).
   """
   n = outputs.shape[0]
+  if importance_weights is None:
+    importance_weights = jnp.ones((n,), jnp.float32)
   for name, x in (("values", values), ("behaviour_log_prob", behaviour_log_prob),
-                  ("advantages", advantages), ("returns", returns), ("weights", weights)):
+                  ("advantages", advantages), ("returns", returns), ("weights", weights),
+                  ("importance_weights", importance_weights)):
     if x.shape != (n,):
       raise ValueError(f"{name} must have shape [{n}] like outputs' batch, got {x.shape}")
   log_pi = onpolicy.log_prob(head, outputs, actions)
@@ -73,7 +91,7 @@ def ppo_loss(head: onpolicy.PolicyHead, outputs: jnp.ndarray, values: jnp.ndarra
          else jax.lax.stop_gradient(advantages))
   per_item = jax.vmap(lambda r, a: rlax.clipped_surrogate_pg_loss(r[None], a[None], clip_epsilon))(
       ratio, adv)
-  pg_loss = onpolicy.masked_mean(per_item, weights)
+  pg_loss = onpolicy.masked_mean(jax.lax.stop_gradient(importance_weights) * per_item, weights)
   value_loss = onpolicy.masked_mean(0.5 * jnp.square(values - jax.lax.stop_gradient(returns)),
                                     weights)
   ent = onpolicy.masked_mean(onpolicy.entropy(head, outputs), weights)
@@ -103,15 +121,20 @@ def make_optimizer(config) -> optax.GradientTransformation:
 def make_update(networks: onpolicy.ActorCriticNetworks, optimizer: optax.GradientTransformation,
                 config):
   """The pure learner step `update(state, trajectory) -> (state, metrics)` on a batch of
-  rollouts `[B, T + 1]` (acme `Trajectory` with extras log_prob [/ raw_action])."""
+  rollouts `[B, T + 1]` (acme `Trajectory` with extras log_prob [/ raw_action]).
+
+  Metrics: the losses' (averaged over the minibatch updates), `behaviour_kl` and, with
+  the importance correction, `importance_weight` (the mean truncated weight)."""
   head = networks.head
+  correct = config.importance_correction_on()
 
   def loss_fn(params, batch, weights):
     outputs = networks.policy.apply(params["policy"], batch["observation"])
     values = networks.value.apply(params["value"], batch["observation"])
     return ppo_loss(head, outputs, values, batch["action"], batch["log_prob"],
                     batch["advantage"], batch["return"], weights, config.clip_epsilon,
-                    config.value_cost, config.entropy_cost, config.normalize_advantages)
+                    config.value_cost, config.entropy_cost, config.normalize_advantages,
+                    batch["importance_weight"] if correct else None)
 
   def update(state: onpolicy.TrainingState, traj) -> Tuple[onpolicy.TrainingState, Dict[str, Any]]:
     obs = traj.observation
@@ -128,6 +151,15 @@ def make_update(networks: onpolicy.ActorCriticNetworks, optimizer: optax.Gradien
             "log_prob": flat(traj.extras["log_prob"]), "advantage": adv.reshape(-1),
             "return": returns.reshape(-1)}
     item_mask = mask.reshape(-1)
+    # The learner's fp32 policy before this update, at the actions the actors took.
+    log_pi_old = jax.lax.stop_gradient(onpolicy.log_prob(
+        head, networks.policy.apply(state.params["policy"], data["observation"]),
+        data["action"]))
+    behaviour_kl = onpolicy.behaviour_kl(log_pi_old, data["log_prob"], item_mask)
+    if correct:
+      data["importance_weight"] = onpolicy.truncated_importance_weights(
+          log_pi_old, data["log_prob"], config.importance_rho_bar)
+      data["log_prob"] = log_pi_old
     key, *epoch_keys = jax.random.split(state.key, config.num_epochs + 1)
 
     def minibatch_step(carry, xs):
@@ -150,6 +182,9 @@ def make_update(networks: onpolicy.ActorCriticNetworks, optimizer: optax.Gradien
     metrics = jax.tree_util.tree_map(jnp.mean, metrics)
     metrics["advantage_mean"] = onpolicy.masked_mean(adv.reshape(-1), item_mask)
     metrics["valid_fraction"] = jnp.mean(item_mask)
+    metrics["behaviour_kl"] = behaviour_kl
+    if correct:
+      metrics["importance_weight"] = onpolicy.masked_mean(data["importance_weight"], item_mask)
     return onpolicy.TrainingState(params, opt_state, key, state.steps + 1), metrics
 
   return update

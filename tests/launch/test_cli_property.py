@@ -36,13 +36,17 @@ from actorq.launch import cli, registry
 from actorq.testing.cli import run_cli
 
 AGENTS = registry.names()
-CONTINUOUS = ("d4pg", "ddpg")
+CONTINUOUS = ("d4pg", "ddpg", "td3", "sac")
 # Base settings that keep a run small; drawn values replace them.
 SMALL = {"dqn": {"hidden_sizes": [16], "min_replay_size": 32, "batch_size": 8},
          "d4pg": {"policy_hidden_sizes": [16], "critic_hidden_sizes": [16], "num_atoms": 11,
                   "min_replay_size": 32, "batch_size": 8},
          "ddpg": {"policy_hidden_sizes": [16], "critic_hidden_sizes": [16],
                   "min_replay_size": 32, "batch_size": 8},
+         "td3": {"policy_hidden_sizes": [16], "critic_hidden_sizes": [16],
+                 "min_replay_size": 32, "batch_size": 8, "samples_per_insert": 8.0},
+         "sac": {"policy_hidden_sizes": [16], "critic_hidden_sizes": [16],
+                 "min_replay_size": 32, "batch_size": 8, "samples_per_insert": 8.0},
          "ppo": {"policy_hidden": [16], "value_hidden": [16], "rollout_length": 16,
                  "batch_size": 2, "minibatch_size": 16},
          "a2c": {"policy_hidden": [16], "value_hidden": [16], "rollout_length": 16,

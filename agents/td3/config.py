@@ -1,0 +1,33 @@
+"""TD3 configuration (units: see `actorq.agents.dpg_common.config`)."""
+from __future__ import annotations
+
+import dataclasses
+
+from actorq.agents.dpg_common.config import DPGConfig
+from actorq.components import config_checks as checks
+
+
+@dataclasses.dataclass
+class TD3Config(DPGConfig):
+  """TD3 (Fujimoto et al. 2018): twin critics with the clipped double-Q target, delayed
+  policy (and target) updates, target policy smoothing.
+
+  The defaults are the paper's (sec. 6.1 / Algorithm 1): 1-step returns, Adam 3e-4 for
+  both networks, batch 256 (the authors' code; the paper used 100), one learner step per
+  actor step (`samples_per_insert = batch_size`), Polyak targets with tau 0.005 updated
+  with the policy every `policy_delay = 2` learner steps, exploration noise 0.1 and target
+  noise 0.2 clipped to 0.5 (units: half the action range, i.e. the tanh output's units).
+  Unlike the paper there are no initial uniform-random actions: learning starts after
+  `min_replay_size` transitions of the (initially untrained) noisy policy.
+  """
+  n_step: int = 1
+  samples_per_insert: float = 256.0
+  target_update_period: int = 2
+  target_update_tau: float = 0.005
+  sigma: float = 0.1
+  # The policy and the targets change on learner steps d, 2d, ... (sec. 5.2).
+  policy_delay: int = checks.field(2, ge=1)
+  # Target policy smoothing (eq. 14): noise N(0, target_noise_sigma^2) clipped to
+  # +-target_noise_clip on the target action (units: half the action range; 0: none).
+  target_noise_sigma: float = checks.field(0.2, ge=0.0)
+  target_noise_clip: float = checks.field(0.5, ge=0.0)
