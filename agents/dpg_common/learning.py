@@ -175,6 +175,20 @@ def smoothed_target_action(u_t: jnp.ndarray, noise_t: jnp.ndarray, sigma: float,
   return jnp.clip(u_t + eps, -1.0, 1.0)
 
 
+def init_policy_and_critic(policy: hk.Transformed, critic: hk.Transformed,
+                           random_key: jax.Array, dummy_observation: np.ndarray,
+                           action_size: int) -> Tuple[Any, Any]:
+  """Initial (policy, critic) parameters of an actor-critic learner.
+
+  `policy.init(k1, obs[1, ...])` and `critic.init(k2, obs[1, ...], zeros[1, action_size])`
+  with `k1, k2 = split(random_key)`; `dummy_observation` is one unbatched observation.
+  """
+  k_policy, k_critic = jax.random.split(random_key)
+  obs = jnp.asarray(np.asarray(dummy_observation, np.float32)[None])
+  return (policy.init(k_policy, obs),
+          critic.init(k_critic, obs, jnp.zeros((1, action_size), jnp.float32)))
+
+
 class DPGLearner(learners.JaxLearner):
   """Full-precision learner for a deterministic policy and a critic.
 
@@ -274,10 +288,8 @@ class DPGLearner(learners.JaxLearner):
                          "policy_gradient_norm": optax.global_norm(policy_grads)}
 
     self._sgd_step = jax.jit(sgd_step)
-    k_policy, k_critic = jax.random.split(random_key)
-    obs = jnp.asarray(np.asarray(dummy_observation, np.float32)[None])
-    policy_params = policy.init(k_policy, obs)
-    critic_params = critic.init(k_critic, obs, jnp.zeros((1, lo.shape[0]), jnp.float32))
+    policy_params, critic_params = init_policy_and_critic(
+        policy, critic, random_key, dummy_observation, lo.shape[0])
     self._state = TrainingState(policy_params, critic_params, policy_params, critic_params,
                                 policy_optimizer.init(policy_params),
                                 critic_optimizer.init(critic_params), jnp.zeros((), jnp.int32))

@@ -31,8 +31,8 @@ import optax
 from acme import types
 from acme.utils import counting, loggers
 
-from actorq.agents.dpg_common.learning import (check_target_update, target_update,
-                                                twin_critic_loss)
+from actorq.agents.dpg_common.learning import (check_target_update, init_policy_and_critic,
+                                                target_update, twin_critic_loss)
 from actorq.components import continuous, learners
 
 
@@ -218,10 +218,8 @@ class SACLearner(learners.JaxLearner):
                          "policy_gradient_norm": optax.global_norm(policy_grads)}
 
     self._sgd_step = jax.jit(sgd_step)
-    k_policy, k_critic = jax.random.split(k_init)
-    obs = jnp.asarray(np.asarray(dummy_observation, np.float32)[None])
-    policy_params = policy.init(k_policy, obs)
-    critic_params = critic.init(k_critic, obs, jnp.zeros((1, lo.shape[0]), jnp.float32))
+    policy_params, critic_params = init_policy_and_critic(
+        policy, critic, k_init, dummy_observation, lo.shape[0])
     log_alpha = jnp.asarray(np.log(initial_temperature), jnp.float32)
     self._state = TrainingState(policy_params, critic_params, critic_params, log_alpha,
                                 policy_optimizer.init(policy_params),
