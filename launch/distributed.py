@@ -526,22 +526,29 @@ def _one_line(error: BaseException) -> str:
 class _StallWatch:
   """Notices an actor that stopped stepping, from its own counter key
   (`distributed_nodes.actor_steps_key`): no change for `stall_s` seconds once it has
-  stepped, or no first step within `start_s` seconds of the launch."""
+  stepped, or no first step within `start_s` seconds of the launch.
 
-  def __init__(self, num_actors: int, stall_s: float, start_s: float):
+  `start_counts` are the counter's totals the program starts from (a resumed run's; None
+  or {} for a fresh run, where every actor starts at 0). Comparing against them, not
+  against the first poll, counts an actor that stepped (and perhaps hung) before the
+  launcher's first successful poll as having stepped.
+  """
+
+  def __init__(self, num_actors: int, stall_s: float, start_s: float,
+               start_counts: Optional[Dict[str, float]] = None):
     self._stall_s, self._start_s = float(stall_s), float(start_s)
     now = time.time()
+    start_counts = start_counts or {}
     # actor -> (its count when last seen, since when, whether it has stepped since launch)
-    self._last = {i: (None, now, False) for i in range(num_actors)}
+    self._last = {i: (start_counts.get(nodes_lib.actor_steps_key(i), 0), now, False)
+                  for i in range(num_actors)}
 
   def check(self, counts: Dict[str, float]) -> Optional[str]:
     """None while every actor steps; else which actor stopped answering."""
     now = time.time()
     for i, (value, since, stepped) in self._last.items():
       current = counts.get(nodes_lib.actor_steps_key(i), 0)
-      if value is None:  # the first poll: a resumed run's count is where it starts
-        self._last[i] = (current, since, False)
-      elif current != value:
+      if current != value:
         self._last[i] = (current, now, True)
       else:
         limit = self._stall_s if stepped else self._start_s
@@ -648,7 +655,8 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
       # Launchpad's worker manager takes over SIGINT/SIGTERM in this mode.
       external_stop = lambda: manager.stop_event().is_set()
 
-    stall = _StallWatch(dp.num_actors, dp.options.actor_stall_s, dp.options.actor_start_s)
+    stall = _StallWatch(dp.num_actors, dp.options.actor_stall_s, dp.options.actor_start_s,
+                        dp.resumed_counts)
     try:
       while True:
         if sigs.received is not None or (external_stop() and reason != "finished"):
