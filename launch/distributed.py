@@ -50,7 +50,9 @@ and ``CUDA_VISIBLE_DEVICES=""`` (so jax there never starts a GPU backend nor res
 memory) and one thread (``--xla_cpu_multi_thread_eigen=false``, ``TF_NUM_INTRAOP_THREADS``,
 ``TF_NUM_INTEROP_THREADS`` and ``OMP_NUM_THREADS`` = 1); the learner gets
 ``TF_NUM_INTRAOP_THREADS`` = ``OMP_NUM_THREADS`` = max(1, cores - actors), and the CPU-only
-pair too with `learner_device="cpu"`. Under `local_mt` every node is a thread of one process,
+pair too with `learner_device="cpu"`. Under `hosts` the same overrides travel in the program
+file (the learner's thread count from the actors placed on its own host) and each host runner
+applies them to the node processes it starts. Under `local_mt` every node is a thread of one process,
 whose jax backends are shared: the learner's thread computes inside
 `jax.default_device(learner device)`, and the actors' policy runtimes commit their
 parameters to the CPU, so no actor array or computation is on the GPU, but the process
@@ -420,6 +422,20 @@ class _StaticAddress(lp_address.AbstractAddressBuilder):
     return self._address
 
 
+def _hosts_node_envs(dp: DistributedProgram, slots: List[Dict[str, Any]]) -> List[Dict[str, str]]:
+  """(`hosts`) Each node's environment overrides, as `placement.node_env` gives them under
+  `local_mp`: the CPU only and one thread for every node but the learner, whose TF/OpenMP
+  pools get the cores (this machine's: the launcher runs on the learner's host) that the
+  actors on its own host leave. XLA_FLAGS is the flag alone; the host runner appends it to
+  its host's own XLA_FLAGS (`hosts.node_environment`)."""
+  actors_on = {}
+  for slot in slots:
+    if slot["title"].startswith("actor/"):
+      actors_on[slot["host"]] = actors_on.get(slot["host"], 0) + 1
+  return [placement.node_env(slot["title"].split("/")[0], dp.config.learner_device,
+                             actors_on.get(slot["host"], 0), base_env={}) for slot in slots]
+
+
 def _runner_command(config: hosts_lib.HostsConfig, index: int, program: str) -> List[str]:
   return (config.start_argv(index) or []) + config.runner_argv(index, program)
 
@@ -444,7 +460,8 @@ class _HostsSession:
         address.bind(_StaticAddress(slot["address"], port))
     titles = [s["title"] for s in slots]
     header = {"name": dp.program.name, "hosts": list(cfg.hosts),
-              "tasks": [{"title": s["title"], "host": s["host"]} for s in slots],
+              "tasks": [{"title": s["title"], "host": s["host"], "env": env}
+                        for s, env in zip(slots, _hosts_node_envs(dp, slots))],
               "counter": dp.counter._address.resolve(),  # pylint: disable=protected-access
               "counter_task": titles.index("counter/0"), "heartbeat_s": opts.heartbeat_s,
               "silent_after_s": opts.silent_after_s, "startup_timeout_s": opts.startup_timeout_s,

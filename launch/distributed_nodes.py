@@ -182,6 +182,11 @@ class CounterNode(counting.Counter):
       self._seen[str(title)] = time.monotonic()
       return self._stop_reason
 
+  def stop_reason(self) -> Optional[str]:
+    """The stop's reason (None while the program runs), without counting as a poll."""
+    with self._stop_lock:
+      return self._stop_reason
+
   def leave(self, title: str) -> None:
     """`title` ended cleanly: it is no longer expected to poll."""
     with self._stop_lock:

@@ -9,7 +9,9 @@ pickled with cloudpickle) to ``<logdir>/program.actorq`` and starts, per host wi
 nodes, one host runner ``actorq node --program - --host I`` through the start command
 (`HostsConfig.start`), the program arriving on its standard input. The host runner
 (`run_host`) starts each of its host's nodes as ``actorq node --program - --task N``
-(`run_task`) and supervises them. With ``--start print`` the launcher prints the
+(`run_task`) and supervises them, each with the environment overrides the launcher
+wrote for it (`node_environment`: CPU only and one thread for every node but the learner,
+as under `local_mp`). With ``--start print`` the launcher prints the
 commands (with the file's path) for the user's scheduler to run, and supervises the
 program over Courier only.
 
@@ -27,6 +29,7 @@ Nothing here imports Launchpad, TF or JAX at module level: a host runner stays l
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import json
 import os
 import re
@@ -46,6 +49,7 @@ FORMAT = "actorq-program/1"
 PROGRAM_FILE = "program.actorq"
 PARENT_PID_ENV = "ACTORQ_PARENT_PID"
 LAUNCHER = "launcher"  # the launcher's participant title
+STACK_DUMP_AFTER_S = 6.0  # a node not ended this long after its stop prints its stacks
 # Groups on the first host; every other group is spread over the remaining hosts.
 HEAD_GROUPS = ("replay", "counter", "learner", "limiter")
 START_PRESETS = {
@@ -399,6 +403,19 @@ def stop_poll(header: Dict[str, Any], title: str):
       reachable=lambda: port_open(address, timeout_s))
 
 
+def node_environment(task: Dict[str, Any], environ: Mapping[str, str] = os.environ
+                     ) -> Dict[str, str]:
+  """A task's environment overrides from its program header entry (the launcher's
+  `placement.node_env`: CPU only, thread counts), with an ``XLA_FLAGS`` override appended
+  to this host's own ``XLA_FLAGS`` rather than replacing it, and the host runner's pid."""
+  env = {str(k): str(v) for k, v in task.get("env", {}).items()}
+  if "XLA_FLAGS" in env:
+    own = environ.get("XLA_FLAGS", "").split()
+    env["XLA_FLAGS"] = " ".join(own + [f for f in env["XLA_FLAGS"].split() if f not in own])
+  env[PARENT_PID_ENV] = str(os.getpid())
+  return env
+
+
 def run_host(data: bytes, index: int, echo: bool = True) -> int:
   """Runs the nodes of host `index`, each as ``actorq node --program - --task N`` (a
   child of this process, which it stops itself when this runner dies), until all have
@@ -415,7 +432,7 @@ def run_host(data: bytes, index: int, echo: bool = True) -> int:
   commands = [processes.Command(
       header["tasks"][k]["title"],
       [sys.executable, "-m", "actorq.launch.cli", "node", "--program", "-", "--task", str(k)],
-      {PARENT_PID_ENV: str(os.getpid())}, data) for k in tasks]
+      node_environment(header["tasks"][k]), data) for k in tasks]
   grace = float(header["stop_grace_s"])
   with processes.Signals((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as sigs:
     procs = processes.NodeProcesses(
@@ -443,6 +460,15 @@ def _disarm_kill() -> None:
   -SIGALRM instead of its exit status."""
   signal.signal(signal.SIGALRM, signal.SIG_IGN)
   signal.alarm(0)
+
+
+def _stop_requested(poll: StopPoll) -> bool:
+  """Whether the counter node says the program's stop was requested (False when it
+  does not answer: then nothing says this node's failure was part of a stop)."""
+  try:
+    return poll.client.stop_reason() is not None
+  except Exception:  # pylint: disable=broad-except
+    return False
 
 
 def run_task(data: bytes, task: int) -> int:
@@ -479,11 +505,26 @@ def run_task(data: bytes, task: int) -> int:
     except Exception as e:  # pylint: disable=broad-except
       print(f"actorq: {title}: could not reach the counter node ({e!r})", flush=True)
 
+  stopped_at = []  # when the stop event was set: how long the node then took is logged
+
+  def note_stop():
+    stop.wait()
+    stopped_at.append(time.monotonic())
+    # A node still running STACK_DUMP_AFTER_S after its stop (the worker manager kills it
+    # at 10 s) prints every thread's stack to its log: where it hangs.
+    faulthandler.dump_traceback_later(STACK_DUMP_AFTER_S, exit=False)
+
+  threading.Thread(target=note_stop, name="stop-clock", daemon=True).start()
   try:
     functions[task]()
   except BaseException as e:  # pylint: disable=broad-except
+    faulthandler.cancel_dump_traceback_later()
     _disarm_kill()
-    if stop.is_set():
+    # The stop reaches the nodes up to a heartbeat apart: a node whose peer (the replay
+    # node, say) has already stopped may fail on it before it hears the stop itself.
+    # That is the program stopping, not this node failing.
+    stopping = stop.is_set() or _stop_requested(poll)
+    if stopping:
       print(f"actorq: {title} ended with {e!r} while stopping", flush=True)
     else:
       import traceback  # pylint: disable=g-import-not-at-top
@@ -491,6 +532,7 @@ def run_task(data: bytes, task: int) -> int:
       request_stop(f"failed: {e!r}")
       return 1
   else:
+    faulthandler.cancel_dump_traceback_later()
     _disarm_kill()
     if not (stop.is_set() or is_counter or title.startswith("limiter/")):
       request_stop("ended without a stop request")
@@ -500,4 +542,6 @@ def run_task(data: bytes, task: int) -> int:
       poll.client.leave(title)
     except Exception:  # pylint: disable=broad-except
       pass  # the counter node has already gone: nothing expects this node any more
+  after = f" {time.monotonic() - stopped_at[0]:.1f} s after its stop" if stopped_at else ""
+  print(f"actorq: {title} ended cleanly{after}", flush=True)
   return 0

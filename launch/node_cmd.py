@@ -61,7 +61,14 @@ def run(args) -> int:
   if task is not None:
     if task >= len(header["tasks"]):
       raise cli.UsageError(f"--task {task}: the program has tasks 0..{len(header['tasks']) - 1}")
-    return hosts.run_task(data, task)
+    code = hosts.run_task(data, task)
+    # The node has ended and its exit status is decided: leave without the interpreter's
+    # teardown, which can crash (exit -6/-11 instead of `code`) while daemon threads still
+    # sit in Reverb or gRPC calls (a learner's sample waiting for its timeout, Courier
+    # server threads), and which takes seconds with TF and JAX loaded.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # pylint: disable=protected-access
   if host >= len(header["hosts"]):
     raise cli.UsageError(f"--host {host}: the program has hosts 0..{len(header['hosts']) - 1} "
                          f"({', '.join(header['hosts'])})")

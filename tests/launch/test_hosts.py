@@ -10,8 +10,13 @@ import time
 
 import pytest
 
+from actorq.agents.dqn import builder as dqn_builder
+from actorq.agents.dqn import config as dqn_config
+from actorq.components import placement
 from actorq.launch import cli
+from actorq.launch import distributed
 from actorq.launch import distributed_nodes
+from actorq.launch import experiment
 from actorq.launch import hosts
 from actorq.launch import netns
 
@@ -105,6 +110,7 @@ def test_counter_node_stop_heartbeats_and_silence():
   node._check_participants()  # actor/0 fell silent; launcher left; learner/0 just polled
   reason = node.heartbeat("learner/0")
   assert reason.startswith("actor/0 silent for")
+  assert node.stop_reason() == reason
   node.request_stop("a second reason")  # the first one is kept
   assert node.heartbeat("learner/0") == reason
   assert not node._all_told()  # actor/0 has not heard it
@@ -184,6 +190,41 @@ def test_bad_node_input_exits_2(tmp_path, capsys, monkeypatch):
   assert "no node is placed on host 1" in capsys.readouterr().out
 
 
+def test_node_environment_appends_xla_flags_and_names_the_runner():
+  task = {"title": "actor/0", "env": {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false",
+                                      "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1"}}
+  env = hosts.node_environment(task, {"XLA_FLAGS": "--xla_dump_to=/tmp/x"})
+  assert env["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_cpu_multi_thread_eigen=false"
+  assert env["JAX_PLATFORMS"] == "cpu" and env["OMP_NUM_THREADS"] == "1"
+  assert env[hosts.PARENT_PID_ENV] == str(os.getpid())
+  same = hosts.node_environment(task, {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"})
+  assert same["XLA_FLAGS"] == "--xla_cpu_multi_thread_eigen=false"  # not twice
+  assert hosts.node_environment({"title": "x/0"}, {}) == {hosts.PARENT_PID_ENV: str(os.getpid())}
+
+
+def test_hosts_program_gives_every_node_but_the_learner_the_cpu_and_one_thread(tmp_path):
+  config = experiment.ExperimentConfig(
+      dqn_builder.DQNBuilder(dqn_config.DQNConfig(hidden_sizes=(32,))), "gym:CartPole-v1",
+      num_steps=100, logdir=str(tmp_path))
+  dp = distributed.make_program(config, num_actors=3,
+                                hosts=hosts.HostsConfig(("h0", "h1", "h2")))
+  slots = distributed._slots(dp)
+  envs = dict(zip([s["title"] for s in slots], distributed._hosts_node_envs(dp, slots)))
+  for title, env in envs.items():
+    if title == "learner/0":  # no actor on its host: every core of this (its) machine
+      assert "JAX_PLATFORMS" not in env and "CUDA_VISIBLE_DEVICES" not in env
+      assert env["TF_NUM_INTRAOP_THREADS"] == str(placement.learner_threads(0))
+    else:
+      assert env["JAX_PLATFORMS"] == "cpu" and env["CUDA_VISIBLE_DEVICES"] == "", title
+      assert env["XLA_FLAGS"] == "--xla_cpu_multi_thread_eigen=false", title
+      assert env["TF_NUM_INTRAOP_THREADS"] == env["OMP_NUM_THREADS"] == "1", title
+  one_host = distributed.make_program(config, num_actors=2, hosts=hosts.HostsConfig(("h0",)))
+  slots = distributed._slots(one_host)
+  learner = distributed._hosts_node_envs(one_host, slots)[
+      [s["title"] for s in slots].index("learner/0")]
+  assert learner["TF_NUM_INTRAOP_THREADS"] == str(placement.learner_threads(2))
+
+
 def test_dry_run_prints_placement_ports_and_start_commands(tmp_path, capsys):
   code = cli.main(["train", "--launch", "hosts", "--hosts", "gpu1,cpu1,cpu2", "--num-actors",
                    "3", "--port-base", "31000", "--steps", "1000", "--dry-run"])
@@ -248,6 +289,31 @@ def _wait_for_all_nodes(logdir, proc, timeout_s=150):
   raise AssertionError(f"the nodes did not all start within {timeout_s} s")
 
 
+def _wait_for_learning(logdir, proc, timeout_s=150):
+  """Until the learner has taken a step (its first `learner.csv` row): the program is
+  training, not still building its networks (a node stopped while it still compiles
+  cannot end before Launchpad's 10 s kill, which is not what these tests are about)."""
+  deadline = time.time() + timeout_s
+  path = logdir / "learner.csv"
+  while time.time() < deadline:
+    if path.exists() and len(_rows(path)) >= 1:
+      return
+    assert proc.poll() is None, "the launcher ended before the learner stepped"
+    time.sleep(0.5)
+  raise AssertionError(f"the learner took no step within {timeout_s} s")
+
+
+def _cmdline(pid):
+  with open(f"/proc/{pid}/cmdline", "rb") as f:
+    return f.read().decode(errors="replace").split("\0")
+
+
+def _environ(pid):
+  with open(f"/proc/{pid}/environ", "rb") as f:
+    items = f.read().decode(errors="replace").split("\0")
+  return dict(item.split("=", 1) for item in items if "=" in item)
+
+
 def _nothing_left(pair, timeout_s=10):
   deadline = time.time() + timeout_s
   while time.time() < deadline and (pair.pids(0) or pair.pids(1)):
@@ -293,12 +359,14 @@ def test_a_dead_actor_host_stops_the_program_without_the_launcher(pair, tmp_path
     while not program.exists():
       assert time.time() < deadline and launcher.poll() is None, "no program file written"
       time.sleep(0.2)
-    for index in (0, 1):
-      runners.append(subprocess.Popen(
-          pair.exec_argv(index) + [PYTHON, "-m", "actorq.launch.cli", "node", "--program",
-                                   str(program), "--host", str(index), "--no-echo"],
-          cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    for index in (0, 1):  # each runner's own lines (which node ended how) in a file
+      with open(tmp_path / f"runner_{index}.out", "w", encoding="utf-8") as out:
+        runners.append(subprocess.Popen(
+            pair.exec_argv(index) + [PYTHON, "-m", "actorq.launch.cli", "node", "--program",
+                                     str(program), "--host", str(index), "--no-echo"],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT))
     _wait_for_all_nodes(tmp_path, launcher)
+    _wait_for_learning(tmp_path, launcher)
     killed_at = time.time()
     pair.kill_all(1)  # the actor host dies: its runner, actor and evaluator
     code = launcher.wait(timeout=90)
@@ -309,7 +377,8 @@ def test_a_dead_actor_host_stops_the_program_without_the_launcher(pair, tmp_path
     # the launcher waits for them at most its stop grace (20 s): 5 + 20 s, plus slack for
     # a loaded machine.
     assert "/0 silent for" in out and stopped_in < 45, (stopped_in, out[-3000:])
-    assert runners[0].wait(timeout=30) == 0  # the first host's nodes stopped cleanly
+    # The first host's nodes stopped cleanly (else the runner names the node and its code).
+    assert runners[0].wait(timeout=30) == 0, (tmp_path / "runner_0.out").read_text()[-3000:]
     assert _nothing_left(pair)
   finally:
     for proc in runners + [launcher]:
@@ -325,6 +394,13 @@ def test_sigterm_to_the_launcher_leaves_nothing_on_either_host(pair, tmp_path):
   try:
     _wait_for_all_nodes(tmp_path, launcher)
     assert len(pair.pids(0)) >= 5 and len(pair.pids(1)) >= 3  # runners and nodes
+    # The actor host's node processes (actor, evaluator) run with the launcher's placement:
+    # jax on the CPU only, one thread.
+    node_envs = [_environ(pid) for pid in pair.pids(1) if "--task" in _cmdline(pid)]
+    assert len(node_envs) == 2, node_envs
+    for env in node_envs:
+      assert env.get("JAX_PLATFORMS") == "cpu" and env.get("CUDA_VISIBLE_DEVICES") == ""
+      assert env.get("OMP_NUM_THREADS") == "1" and env.get("TF_NUM_INTRAOP_THREADS") == "1"
     sent_at = time.time()
     launcher.send_signal(signal.SIGTERM)  # `ip netns exec` has exec'd the launcher
     code = launcher.wait(timeout=90)
