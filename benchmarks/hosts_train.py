@@ -1,0 +1,268 @@
+"""Training across two hosts: `actorq train --launch hosts` with its nodes in two network
+namespaces (`launch/netns.py`: 10.231.0.1 runs replay, counter, learner and limiter, and
+the launcher; 10.231.0.2 the actors and the evaluator), over a veth link that `tc` may limit,
+at each actor precision and seed, side by side in one run.
+
+    sudo .venv/bin/python benchmarks/hosts_train.py --preset dqn --seeds 0,1,2 \\
+        --json docs/network/train_dqn.json
+    sudo .venv/bin/python benchmarks/hosts_train.py --preset actorq --rate 100mbit \\
+        --seeds 0,1 --json docs/network/e2e_actorq_100mbit.json
+
+Each (seed, precision) run is one `actorq train --launch hosts` process, started in the first
+namespace exactly as a user starts it on the first host (`--start 'ip netns exec ...{index}'`
+stands for ssh); precisions alternate which goes first from seed to seed. Per run, from the
+run directory's own files and the link's counters:
+
+  exit            the launcher's exit status (0: the step limit was reached)
+  actor_sps       actor steps per second summed over actors, from `counter.csv` (written every
+                  5 s by the limiter node): between its first row with actor steps and its last
+  learner_sps     learner steps per second over the same rows
+  first_target    the first evaluation (`eval.csv`) whose greedy return reached `--target`:
+                  its actor steps and the run's wall seconds then (None: never)
+  final, best     the last and the best evaluation return
+  link_rx_Bps     bytes per second the actor host received on its veth end (parameter pulls,
+  link_tx_Bps     Reverb and Courier replies) and sent (transitions to Reverb, counter calls)
+  wall_s          the launcher's wall time, start-up included
+
+Presets:
+  dqn     the default DQN on gym:CartPole-v1, 100k actor steps, 2 actors, evaluation every
+          5k steps (10 greedy episodes), target 475: the README's learning criterion.
+  actorq  `actorq bench --preset actorq`'s D4PG (3x2048 policy, Acme's replay settings) on
+          dmc:cartpole-balance, 1 actor, 6k actor steps, one evaluation episode at the end:
+          end-to-end throughput across the link, not learning (too few steps).
+
+Needs root (namespaces, tc); the namespaces are removed on every exit path. All nodes share this
+machine's cores, so the figures measure a program split over a link, not two machines' worth
+of CPU.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+from actorq.benchmarks import actorq_bench as ab
+from actorq.launch import netns
+
+PRESETS = {
+    "dqn": dict(agent="dqn", env="gym:CartPole-v1", steps=100_000, num_actors=2,
+                eval_every=5_000, eval_episodes=10, target=475.0, overrides={}),
+    "actorq": dict(agent="d4pg", env="dmc:cartpole-balance", steps=6_000, num_actors=1,
+                   eval_every=6_000, eval_episodes=1, target=900.0,
+                   overrides=dict(ab.PRESETS["actorq"].overrides)),
+}
+
+
+def _rows(path: str) -> List[Dict[str, str]]:
+  if not os.path.exists(path):
+    return []
+  with open(path, encoding="utf-8") as f:
+    return list(csv.DictReader(f))
+
+
+def rates(counter_rows: List[Dict[str, str]]) -> Dict[str, Optional[float]]:
+  """Actor and learner steps per second between the first `counter.csv` row with actor
+  steps and the last row (None with fewer than two such rows)."""
+  rows = [r for r in counter_rows if float(r["actor_steps"]) > 0]
+  if len(rows) < 2:
+    return {"actor_sps": None, "learner_sps": None}
+  first, last = rows[0], rows[-1]
+  dt = float(last["wall_seconds"]) - float(first["wall_seconds"])
+  if dt <= 0:
+    return {"actor_sps": None, "learner_sps": None}
+  return {"actor_sps": (float(last["actor_steps"]) - float(first["actor_steps"])) / dt,
+          "learner_sps": (float(last["learner_steps"]) - float(first["learner_steps"])) / dt}
+
+
+def evaluations(eval_rows: List[Dict[str, str]], target: float) -> Dict[str, Any]:
+  """Final and best greedy return, and the first evaluation at or above `target`."""
+  returns = [(float(r["actor_steps"]), float(r["episode_return"]), float(r["wall_seconds"]))
+             for r in eval_rows]
+  hit = next((r for r in returns if r[1] >= target), None)
+  return {"evals": [[s, g] for s, g, _ in returns],
+          "final": returns[-1][1] if returns else None,
+          "best": max(g for _, g, _ in returns) if returns else None,
+          "first_target_steps": None if hit is None else hit[0],
+          "first_target_wall_s": None if hit is None else hit[2]}
+
+
+def train_argv(pair: netns.HostPair, settings: Dict[str, Any], precision: str, seed: int,
+               logdir: str) -> List[str]:
+  """The launcher's command line, run in the first namespace."""
+  argv = pair.exec_argv(0) + [
+      sys.executable, "-m", "actorq.launch.cli", "train", "--launch", "hosts",
+      "--hosts", ",".join(pair.addresses), "--start", f"ip netns exec {pair.names[0][:-1]}{{index}}",
+      "--num-actors", str(settings["num_actors"]), "--agent", settings["agent"],
+      "--env", settings["env"], "--steps", str(settings["steps"]), "--seed", str(seed),
+      "--actor-precision", precision, "--eval-every", str(settings["eval_every"]),
+      "--eval-episodes", str(settings["eval_episodes"]), "--logdir", logdir, "--no-progress"]
+  for key, value in settings["overrides"].items():
+    argv += ["--set", f"{key}={json.dumps(value)}"]
+  return argv
+
+
+def run_one(pair, settings, precision, seed, logdir, timeout_s) -> Dict[str, Any]:
+  before = pair.link_bytes(1)
+  start = time.time()
+  with open(os.path.join(os.path.dirname(logdir), os.path.basename(logdir) + ".out"), "w",
+            encoding="utf-8") as out:
+    try:
+      code = subprocess.run(train_argv(pair, settings, precision, seed, logdir), stdout=out,
+                            stderr=subprocess.STDOUT, timeout=timeout_s,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")).returncode
+    except subprocess.TimeoutExpired:
+      code = None
+  wall = time.time() - start
+  after = pair.link_bytes(1)
+  result = {"precision": precision, "seed": seed, "exit": code, "wall_s": wall,
+            "link_rx_Bps": (after["rx_bytes"] - before["rx_bytes"]) / wall,
+            "link_tx_Bps": (after["tx_bytes"] - before["tx_bytes"]) / wall,
+            "logdir": logdir}
+  result.update(rates(_rows(os.path.join(logdir, "counter.csv"))))
+  result.update(evaluations(_rows(os.path.join(logdir, "eval.csv")), settings["target"]))
+  return result
+
+
+def _median(values):
+  values = [v for v in values if v is not None]
+  return statistics.median(values) if values else None
+
+
+def summarize(runs: List[Dict[str, Any]], precisions, target) -> Dict[str, Dict[str, Any]]:
+  """Per precision: medians over seeds and how many seeds reached the target; with fp32
+  and int8 both present, int8/fp32 ratios paired by seed (median)."""
+  out = {}
+  for p in precisions:
+    mine = [r for r in runs if r["precision"] == p]
+    out[p] = {"seeds": len(mine), "finished": sum(r["exit"] == 0 for r in mine),
+              "reached_target": sum(r["first_target_steps"] is not None for r in mine),
+              "final_ge_target": sum(r["final"] is not None and r["final"] >= target
+                                     for r in mine),
+              **{k: _median([r[k] for r in mine]) for k in (
+                  "actor_sps", "learner_sps", "final", "best", "first_target_steps",
+                  "first_target_wall_s", "link_rx_Bps", "link_tx_Bps", "wall_s")}}
+  if "fp32" in precisions and "int8" in precisions:
+    by_seed = {(r["precision"], r["seed"]): r for r in runs}
+    for key in ("actor_sps", "learner_sps", "link_rx_Bps"):
+      ratios = [by_seed[("int8", s)][key] / by_seed[("fp32", s)][key]
+                for s in sorted({r["seed"] for r in runs})
+                if by_seed.get(("int8", s), {}).get(key) and by_seed.get(("fp32", s), {}).get(key)]
+      out["int8/fp32"] = {**out.get("int8/fp32", {}), key: _median(ratios)}
+  return out
+
+
+def _fmt(v, digits=0):
+  return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def format_table(runs, summary, settings, rate) -> str:
+  lines = [f"{settings['agent']} on {settings['env']}, {settings['steps']} actor steps, "
+           f"{settings['num_actors']} actor(s) on the second host, link {rate or 'unlimited'}",
+           "", "| precision | seed | exit | actor steps/s | learner steps/s | first >= target "
+           "(steps / s) | final | best | actor host rx kB/s | tx kB/s | wall s |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+  for r in runs:
+    first = ("not reached" if r["first_target_steps"] is None else
+             f"{r['first_target_steps']:,.0f} / {r['first_target_wall_s']:,.0f}")
+    lines.append(f"| {r['precision']} | {r['seed']} | {r['exit']} | {_fmt(r['actor_sps'], 1)} | "
+                 f"{_fmt(r['learner_sps'], 1)} | {first} | {_fmt(r['final'], 1)} | "
+                 f"{_fmt(r['best'], 1)} | {_fmt(r['link_rx_Bps'] / 1e3, 1)} | "
+                 f"{_fmt(r['link_tx_Bps'] / 1e3, 1)} | {_fmt(r['wall_s'])} |")
+  lines.append("")
+  for p, s in summary.items():
+    if p == "int8/fp32":
+      lines.append("int8/fp32 paired by seed (median): " + ", ".join(
+          f"{k} {_fmt(v, 2)}x" for k, v in s.items()))
+      continue
+    lines.append(f"{p}: {s['finished']}/{s['seeds']} finished, {s['reached_target']}/"
+                 f"{s['seeds']} reached {settings['target']:g}, final >= target on "
+                 f"{s['final_ge_target']}/{s['seeds']}; medians: actor steps/s "
+                 f"{_fmt(s['actor_sps'], 1)}, learner steps/s {_fmt(s['learner_sps'], 1)}, "
+                 f"final {_fmt(s['final'], 1)}, first >= target at {_fmt(s['first_target_steps'])} "
+                 f"steps")
+  return "\n".join(lines)
+
+
+def _int_list(text: str) -> List[int]:
+  try:
+    values = [int(v) for v in text.split(",") if v.strip()]
+  except ValueError:
+    values = []
+  if not values or min(values) < 0:
+    raise argparse.ArgumentTypeError(f"give seeds >= 0, comma separated, got {text!r}")
+  return values
+
+
+def _precisions(text: str) -> List[str]:
+  values = [v.strip() for v in text.split(",") if v.strip()]
+  bad = [v for v in values if v not in ab.PRECISIONS]
+  if not values or bad:
+    raise argparse.ArgumentTypeError(f"precisions must be from {','.join(ab.PRECISIONS)}, "
+                                     f"got {text!r}")
+  return values
+
+
+def _rate(text: str) -> Optional[str]:
+  if text == "none":
+    return None
+  try:
+    netns._rate_bits(text)  # pylint: disable=protected-access
+  except ValueError as e:
+    raise argparse.ArgumentTypeError(str(e)) from None
+  return text
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--preset", choices=sorted(PRESETS), default="dqn")
+  parser.add_argument("--seeds", type=_int_list, default=[0, 1, 2])
+  parser.add_argument("--precisions", type=_precisions, default=["fp32", "int8"])
+  parser.add_argument("--steps", type=int, default=None, help="actor steps (default: preset's)")
+  parser.add_argument("--rate", type=_rate, default=None,
+                      help="tc rate of the link, e.g. 100mbit or 1gbit (default: none)")
+  parser.add_argument("--run-timeout", type=float, default=3600.0, help="seconds per run")
+  parser.add_argument("--logdir", default=None, help="run directories (default: a temp dir)")
+  parser.add_argument("--json", default=None, help="write runs, summary and settings here")
+  args = parser.parse_args(argv)
+  reason = netns.unavailable()
+  if reason is not None:
+    print(f"hosts_train: {reason}", file=sys.stderr)
+    return 2
+  settings = dict(PRESETS[args.preset])
+  if args.steps is not None:
+    settings["steps"] = args.steps
+    settings["eval_every"] = min(settings["eval_every"], args.steps)
+  logdir = args.logdir or os.path.join("/tmp", f"hosts_train-{os.getpid()}")
+  os.makedirs(logdir, exist_ok=True)
+  load = os.getloadavg()
+  runs = []
+  with netns.HostPair() as pair:
+    pair.set_rate(args.rate)
+    for i, seed in enumerate(args.seeds):
+      order = args.precisions if i % 2 == 0 else args.precisions[::-1]
+      for precision in order:
+        run_dir = os.path.join(logdir, f"{precision}-s{seed}")
+        print(f"hosts_train: {precision} seed {seed} -> {run_dir}", flush=True)
+        runs.append(run_one(pair, settings, precision, seed, run_dir, args.run_timeout))
+        print(f"hosts_train:   exit {runs[-1]['exit']}, actor steps/s "
+              f"{_fmt(runs[-1]['actor_sps'], 1)}, final {_fmt(runs[-1]['final'], 1)}",
+              flush=True)
+  summary = summarize(runs, args.precisions, settings["target"])
+  print(format_table(runs, summary, settings, args.rate))
+  print(f"load average at start {load[0]:.2f}, at end {os.getloadavg()[0]:.2f}")
+  if args.json:
+    with open(args.json, "w", encoding="utf-8") as f:
+      json.dump({"settings": settings, "rate": args.rate, "runs": runs, "summary": summary,
+                 "load_start": load, "load_end": os.getloadavg(),
+                 "machine": ab.machine_info()}, f, indent=1)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
