@@ -4,7 +4,8 @@ training state.
 
 A subclass keeps its whole training state in `self._state`, a NamedTuple with a scalar
 `steps` field (learner steps taken), calls `self._init_bookkeeping(counter, logger)` in
-its constructor and ends each `step()` with `self._commit(new_state, metrics)`: a step
+its constructor and ends each `step()` with `self._commit(new_state, metrics)` (the default
+`step` does exactly that with `self._iterator` and a jitted `self._sgd_step`): a step
 whose metrics (loss, gradient norm, ...) are not all finite is not taken (the learner
 keeps its state from before it, which a checkpoint may then hold) and raises
 `actorq.core.NonFiniteLossError` naming the step and the metrics.
@@ -54,6 +55,19 @@ class JaxLearner(acme_core.Learner):
           f"learner step {self.step_count + 1} is not finite ({', '.join(bad)}); the learner "
           f"keeps its state from before that step{detail}")
     return values
+
+  def step(self) -> None:
+    """One update on the next replay sample: ``self._sgd_step(self._state, sample.data)``
+    (a jitted pure function returning the new state and its metrics), committed with
+    `_commit`. A learner whose update needs more (priorities to write back, rollouts)
+    overrides this.
+
+    Raises:
+      core.NonFiniteLossError: the step's metrics are not all finite (see `_commit`).
+    """
+    sample = next(self._iterator)
+    state, metrics = self._sgd_step(self._state, sample.data)
+    self._commit(state, metrics)
 
   def _commit(self, state: Any, metrics: Mapping[str, Any]) -> None:
     """Takes `state` (the training state after this step) and records the step.

@@ -294,11 +294,6 @@ class DPGLearner(learners.JaxLearner):
                                 policy_optimizer.init(policy_params),
                                 critic_optimizer.init(critic_params), jnp.zeros((), jnp.int32))
 
-  def step(self) -> None:
-    sample = next(self._iterator)
-    state, metrics = self._sgd_step(self._state, sample.data)
-    self._commit(state, metrics)
-
   def get_variables(self, names):
     state = self._state  # one consistent snapshot, also when read from another thread
     out = {"policy": state.policy_params, "critic": state.critic_params,

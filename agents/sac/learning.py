@@ -226,11 +226,6 @@ class SACLearner(learners.JaxLearner):
                                 critic_optimizer.init(critic_params),
                                 alpha_optimizer.init(log_alpha), jnp.zeros((), jnp.int32))
 
-  def step(self) -> None:
-    sample = next(self._iterator)
-    state, metrics = self._sgd_step(self._state, sample.data)
-    self._commit(state, metrics)
-
   def get_variables(self, names):
     state = self._state  # one consistent snapshot, also when read from another thread
     out = {"policy": lambda: state.policy_params, "critic": lambda: state.critic_params,
