@@ -19,16 +19,18 @@ While the program runs, the child polls (`Sampler`, every `period_s` and at the 
 limit): the counter, each node's CPU seconds (`distributed.node_cpu_seconds`: under
 `local_mp` each node process's tree, under `local_mt` the one process), the learner's
 and actors' `profile()` (Courier) and Reverb's `server_info()`. Every rate below is a
-difference between the first poll at which the actors have stepped and the last poll
-(the *acting window*, `window_s`; start-up, imports and the final checkpoint are outside
-it):
+difference between the first poll at which the learner has stepped and the last poll
+(the *training window*, `window_s`: the steady state under the rate limiter; start-up,
+imports, the actors filling replay to `min_replay_size` unthrottled and the final
+checkpoint are outside it):
 
   actor_steps_per_s     sum over actor nodes of their own steps in the window / window_s
+  run_actor_steps_per_s all actor steps / seconds from the launch to the last poll
   learner_steps_per_s   learner steps in the window / window_s
   bytes_sent_per_s      the learner's PolicyServer: sum over precisions of payload bytes x
                         pulls served in the window / window_s (actors and evaluator pull)
-  time_to_target_s      seconds from the window's start until the actors had taken the
-                        steps of the first evaluation whose return reached the target
+  time_to_target_s      seconds from the launch until the actors had taken the steps of
+                        the first evaluation whose return reached the target
                         (interpolated on the polls' (time, actor steps)); NaN: not reached
   final_return          the last evaluation's mean greedy return
   cpu_seconds[node]     CPU seconds of the node up to the last poll (start-up included);
@@ -42,7 +44,9 @@ Per actor node, microseconds per actor step in the window (`actor_us`): env_step
 inference, adder (the n-step adder's Reverb writes, including any wait on the rate
 limiter), load (a pulled version loaded into the runtime), update_other (the rest of
 update()), other (the node's window / its steps, minus the above: counting, logging,
-resets), and cpu (its process CPU seconds per step, every thread). Per learner step
+resets), and cpu (its process CPU seconds per step, every thread); pulls_total and
+pull_s_total: the node's pulls and their fetch + load seconds over the whole run (a
+window may hold few pulls: one every `variable_update_period` steps). Per learner step
 (`learner_us`): sample (dataset next(): sampling and any wait on the rate limiter), update
 (step minus sample), publish (conversions of new versions for the pulled precisions),
 idle (window minus step time: the learner waiting outside step), cpu.
@@ -90,7 +94,7 @@ class Sampler:
   """The launcher-side polls of a running program (`launch(on_poll=..., on_cpu=...)`).
 
   Keeps `trace` [(time.time(), actor steps)] of every poll, `first`: the snapshot at the
-  first poll at which the actors have stepped, and `last`: the newest snapshot (taken
+  first poll at which the learner has stepped, and `last`: the newest snapshot (taken
   every `period_s` seconds and at the poll that sees the step limit). A snapshot is
   {"t", "counts", "cpu", "learner", "actors", "replay"}; a poll whose Courier or Reverb
   call fails keeps the previous snapshot.
@@ -130,7 +134,7 @@ class Sampler:
     self.trace.append((now, steps))
     finished = counts.get(nodes.LIMIT_REACHED, 0) >= 1
     if self.first is None:
-      if steps > 0:
+      if counts.get(nodes.LEARNER_STEPS, 0) > 0:
         self.first = self._snapshot(counts)
         self.last = self.first
       return
@@ -182,6 +186,9 @@ def actor_breakdown(first: Dict, last: Dict, cpu_s: float) -> Dict[str, float]:
   out["steps"] = steps
   out["pulls"] = d("client", "pulls")
   out["pull_fetch_s"] = d("client", "fetch_seconds")
+  client = last.get("timings", {}).get("actor", {}).get("client", {})
+  out["pulls_total"] = float(client.get("pulls", 0))
+  out["pull_s_total"] = float(client.get("fetch_seconds", 0.0) + client.get("load_seconds", 0.0))
   return out
 
 
@@ -200,8 +207,9 @@ def learner_breakdown(first: Dict, last: Dict, window_s: float, cpu_s: float) ->
 
 
 def figures(first: Dict, last: Dict, trace: Sequence[tuple], evaluations: List[Dict],
-            target: float) -> Dict[str, Any]:
-  """The run's figures (module docstring) from the window's first and last snapshots.
+            target: float, start: float) -> Dict[str, Any]:
+  """The run's figures (module docstring) from the window's first and last snapshots;
+  `start`: the launch's `time.time()`.
 
   Raises:
     ValueError: the window is empty (the run ended before a second snapshot).
@@ -225,17 +233,18 @@ def figures(first: Dict, last: Dict, trace: Sequence[tuple], evaluations: List[D
   samples_blocked = replay["samples_blocked_ms"] / 1e3
   side = ("actors (blocked on insert)" if inserts_blocked > samples_blocked else
           "learner (blocked on sample)" if samples_blocked > inserts_blocked else "neither")
-  t_first = float(first["t"])
   reached = [r for r in evaluations if float(r["episode_return"]) >= target]
-  ttt = (time_at_steps(trace, float(reached[0]["actor_steps"])) - t_first
+  ttt = (time_at_steps(trace, float(reached[0]["actor_steps"])) - start
          if reached else float("nan"))
   actor_steps = sum(a["steps"] for a in actors)
   return {
       "window_s": window, "actor_steps_window": actor_steps,
       "actor_steps_per_s": actor_steps / window,
+      "run_actor_steps_per_s": (float(last["counts"].get(nodes.ACTOR_STEPS, 0))
+                                / (float(last["t"]) - start)),
       "learner_steps_window": learner_steps, "learner_steps_per_s": learner_steps / window,
       "bytes_sent_per_s": sum(s["bytes_sent"] for s in served.values()) / window,
-      "served": served, "time_to_target_s": max(ttt, 0.0) if math.isfinite(ttt) else ttt,
+      "served": served, "time_to_target_s": ttt,
       "final_return": (float(evaluations[-1]["episode_return"]) if evaluations
                        else float("nan")),
       "evaluations": len(evaluations),
@@ -277,7 +286,8 @@ def run_program(job: Dict[str, Any]) -> Dict[str, Any]:
   if sampler.first is None or sampler.last is sampler.first:
     raise core.RunFailure(f"{job['precision']} seed {job['seed']}: the run ended before two "
                           f"snapshots were taken ({sampler.errors} failed polls)")
-  out = figures(sampler.first, sampler.last, sampler.trace, result.evaluations, job["target"])
+  out = figures(sampler.first, sampler.last, sampler.trace, result.evaluations, job["target"],
+                start)
   out.update(precision=job["precision"], seed=job["seed"], num_actors=job["num_actors"],
              launch=job["launch"], wall_s=result.wall_seconds,
              setup_s=float(sampler.first["t"]) - start, failed_polls=sampler.errors,
@@ -367,6 +377,7 @@ def _done(result: Dict[str, Any], name: str, start: float, log) -> Dict[str, Any
 
 
 RUN_FIELDS = ("precision", "seed", "num_actors", "launch", "actor_steps_per_s",
+              "run_actor_steps_per_s",
               "learner_steps_per_s", "time_to_target_s", "final_return", "bytes_sent_per_s",
               "window_s", "setup_s", "wall_s", "actor_steps_window", "learner_steps_window",
               "inserts_blocked_s", "samples_blocked_s", "inserts_blocked_frac",
@@ -451,8 +462,9 @@ def format_table(data: Dict[str, Any]) -> str:
                f"{meta['agent']} on {meta['env']}, {meta['launch']} with {meta['num_actors']} "
                f"actor(s), learner device {meta['learner_device']}, {meta['steps']} actor steps "
                f"per run, target {meta['target']:g}, seeds {list(meta['seeds'])}")
-  lines.append("Rates are over the acting window (first poll with actor steps to the last "
-               "poll; start-up excluded). Who waits: Reverb's table worker time with "
+  lines.append("Rates are over the training window (first poll with a learner step to the "
+               "last poll: start-up and the unthrottled filling of replay excluded); time to "
+               "target counts from the launch. Who waits: Reverb's table worker time with "
                "inserts (actors) or samples (learner) blocked by the rate limiter.")
   return "\n".join(lines)
 
