@@ -14,8 +14,10 @@ The model (all times in seconds; p is the actor precision):
     t_L      the learner's seconds per learner step (update + publish; waiting excluded)
     c_L      host CPU seconds per learner step (a CPU learner: its process's CPU per step;
              a GPU learner: the host's share, sampling and dispatch)
-    c_r      CPU seconds of the replay, counter and limiter nodes per actor step
-    e        cores taken regardless of throughput (the evaluator's measured share)
+    c_r      CPU seconds of the replay node per actor step (inserting it and sampling it
+             SPI times)
+    e        cores taken regardless of throughput (the evaluator's, counter's and
+             limiter's measured shares: they poll at fixed periods)
     B, SPI   batch size and samples per insert; C cores
 
   One actor with a core to itself steps at r_a(p) = 1 / (t_a(p) + t_pull(p) / K).
@@ -46,7 +48,7 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 BOUNDS = ("actor", "learner", "cores")
-REPLAY_NODES = ("replay/0", "counter/0", "limiter/0")
+FIXED_NODES = ("evaluator/0", "counter/0", "limiter/0")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +61,7 @@ class Costs:
     update_period: K, actor steps between pulls (>= 1).
     learner_s: t_L, seconds per learner step (> 0).
     learner_cpu_s: c_L, host CPU seconds per learner step (>= 0).
-    replay_cpu_s: c_r, replay + counter + limiter CPU seconds per actor step (>= 0).
+    replay_cpu_s: c_r, replay CPU seconds per actor step (>= 0).
     fixed_cores: e, cores busy regardless of throughput (>= 0, < cores).
     batch_size: B (>= 1). samples_per_insert: SPI (> 0). cores: C (> 0).
 
@@ -156,8 +158,8 @@ def costs_from_run(run: Dict[str, Any], cores: float) -> Dict[str, Any]:
 
   t_a: the actor nodes' mean CPU per step minus their pull cost per step; t_pull: (load +
   fetch seconds) / pulls over the whole run (a window holds few pulls); t_L: update + publish per learner step; c_L: the learner node's
-  CPU per learner step; c_r: the replay, counter and limiter nodes' CPU seconds per actor
-  step in the window; e: the evaluator's cores in the window.
+  CPU per learner step; c_r: the replay node's CPU seconds per actor step in the window;
+  e: the evaluator's, counter's and limiter's cores in the window (at most half the cores).
 
   Raises:
     ValueError: the run has no learner steps or no pulls in its window.
@@ -170,12 +172,12 @@ def costs_from_run(run: Dict[str, Any], cores: float) -> Dict[str, Any]:
   period = int(run["variable_update_period"])
   cpu_step = _mean([a["cpu"] for a in actors]) / 1e6
   lus = run["learner_us"]
-  replay_cores = sum(run["cpu_cores"].get(n, 0.0) for n in REPLAY_NODES)
+  fixed = sum(run["cpu_cores"].get(n, 0.0) for n in FIXED_NODES)
   return {"actor_s": max(cpu_step - pull_s / period, 1e-6), "pull_s": pull_s,
           "update_period": period, "learner_s": (lus["update"] + lus["publish"]) / 1e6,
           "learner_cpu_s": lus["cpu"] / 1e6,
-          "replay_cpu_s": replay_cores / run["actor_steps_per_s"],
-          "fixed_cores": min(run["cpu_cores"].get("evaluator/0", 0.0), 0.5 * cores),
+          "replay_cpu_s": run["cpu_cores"].get("replay/0", 0.0) / run["actor_steps_per_s"],
+          "fixed_cores": min(fixed, 0.5 * cores),
           "batch_size": int(run["batch_size"]),
           "samples_per_insert": float(run["samples_per_insert"]), "cores": float(cores)}
 
@@ -258,6 +260,27 @@ def plot(panels: Sequence[Dict[str, Any]], path: str) -> str:
   return path
 
 
+def parse_us(text: Optional[str], default: Dict[str, float]) -> Dict[str, float]:
+  """``"fp32=1873,int8=958"`` (microseconds) as {precision: seconds} for the precisions of
+  `default` (None: `default`).
+
+  Raises:
+    ValueError: not P=US pairs with US > 0, or not exactly `default`'s precisions.
+  """
+  if text is None:
+    return dict(default)
+  out = {}
+  for part in text.split(","):
+    name, _, value = part.partition("=")
+    try:
+      out[name.strip()] = float(value) / 1e6
+    except ValueError:
+      raise ValueError(f"{part!r} is not P=US (e.g. fp32=1873)") from None
+  if set(out) != set(default) or not all(v > 0 for v in out.values()):
+    raise ValueError(f"give each of {', '.join(sorted(default))} a time > 0 us, got {text!r}")
+  return out
+
+
 def _load_runs(directory: str) -> List[Dict[str, Any]]:
   path = os.path.join(directory, "bench_distributed.json")
   if not os.path.exists(path):
@@ -279,6 +302,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   parser.add_argument("--gpu-host-cpu-ms", type=float, default=1.0,
                       help="ASSUMED host CPU per GPU learner step (ms, default 1)")
   parser.add_argument("--gpu-cores", type=float, default=16.0)
+  parser.add_argument("--gpu-actor-us", default=None, metavar="P=US,...",
+                      help="actor CPU us per step (pulls excluded) to assume on the GPU "
+                           "machine, e.g. fp32=1873,int8=958 (default: as calibrated)")
   parser.add_argument("--out", required=True, help="output directory (scaling.json/png)")
   args = parser.parse_args(argv)
   for name in ("gpu_learner_ms", "gpu_host_cpu_ms", "gpu_cores", "cores"):
@@ -291,9 +317,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   except (FileNotFoundError, ValueError) as e:
     print(f"scaling: {e}", file=sys.stderr)
     return 2
+  try:
+    gpu_actor_s = parse_us(args.gpu_actor_us, costs.actor_s)
+  except ValueError as e:
+    print(f"scaling: --gpu-actor-us: {e}", file=sys.stderr)
+    return 2
   os.makedirs(args.out, exist_ok=True)
   rows = validate(costs, checks)
-  gpu = dataclasses.replace(costs, learner_s=args.gpu_learner_ms / 1e3,
+  gpu = dataclasses.replace(costs, learner_s=args.gpu_learner_ms / 1e3, actor_s=gpu_actor_s,
                             learner_cpu_s=args.gpu_host_cpu_ms / 1e3, cores=args.gpu_cores)
   sensitivity = {ms: {p: [dataclasses.asdict(predict(dataclasses.replace(gpu, learner_s=ms / 1e3),
                                                      p, n)) for n in (12, 14)]
@@ -304,7 +335,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             "assumptions": {"learner_s": gpu.learner_s,
                                             "learner_cpu_s": gpu.learner_cpu_s,
                                             "cores": gpu.cores,
-                                            "actor costs": "as measured on this CPU"},
+                                            "actor_s": gpu.actor_s,
+                                            "other costs": "as calibrated on this CPU"},
                             "curves": curves(gpu, 16), "learner_ms_sensitivity": sensitivity}}
   with open(os.path.join(args.out, "scaling.json"), "w", encoding="utf-8") as f:
     json.dump(out, f, indent=1)

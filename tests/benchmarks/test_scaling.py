@@ -69,8 +69,9 @@ def test_costs_from_a_run():
   assert c["pull_s"] == pytest.approx(0.010)
   assert c["actor_s"] == pytest.approx(0.003 - 0.010 / 100)
   assert c["learner_s"] == pytest.approx(0.091) and c["learner_cpu_s"] == pytest.approx(0.095)
-  assert c["replay_cpu_s"] == pytest.approx(0.10 / 50.0)
-  assert (c["fixed_cores"], c["update_period"], c["cores"]) == (0.1, 100, 2.0)
+  assert c["replay_cpu_s"] == pytest.approx(0.05 / 50.0)  # replay cores / actor steps/s
+  assert c["fixed_cores"] == pytest.approx(0.1 + 0.02 + 0.03)  # evaluator, counter, limiter
+  assert (c["update_period"], c["cores"]) == (100, 2.0)
 
 
 def test_calibrate_and_validate():
@@ -78,8 +79,10 @@ def test_calibrate_and_validate():
   costs = scaling.calibrate(runs, cores=2)
   assert costs.actor_s == {"fp32": pytest.approx(0.0029), "int8": pytest.approx(0.0014)}
   rows = scaling.validate(costs, runs)
-  # X_L = 256 / (32 * 0.091) = 87.9 steps/s; X_C fp32 = 1.9 / (0.003 + 0.002 + 0.011875).
-  assert rows[0]["predicted"] == pytest.approx(min(256 / (32 * 0.091), 1.9 / 0.016875))
+  # X_L = 256 / (32 * 0.091) = 87.9 steps/s; X_C fp32 = 1.85 / (0.003 + 0.001 + 0.011875).
+  assert scaling.core_bound(costs, "fp32") == pytest.approx(1.85 / 0.015875)
+  assert rows[0]["predicted"] == pytest.approx(256 / (32 * 0.091))
+  assert rows[0]["bound"] == "learner"
   assert rows[0]["error"] == pytest.approx(rows[0]["predicted"] / 50.0 - 1)
   assert all(math.isfinite(r["error"]) for r in rows)
 
@@ -109,3 +112,12 @@ def test_main_without_a_bench_is_a_one_line_error(tmp_path, capsys):
   err = capsys.readouterr().err
   assert err.count("\n") == 1 and "no bench_distributed.json" in err
   assert not (tmp_path / "o").exists()
+
+
+def test_parse_us():
+  assert scaling.parse_us("fp32=2000,int8=1000", {"fp32": 1.0, "int8": 1.0}) == {
+      "fp32": pytest.approx(0.002), "int8": pytest.approx(0.001)}
+  assert scaling.parse_us(None, {"fp32": 0.5}) == {"fp32": 0.5}
+  for bad in ("fp32=x", "fp32=1", "fp32=0,int8=1"):
+    with pytest.raises(ValueError):
+      scaling.parse_us(bad, {"fp32": 1.0, "int8": 1.0})
