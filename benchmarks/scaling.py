@@ -233,24 +233,28 @@ def plot(panels: Sequence[Dict[str, Any]], path: str) -> str:
   fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.4), squeeze=False)
   colours = {"fp32": "tab:blue", "int8": "tab:orange", "fp16": "tab:green",
              "bf16": "tab:purple"}
+  styles = {"fp32": "-", "int8": "--"}
   for ax, panel in zip(axes[0], panels):
     costs, n_max = panel["costs"], panel["max_actors"]
-    for p, rows in curves(costs, n_max).items():
+    for k, (p, rows) in enumerate(curves(costs, n_max).items()):
       colour = colours.get(p)
-      ax.plot([r["num_actors"] for r in rows], [r["steps_per_s"] for r in rows], "-",
-              color=colour, label=f"{p} (model)")
+      ax.plot([r["num_actors"] for r in rows], [r["steps_per_s"] for r in rows],
+              styles.get(p, ":"), color=colour, label=f"{p} (model)")
       sat = saturation_point(costs, p)
-      if sat["num_actors"] <= n_max:
+      where = (f"from N={sat['num_actors']:.1f}" if sat["num_actors"] >= 1 else
+               f"at every N (saturates at N={sat['num_actors']:.2f})")
+      if 1 <= sat["num_actors"] <= n_max:
         ax.axvline(sat["num_actors"], color=colour, ls=":", lw=1)
-        ax.annotate(f"{p}: {sat['bound']}-bound\nfrom N={sat['num_actors']:.1f}",
-                    (sat["num_actors"], sat["steps_per_s"]), textcoords="offset points",
-                    xytext=(4, -28 if p == "int8" else 6), fontsize=8, color=colour)
+      ax.text(0.02, 0.97 - 0.07 * k, f"{p}: {sat['bound']}-bound {where}, "
+              f"{sat['steps_per_s']:,.{0 if sat['steps_per_s'] >= 100 else 1}f} steps/s",
+              transform=ax.transAxes, fontsize=8,
+              color=colour, va="top")
     for n, p, value in panel.get("measured", ()):
       ax.plot([n], [value], "o", color=colours.get(p), mfc="none", ms=8)
     ax.set_title(panel["title"], fontsize=9)
     ax.set_xlabel("actors N")
     ax.set_ylabel("actor steps/s (end to end)")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, 1.25 * ax.get_ylim()[1])
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
   fig.tight_layout()
@@ -339,11 +343,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             "curves": curves(gpu, 16), "learner_ms_sensitivity": sensitivity}}
   with open(os.path.join(args.out, "scaling.json"), "w", encoding="utf-8") as f:
     json.dump(out, f, indent=1)
-  png = plot([{"title": f"this machine ({args.cores:g} cores, CPU learner): model vs measured",
+  png = plot([{"title": f"this machine ({args.cores:g} cores, CPU learner)\nmodel (lines) vs "
+                        "measured (circles)",
                "costs": costs, "max_actors": 8,
                "measured": [(r["num_actors"], r["precision"], r["measured"]) for r in rows]},
-              {"title": f"PREDICTION: {args.gpu_cores:g} cores, GPU learner (t_L = "
-                        f"{args.gpu_learner_ms:g} ms ASSUMED)", "costs": gpu,
+              {"title": f"PREDICTION (not measured): {args.gpu_cores:g} cores, GPU learner\n"
+                        f"t_L = {args.gpu_learner_ms:g} ms ASSUMED", "costs": gpu,
                "max_actors": 16}], os.path.join(args.out, "scaling.png"))
   print(f"costs (s): {json.dumps(dataclasses.asdict(costs))}")
   for r in rows:
