@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import csv
 import json
 import math
 import os
@@ -408,12 +407,8 @@ _fmt, _ratio, _load = ab._fmt, ab._ratio, ab._load  # pylint: disable=protected-
 
 
 def _write_csv(path: str, rows: Sequence[Dict[str, Any]], fields: Optional[Sequence[str]] = None):
-  fields = list(fields or dict.fromkeys(k for row in rows for k in row))
-  with open(path, "w", newline="", encoding="utf-8") as f:
-    w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-    w.writeheader()
-    for row in rows:
-      w.writerow(row)
+  """`actorq_bench.write_csv` with every key of `rows` as a column unless `fields` is given."""
+  ab.write_csv(path, list(fields or dict.fromkeys(k for row in rows for k in row)), rows)
 
 
 def format_table(data: Dict[str, Any]) -> str:

@@ -60,6 +60,7 @@ def test_local_mp_bench_measures_both_precisions(tmp_path, capsys):
     (["--num-actors", "2"], "--num-actors needs --launch local_mp or local_mt"),
     (["--launch", "local_mp", "--num-envs", "1,4"], "--launch measures anew"),
     (["--launch", "local_mt", "--precisions", "fp32,int3"], "allowed precisions are"),
+    (["--launch", "local_mt", "--learner-device", "gpu"], "--learner-device gpu"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv, fragment):
   out = tmp_path / "never"
