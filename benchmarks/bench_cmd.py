@@ -5,11 +5,15 @@
     actorq bench --render RUN_DIR               # rewrite a finished run's files from bench.json
     actorq bench --merge DIR DIR --logdir OUT   # one report from benchmarks of other seeds
     actorq bench --preset small --num-envs 1,8,32   # vectorized actors' steps/s (no training)
+    actorq bench --preset actorq --launch local_mp --num-actors 2   # a Launchpad program per run
 
 Writes runs.csv, breakdown.csv, curves.csv, acting.csv, summary.csv, bench.json,
 table.md and returns_vs_wallclock.png, breakdown.png, throughput.png to the run
 directory and prints the table (medians over seeds, int8/fp32 and fp16/fp32 ratios).
-See `actorq.benchmarks.actorq_bench` for what each figure measures.
+See `actorq.benchmarks.actorq_bench` for what each figure measures. With `--launch`
+(local_mp or local_mt) each run is a Launchpad program with `--num-actors` actor nodes
+instead, measured per node (`actorq.benchmarks.distributed_bench`): runs.csv,
+breakdown.csv, bench_distributed.json, table.md.
 """
 from __future__ import annotations
 
@@ -19,8 +23,8 @@ import time
 
 from actorq import core
 from actorq.benchmarks import actorq_bench as ab
-from actorq.benchmarks import merge, vector_bench
-from actorq.components import config_io, environments, vector_env
+from actorq.benchmarks import distributed_bench, merge, vector_bench
+from actorq.components import config_io, environments, placement, vector_env
 from actorq.launch import cli, registry
 
 
@@ -59,6 +63,15 @@ def add_parser(subparsers):
                       "--acting-steps transitions per run (default 4000), --repeats rounds")
   p.add_argument("--repeats", type=cli.positive_int("--repeats"), default=3,
                  help="rounds of the --num-envs measurement (medians; default 3)")
+  p.add_argument("--launch", choices=distributed_bench.LAUNCHES, default=None,
+                 help="run each (seed, precision) as a Launchpad program (replay, learner, "
+                      "N actors, evaluator) and measure it end to end and per node "
+                      "(actorq.benchmarks.distributed_bench); default: one process per run")
+  p.add_argument("--num-actors", type=cli.positive_int("--num-actors"), default=None,
+                 help="actor nodes of a --launch run (default: 2)")
+  p.add_argument("--learner-device", choices=core.LEARNER_DEVICES, default="auto",
+                 help="where a --launch run's learner computes (default: auto, a GPU if "
+                      "there is one)")
   p.add_argument("--render", default=None, metavar="RUN_DIR",
                  help="rewrite a finished benchmark's CSVs, plots and table from its bench.json "
                       "(no runs)")
@@ -183,7 +196,43 @@ def _run_vector(args) -> int:
   return 0
 
 
+def _run_distributed(args) -> int:
+  if args.render or args.merge or args.num_envs is not None:
+    raise cli.UsageError("--launch measures anew; it cannot be combined with --render, "
+                         "--merge or --num-envs")
+  settings = resolve(args)
+  num_actors = args.num_actors or 2
+  try:
+    placement.check_learner_device(args.learner_device, in_process=args.launch != "local_mp",
+                                   name="--learner-device")
+  except placement.NoAcceleratorError as e:
+    raise cli.UsageError(str(e)) from None
+  if args.logdir is None:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    args.logdir = os.path.join(
+        "runs", f"bench-{args.launch}-{num_actors}a-{args.preset}-{settings['agent']}-"
+        f"{settings['env'].replace(':', '_')}-{stamp}")
+  outdir = cli.ensure_writable_dir(args.logdir)
+  n = len(settings["precisions"]) * len(settings["seeds"])
+  print(f"actorq bench --launch {args.launch}: {settings['agent']} on {settings['env']}, "
+        f"{num_actors} actor node(s), learner device {args.learner_device}, precisions "
+        f"{','.join(settings['precisions'])}, seeds {list(settings['seeds'])}, "
+        f"{settings['steps']} actor steps per run ({n} programs, one at a time); output in "
+        f"{outdir}", flush=True)
+  _, table = distributed_bench.run_bench(settings, args.launch, num_actors, args.learner_device,
+                                         outdir, log=lambda m: print(m, flush=True))
+  print()
+  print(table)
+  print(f"\nfiles: {outdir}/{{runs,breakdown}}.csv, table.md, {distributed_bench.JSON_NAME}; "
+        "node logs in each run's logs/")
+  return 0
+
+
 def run(args) -> int:
+  if args.launch is not None:
+    return _run_distributed(args)
+  if args.num_actors is not None:
+    raise cli.UsageError("--num-actors needs --launch local_mp or local_mt")
   if args.num_envs is not None:
     if args.render or args.merge:
       raise cli.UsageError("--num-envs measures anew; it cannot be combined with --render or "
@@ -192,6 +241,8 @@ def run(args) -> int:
   if args.render and args.merge:
     raise cli.UsageError("use either --render or --merge, not both")
   if args.render:
+    if os.path.exists(os.path.join(args.render, distributed_bench.JSON_NAME)):
+      return cli.print_report(distributed_bench.render, args.render)
     return cli.print_report(ab.render, args.render)
   if args.merge:
     return _merge(args)

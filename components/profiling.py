@@ -96,8 +96,10 @@ class TimedSource(_Proxy):
     # Per thread, not the publisher-wide stats["convert_seconds"]: an evaluation actor
     # pulling through the same publisher converts a new version in its own thread, and
     # counting that in this call made fetch - convert negative (pull_transfer came out 0).
-    per_thread = getattr(self._inner, "thread_convert_seconds", None)
-    return float(per_thread()) if callable(per_thread) else 0.0
+    # Looked up on the class: a remote source (a Courier client) answers any attribute
+    # with a remote call, which the learner node does not serve.
+    per_thread = getattr(type(self._inner), "thread_convert_seconds", None)
+    return float(per_thread(self._inner)) if callable(per_thread) else 0.0
 
   def get_variables(self, names=("policy",)):
     before = self._convert_total()
@@ -188,13 +190,15 @@ class EvalActor(_Proxy):
 class InstrumentedBuilder:
   """Wraps an agent builder; everything not overridden is the builder's own.
 
-  The first `make_actor` call with an adder is the training actor, calls without one
-  are evaluation actors (as in `actorq.launch.local.run`).
+  `make_actor` calls with an adder make training actors, calls without one evaluation
+  actors (as in `actorq.launch.local.run`). One builder may serve several training
+  actors (the actor threads of a `local_mt` program share it): each is timed on its own,
+  `actor` and `source` are the first one's.
 
   Attributes:
     actor (TimedActor), learner (TimedLearner), dataset (TimedIterator), source
-    (TimedSource of the training actor), eval_seconds (closed evaluation intervals),
-    eval_intervals [(start, end)].
+    (TimedSource of the first training actor), eval_seconds (closed evaluation
+    intervals), eval_intervals [(start, end)].
   """
 
   def __init__(self, builder):
@@ -207,6 +211,10 @@ class InstrumentedBuilder:
     self.eval_intervals: List[tuple] = []
 
   def __getattr__(self, name):
+    # Private and dunder names are never delegated: unpickling (a distributed node
+    # receives the builder pickled) looks up `__setstate__` before `_builder` is set.
+    if name.startswith("_"):
+      raise AttributeError(name)
     return getattr(self._builder, name)
 
   def make_dataset_iterator(self, replay_client):
@@ -218,11 +226,13 @@ class InstrumentedBuilder:
     return self.learner
 
   def make_actor(self, random_key, policy, environment_spec, variable_source, adder=None):
-    if adder is not None and self.actor is None:
-      self.source = TimedSource(variable_source)
-      self.actor = TimedActor(self._builder.make_actor(
-          random_key, policy, environment_spec, self.source, adder))
-      return self.actor
+    if adder is not None:
+      source = TimedSource(variable_source)
+      actor = TimedActor(self._builder.make_actor(
+          random_key, policy, environment_spec, source, adder))
+      if self.actor is None:
+        self.source, self.actor = source, actor
+      return actor
     return EvalActor(self._builder.make_actor(random_key, policy, environment_spec,
                                               variable_source, adder), self._eval_marks)
 
@@ -236,6 +246,33 @@ class InstrumentedBuilder:
   @property
   def eval_seconds(self) -> float:
     return float(sum(end - start for start, end in self.eval_intervals))
+
+  def snapshot(self) -> dict:
+    """What this process's wrapped objects have measured so far (plain floats and ints,
+    for a distributed node to send over Courier): ``"actor"`` (seconds in
+    inference/adder/update/env, steps, and the variable client's pulls, bytes, fetch and
+    load seconds) once a training actor exists, ``"learner"`` (step seconds, steps) and
+    ``"dataset"`` (seconds in next(), batches) once a learner exists. Each key is absent
+    where this process made no such object."""
+    out = {}
+    if self.actor is not None:
+      out["actor"] = actor_snapshot(self.actor)
+    if self.learner is not None:
+      out["learner"] = {"step_s": self.learner.step_seconds, "steps": self.learner.steps}
+    if self.dataset is not None:
+      out["dataset"] = {"next_s": self.dataset.seconds, "batches": self.dataset.count}
+    return out
+
+
+def actor_snapshot(actor) -> dict:
+  """A `TimedActor`'s seconds so far (inference_s, adder_s, update_s, env_s), its steps
+  and its variable client's stats (`actor_client_stats`) as plain numbers; {} for an
+  actor that is not timed."""
+  if not isinstance(actor, TimedActor):
+    return {}
+  return {"inference_s": actor.inference_s, "adder_s": actor.adder_s,
+          "update_s": actor.update_s, "env_s": actor.env_s, "steps": actor.steps,
+          "client": actor_client_stats(actor)}
 
 
 def actor_client_stats(actor) -> dict:

@@ -48,8 +48,10 @@ class PolicyPublisher:
     per_channel: per-channel weight scales for integer precisions.
 
   `payload()` returns the newest version's payload; `stats` counts conversions, their
-  time (s) and payload bytes; `thread_convert_seconds()` is the conversion time (s) spent
-  in the calling thread.
+  time (s), the newest payload's bytes (`payload_bytes`), and what was served: `pulls`
+  (`payload()` calls) and `bytes_sent` (the sum of the served payloads' `nbytes`, i.e.
+  what the variable source sends; a remote transport adds its own framing);
+  `thread_convert_seconds()` is the conversion time (s) spent in the calling thread.
 
   Raises:
     ValueError: an unknown precision.
@@ -64,7 +66,8 @@ class PolicyPublisher:
     self._lock = threading.Lock()
     self._cached = None
     self._thread = threading.local()
-    self.stats = {"conversions": 0, "convert_seconds": 0.0, "payload_bytes": 0}
+    self.stats = {"conversions": 0, "convert_seconds": 0.0, "payload_bytes": 0, "pulls": 0,
+                  "bytes_sent": 0}
 
   def _convert(self, params, version: int):
     start = time.perf_counter()
@@ -91,6 +94,8 @@ class PolicyPublisher:
       params, version = self._learner.get_variables(["policy", "version"])
       if self._cached is None or self._cached.version != int(version):
         self._cached = self._convert(params, version)
+      self.stats["pulls"] += 1
+      self.stats["bytes_sent"] += int(self._cached.nbytes)
       return self._cached
 
 
@@ -145,6 +150,13 @@ class PolicyServer:
     return {"conversions": sum(p.stats["conversions"] for p in publishers),
             "convert_seconds": sum(p.stats["convert_seconds"] for p in publishers)}
 
+  def served(self) -> Dict[str, Dict[str, float]]:
+    """Precision -> a copy of its publisher's `stats` (pulls, bytes_sent, payload_bytes,
+    conversions, convert_seconds): what this variable source has sent."""
+    with self._lock:
+      publishers = dict(self._publishers)
+    return {precision: dict(p.stats) for precision, p in publishers.items()}
+
   def thread_convert_seconds(self) -> float:
     """Conversion seconds spent in the calling thread, over every precision."""
     with self._lock:
@@ -189,7 +201,9 @@ class VariableClient:
     self._period = int(update_period)
     self._calls = 0
     if asynchronous is None:
-      asynchronous = not getattr(source, "in_process", False)
+      # `is True`: a remote source (a Courier client, or a wrapper of one) answers any
+      # attribute, `in_process` included, with a remote-call function, which is truthy.
+      asynchronous = getattr(source, "in_process", False) is not True
     self.asynchronous = bool(asynchronous)
     self._executor = (concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="variable-client")
                       if self.asynchronous else None)

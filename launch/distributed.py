@@ -96,6 +96,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 import launchpad as lp
+import psutil
 from absl import flags
 from launchpad import address as lp_address
 
@@ -185,6 +186,8 @@ class DistributedResult:
   # local_mt: groups whose node threads did not stop within stop_grace_s (a thread cannot
   # be killed; the process must end with os._exit, see `exit_now`).
   abandoned: List[str] = dataclasses.field(default_factory=list)
+  # CPU seconds (user + system) at the last poll before the stop (`node_cpu_seconds`).
+  node_cpu_seconds: Dict[str, float] = dataclasses.field(default_factory=dict)
 
   @property
   def final_eval_return(self) -> float:
@@ -603,8 +606,23 @@ def _final_checkpoint(dp: DistributedProgram, timeout_s: float = 60.0) -> Option
   return box.get("path")
 
 
+def node_cpu_seconds(launch_type: str, procs: Optional[processes.NodeProcesses]
+                     ) -> Dict[str, float]:
+  """CPU seconds (user + system) used so far, per node where the launcher can see it:
+  `local_mp`: ``group/i`` -> that node process's tree (`NodeProcesses.cpu_seconds`);
+  `local_mt`/`test_mt`: {``"process"``: this process, every node thread and the
+  launcher together (threads of one process share its counters)}; `hosts`: {} (the
+  nodes run under host runners, possibly on other machines)."""
+  if launch_type == "local_mp":
+    return procs.cpu_seconds() if procs is not None else {}
+  if launch_type == "hosts":
+    return {}
+  t = psutil.Process().cpu_times()
+  return {"process": float(t.user + t.system)}
+
+
 def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = True,
-           on_poll=None) -> DistributedResult:
+           on_poll=None, on_cpu=None) -> DistributedResult:
   """Runs the program until it finishes, fails or the launcher is signalled.
 
   Args:
@@ -614,6 +632,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
     echo: (local_mp, hosts) echo node output to this terminal, prefixed `[group/i]`
       (`[host/i] [group/j]` for hosts).
     on_poll: called with the counter's counts about twice a second (progress).
+    on_cpu: called right before each `on_poll` with `node_cpu_seconds` at that moment.
 
   Returns:
     a `DistributedResult`; `exit_code` 0 only when the step limit was reached.
@@ -632,6 +651,8 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
   abandoned: List[str] = []
   logs = None if c.logdir is None else os.path.join(os.path.abspath(c.logdir), "logs")
 
+  cpu: Dict[str, float] = {}
+  procs = None
   with processes.Signals() as sigs:
     ready = lambda: True  # the counter can be asked for counts
     if launch_type == "local_mp":
@@ -695,6 +716,9 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
         except Exception as e:  # pylint: disable=broad-except
           reason, detail = "failed", f"counter unreachable: {e}"
           break
+        cpu = node_cpu_seconds(launch_type, procs)
+        if on_cpu is not None:
+          on_cpu(cpu)
         if on_poll is not None:
           on_poll(counts)
         if counts.get(nodes_lib.LIMIT_REACHED, 0) >= 1:
@@ -723,7 +747,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
     detail += (f"; node threads that did not stop within {dp.options.stop_grace_s:g} s: "
                f"{', '.join(abandoned)}")
   return DistributedResult(code, reason, detail, counts, time.time() - start,
-                           read_evaluations(c.logdir), checkpoint, abandoned)
+                           read_evaluations(c.logdir), checkpoint, abandoned, cpu)
 
 
 def exit_now(result: DistributedResult) -> None:

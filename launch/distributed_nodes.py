@@ -29,6 +29,7 @@ from actorq.components import checkpointing
 from actorq.components import logging as logging_lib
 from actorq.components import loop as loop_lib
 from actorq.components import placement
+from actorq.components import profiling
 from actorq.components import reverb_timeouts
 from actorq.components import variable_client as vc
 from actorq.launch import experiment as experiment_lib
@@ -240,7 +241,8 @@ class LearnerNode:
       node), for any other name the learner's own variable (fp32);
     get_version() -> int learner steps;
     checkpoint() -> path of a new run checkpoint (None without a logdir);
-    placement() -> the node's placement (`placement.describe_process`) and learner device.
+    placement() -> the node's placement (`placement.describe_process`) and learner device;
+    profile() -> what this node measured (`profile` below; the distributed benchmark).
 
   The learner is built, restored and stepped inside `jax.default_device` of
   `placement.learner_device(config.learner_device)` (a GPU when there is one and the choice
@@ -319,6 +321,16 @@ class LearnerNode:
     return {**placement.describe_process(),
             "learner_device": placement.device_name(self._device)}
 
+  def profile(self) -> Dict[str, Any]:
+    """What this node has measured, as plain numbers: ``"served"``, precision -> the
+    variable source's counts (`PolicyServer.served`: pulls, bytes_sent, payload_bytes,
+    conversions, convert_seconds); ``"learner_steps"``; ``"time"`` (this node's
+    `time.time()`); and, when the builder is instrumented
+    (`components.profiling.InstrumentedBuilder`), its `snapshot()` under ``"timings"``."""
+    snapshot = getattr(self._config.builder, "snapshot", None)
+    return {"served": self._server.served(), "learner_steps": int(self._learner.step_count),
+            "time": time.time(), "timings": snapshot() if callable(snapshot) else {}}
+
   def _step_loop(self, stop: threading.Event) -> None:
     with jax.default_device(self._device):  # thread-local: this thread's steps
       self._step_loop_on_device(stop)
@@ -387,7 +399,9 @@ class ActorNode:
   `initial_steps`: the actor's step count to start from (its exploration schedule
   continues from there in a resumed run).
 
-  Courier methods `status() -> {"steps", "episodes", "policy_version"}` and `placement()`.
+  Courier methods `status() -> {"steps", "episodes", "policy_version"}`, `placement()` and
+  `profile()` (`status()`, this node's `time.time()` and, with an instrumented builder,
+  its actor's timings).
   Its policy runtime computes on the CPU; in `local_mp` its process cannot see a GPU
   (`placement.node_env`: ``JAX_PLATFORMS=cpu``, ``CUDA_VISIBLE_DEVICES=""``, one thread).
   """
@@ -397,6 +411,7 @@ class ActorNode:
                launcher_pid: Optional[int] = None, *, initial_steps: int = 0):
     processes.watch_launcher(launcher_pid)
     self._stop = lp.stop_event()
+    self._config = config
     self._env_id, self._actor_id = config.env_id, actor_id
     learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
     env = experiment_lib.make_training_environment(config, seed)
@@ -422,6 +437,13 @@ class ActorNode:
       return {"steps": 0, "episodes": 0, "policy_version": -1}
     return {"steps": self._loop.steps, "episodes": self._loop.episodes,
             "policy_version": self._loop.actor.policy_version}
+
+  def profile(self) -> Dict[str, Any]:
+    """`status()`, ``"time"`` and ``"timings"``: {"actor": `profiling.actor_snapshot` of
+    this node's actor} ({} when the builder is not instrumented)."""
+    actor = None if self._loop is None else self._loop.actor
+    snap = profiling.actor_snapshot(actor)
+    return {**self.status(), "time": time.time(), "timings": {"actor": snap} if snap else {}}
 
   def placement(self) -> Dict[str, Any]:
     """This node's process placement (`placement.describe_process`) and the devices its

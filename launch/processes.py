@@ -158,6 +158,29 @@ class NodeProcesses:
   def running(self) -> bool:
     return any(p.poll() is None for p in self.procs)
 
+  def cpu_seconds(self) -> Dict[str, float]:
+    """Title -> CPU seconds (user + system, all threads) used so far by that child and
+    the processes it started (`psutil`); a child that has exited is left out (its
+    counters are gone with it)."""
+    out = {}
+    for proc, title in zip(self.procs, self.titles):
+      if proc.poll() is not None:
+        continue
+      try:
+        root = psutil.Process(proc.pid)
+        tree = [root] + root.children(recursive=True)
+      except psutil.NoSuchProcess:
+        continue
+      total = 0.0
+      for p in tree:
+        try:
+          t = p.cpu_times()
+          total += t.user + t.system
+        except psutil.NoSuchProcess:
+          pass
+      out[title] = total
+    return out
+
   def wait(self, timeout_s: float) -> bool:
     """Waits up to `timeout_s` seconds for every child to exit; True if all have."""
     deadline = time.time() + timeout_s

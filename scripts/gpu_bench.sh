@@ -4,12 +4,12 @@
 #
 #   OUT=/path/to/out scripts/gpu_bench.sh            # writes $OUT/*.json, $OUT/*.png, $OUT/*.log
 #
-# What works now: setup with the CUDA plugin (ACTORQ_GPU=1 ./dev setup), the machine's facts, a
-# check that jax sees the GPU and that `--learner-device gpu` starts, and placement of a
-# local_mp run (every node but the learner CPU-only). What does not exist yet: the distributed
-# benchmark mode (`actorq bench --launch local_mp --num-actors N`, issue 13 point 3) that the
-# fp32/int8 comparison at 12-14 actors needs; the script stops with exit 3 when it is missing
-# rather than pretend. Time budget per step is in seconds (`limit`), summed <= 480.
+# What it does: setup with the CUDA plugin (ACTORQ_GPU=1 ./dev setup), the machine's facts, a
+# check that jax sees the GPU and that `--learner-device gpu` starts, placement of a local_mp run
+# (every node but the learner CPU-only), then the distributed benchmark (`actorq bench --launch
+# local_mp --num-actors N`, fp32 and int8 interleaved, same seed) with the learner on the GPU.
+# The distributed bench runs on CPU machines (tests/benchmarks/test_distributed_bench.py); this
+# script as a whole has not. Time budget per step is in seconds (`limit`), summed <= 480.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -63,10 +63,12 @@ if ! "$root/.venv/bin/actorq" bench --help 2>/dev/null | grep -q -- "--launch"; 
   exit 3
 fi
 
-# TODO(issue 13, point 3): once `actorq bench --launch local_mp` exists, run the actorq preset
-# shortened, fp32 and int8 interleaved, same seed, learner on the GPU, and render its figures:
+# The actorq preset shortened, fp32 and int8 interleaved, same seed, learner on the GPU:
 log "distributed benchmark: $actors actors, $steps actor steps per precision"
 limit 360 ./dev actorq bench --preset actorq --launch local_mp --num-actors "$actors" \
   --learner-device gpu --steps "$steps" --seeds "$seed" --precisions fp32,int8 \
   --logdir "$out/bench" 2>&1 | tee -a "$out/gpu_bench.log" >&2
+log "scaling model: calibrated on this machine's run (its measured GPU learner step), checked on it"
+limit 60 "$py" -m actorq.benchmarks.scaling --calibrate "$out/bench" --validate "$out/bench" \
+  --cores "$(nproc)" --out "$out/scaling" 2>&1 | tee -a "$out/gpu_bench.log" >&2
 log "done in $(( $(date +%s) - start )) s; results in $out"

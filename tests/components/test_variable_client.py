@@ -86,6 +86,32 @@ def test_an_in_process_source_is_pulled_synchronously_at_the_due_step():
   assert vc.VariableClient(object(), runtime).asynchronous  # a remote source: background
 
 
+class _RemoteLike:
+  """Answers every attribute with a remote-call function, as a Courier client does."""
+
+  def __getattr__(self, name):
+    return lambda *args, **kwargs: None
+
+
+def test_a_source_answering_every_attribute_is_remote():
+  """A Courier client's `in_process` is a (truthy) remote-call function, not True: the
+  distributed actors' pulls must still run in the background."""
+  runtime = vc.make_runtime("fp32", SPEC)
+  assert vc.VariableClient(_RemoteLike(), runtime).asynchronous
+
+
+def test_publisher_counts_pulls_and_bytes_sent():
+  learner = fakes.CountingLearner(SPEC)
+  server = vc.PolicyServer(learner, SPEC)
+  for _ in range(3):
+    server.get_variables([vc.policy_name("int8")])
+  learner.step()
+  server.get_variables([vc.policy_name("int8")])
+  served = server.served()["int8"]
+  assert served["pulls"] == 4 and served["conversions"] == 2
+  assert served["bytes_sent"] == 4 * served["payload_bytes"] > 0
+
+
 def test_policy_server_serves_each_precision_from_one_source():
   learner = fakes.CountingLearner(SPEC)
   server = vc.PolicyServer(learner, SPEC)

@@ -1,0 +1,85 @@
+"""`actorq bench --launch`: a real (tiny) local_mp program per precision, its measured
+figures and files, and the command's input errors."""
+import csv
+import json
+import math
+
+import pytest
+
+from actorq.benchmarks import distributed_bench as db
+from actorq.launch import cli
+
+NODES = {"replay/0", "counter/0", "learner/0", "actor/0", "evaluator/0", "limiter/0"}
+
+
+def _positive_finite(x):
+  return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+@pytest.mark.slow
+def test_local_mp_bench_measures_both_precisions(tmp_path, capsys):
+  out = tmp_path / "bench"
+  assert cli.main(["bench", "--launch", "local_mp", "--num-actors", "1", "--precisions",
+                   "fp32,int8", "--steps", "400", "--eval-every", "200", "--eval-episodes", "1",
+                   "--set", "hidden_sizes=[32]", "--set", "min_replay_size=100",
+                   "--logdir", str(out)]) == 0
+  assert "| precision | seed | actor steps/s |" in capsys.readouterr().out
+  data = json.loads((out / db.JSON_NAME).read_text())
+  runs = {r["precision"]: r for r in data["runs"]}
+  assert set(runs) == {"fp32", "int8"}
+  for p, r in runs.items():
+    for k in ("actor_steps_per_s", "learner_steps_per_s", "window_s", "run_actor_steps_per_s"):
+      assert _positive_finite(r[k]), (p, k, r[k])
+    # Bytes sent by the learner's PolicyServer: payload bytes x pulls served / window.
+    sent = sum(s["payload_bytes"] * s["pulls"] for s in r["served"].values())
+    assert sent > 0 and r["bytes_sent_per_s"] == pytest.approx(sent / r["window_s"], rel=1e-6)
+    # The server counts the actor's pulls (and the evaluator's): snapshots are taken a few
+    # milliseconds apart, so allow one pull of skew at each end of the window.
+    assert r["served"][p]["pulls"] >= r["actor_us"][0]["pulls"] - 2, r["served"]
+    assert set(r["cpu_seconds"]) == NODES
+    assert all(_positive_finite(v) for v in r["cpu_seconds"].values()), r["cpu_seconds"]
+    a = r["actor_us"][0]
+    assert all(a[k] >= 0 for k in db.ACTOR_PARTS) and _positive_finite(a["cpu"]), a
+    assert _positive_finite(a["inference"]) and _positive_finite(a["env_step"]), a
+    assert _positive_finite(r["learner_us"]["update"]), r["learner_us"]
+    assert r["waiting_side"] in ("actors (blocked on insert)", "learner (blocked on sample)",
+                                 "neither")
+    assert 0 <= r["inserts_blocked_frac"] <= 1.05 and 0 <= r["samples_blocked_frac"] <= 1.05
+  assert runs["int8"]["served"]["int8"]["payload_bytes"] < (
+      runs["fp32"]["served"]["fp32"]["payload_bytes"] / 2)
+  with open(out / "breakdown.csv", encoding="utf-8") as f:
+    nodes = {(row["precision"], row["node"]) for row in csv.DictReader(f)}
+  assert nodes == {(p, n) for p in ("fp32", "int8") for n in NODES}
+  assert (out / "table.md").read_text().startswith("| precision | seed |")
+  assert (out / "runs.csv").exists()
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["--launch", "hosts"], "argument --launch: invalid choice: 'hosts'"),
+    (["--launch", "local_mp", "--num-actors", "0"], "--num-actors must be a positive integer"),
+    (["--num-actors", "2"], "--num-actors needs --launch local_mp or local_mt"),
+    (["--launch", "local_mp", "--num-envs", "1,4"], "--launch measures anew"),
+    (["--launch", "local_mt", "--precisions", "fp32,int3"], "allowed precisions are"),
+    (["--launch", "local_mt", "--learner-device", "gpu"], "--learner-device gpu"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv, fragment):
+  out = tmp_path / "never"
+  assert _exit_code(["bench"] + argv + ["--logdir", str(out)]) == 2
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and fragment in err, err
+  assert not out.exists()
+
+
+def _exit_code(argv):
+  """`cli.main`'s status; argparse's errors exit (status 2) from the parser itself."""
+  try:
+    return cli.main(argv)
+  except SystemExit as e:
+    return e.code
+
+
+def test_time_at_steps_interpolates_between_polls():
+  trace = [(10.0, 0.0), (12.0, 100.0), (14.0, 300.0)]
+  assert db.time_at_steps(trace, 200.0) == pytest.approx(13.0)
+  assert db.time_at_steps(trace, 0.0) == 10.0
+  assert math.isnan(db.time_at_steps(trace, 301.0))
