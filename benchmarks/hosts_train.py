@@ -17,6 +17,8 @@ run directory's own files and the link's counters:
   actor_sps       actor steps per second summed over actors, from `counter.csv` (written every
                   5 s by the limiter node): between its first row with actor steps and its last
   learner_sps     learner steps per second over the same rows
+  train_*         the same two from the first row with learner steps: the training window,
+                  without the unthrottled filling of replay
   first_target    the first evaluation (`eval.csv`) whose greedy return reached `--target`:
                   its actor steps and the run's wall seconds then (None: never)
   final, best     the last and the best evaluation return
@@ -66,18 +68,27 @@ def _rows(path: str) -> List[Dict[str, str]]:
     return list(csv.DictReader(f))
 
 
-def rates(counter_rows: List[Dict[str, str]]) -> Dict[str, Optional[float]]:
-  """Actor and learner steps per second between the first `counter.csv` row with actor
-  steps and the last row (None with fewer than two such rows)."""
-  rows = [r for r in counter_rows if float(r["actor_steps"]) > 0]
+def _window(rows: List[Dict[str, str]], prefix: str) -> Dict[str, Optional[float]]:
+  keys = {f"{prefix}actor_sps": None, f"{prefix}learner_sps": None}
   if len(rows) < 2:
-    return {"actor_sps": None, "learner_sps": None}
+    return keys
   first, last = rows[0], rows[-1]
   dt = float(last["wall_seconds"]) - float(first["wall_seconds"])
   if dt <= 0:
-    return {"actor_sps": None, "learner_sps": None}
-  return {"actor_sps": (float(last["actor_steps"]) - float(first["actor_steps"])) / dt,
-          "learner_sps": (float(last["learner_steps"]) - float(first["learner_steps"])) / dt}
+    return keys
+  return {f"{prefix}actor_sps": (float(last["actor_steps"]) - float(first["actor_steps"])) / dt,
+          f"{prefix}learner_sps": (float(last["learner_steps"]) -
+                                   float(first["learner_steps"])) / dt}
+
+
+def rates(counter_rows: List[Dict[str, str]]) -> Dict[str, Optional[float]]:
+  """Actor and learner steps per second from `counter.csv` rows: ``actor_sps`` and
+  ``learner_sps`` between the first row with actor steps and the last row; ``train_*`` the
+  same from the first row with learner steps (the training window: the unthrottled filling
+  of replay left out). None with fewer than two such rows."""
+  acting = [r for r in counter_rows if float(r["actor_steps"]) > 0]
+  training = [r for r in counter_rows if float(r["learner_steps"]) > 0]
+  return {**_window(acting, ""), **_window(training, "train_")}
 
 
 def evaluations(eval_rows: List[Dict[str, str]], target: float) -> Dict[str, Any]:
@@ -145,11 +156,11 @@ def summarize(runs: List[Dict[str, Any]], precisions, target) -> Dict[str, Dict[
               "final_ge_target": sum(r["final"] is not None and r["final"] >= target
                                      for r in mine),
               **{k: _median([r[k] for r in mine]) for k in (
-                  "actor_sps", "learner_sps", "final", "best", "first_target_steps",
+                  "actor_sps", "learner_sps", "train_actor_sps", "train_learner_sps", "final", "best", "first_target_steps",
                   "first_target_wall_s", "link_rx_Bps", "link_tx_Bps", "wall_s")}}
   if "fp32" in precisions and "int8" in precisions:
     by_seed = {(r["precision"], r["seed"]): r for r in runs}
-    for key in ("actor_sps", "learner_sps", "link_rx_Bps"):
+    for key in ("actor_sps", "train_actor_sps", "train_learner_sps", "link_rx_Bps"):
       ratios = [by_seed[("int8", s)][key] / by_seed[("fp32", s)][key]
                 for s in sorted({r["seed"] for r in runs})
                 if by_seed.get(("int8", s), {}).get(key) and by_seed.get(("fp32", s), {}).get(key)]
@@ -164,14 +175,14 @@ def _fmt(v, digits=0):
 def format_table(runs, summary, settings, rate) -> str:
   lines = [f"{settings['agent']} on {settings['env']}, {settings['steps']} actor steps, "
            f"{settings['num_actors']} actor(s) on the second host, link {rate or 'unlimited'}",
-           "", "| precision | seed | exit | actor steps/s | learner steps/s | first >= target "
-           "(steps / s) | final | best | actor host rx kB/s | tx kB/s | wall s |",
+           "", "| precision | seed | exit | actor steps/s | training: actor / learner steps/s | "
+           "first >= target (steps / s) | final | best | actor host rx kB/s | tx kB/s | wall s |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
   for r in runs:
     first = ("not reached" if r["first_target_steps"] is None else
              f"{r['first_target_steps']:,.0f} / {r['first_target_wall_s']:,.0f}")
     lines.append(f"| {r['precision']} | {r['seed']} | {r['exit']} | {_fmt(r['actor_sps'], 1)} | "
-                 f"{_fmt(r['learner_sps'], 1)} | {first} | {_fmt(r['final'], 1)} | "
+                 f"{_fmt(r['train_actor_sps'], 1)} / {_fmt(r['train_learner_sps'], 2)} | {first} | {_fmt(r['final'], 1)} | "
                  f"{_fmt(r['best'], 1)} | {_fmt(r['link_rx_Bps'] / 1e3, 1)} | "
                  f"{_fmt(r['link_tx_Bps'] / 1e3, 1)} | {_fmt(r['wall_s'])} |")
   lines.append("")
@@ -183,7 +194,8 @@ def format_table(runs, summary, settings, rate) -> str:
     lines.append(f"{p}: {s['finished']}/{s['seeds']} finished, {s['reached_target']}/"
                  f"{s['seeds']} reached {settings['target']:g}, final >= target on "
                  f"{s['final_ge_target']}/{s['seeds']}; medians: actor steps/s "
-                 f"{_fmt(s['actor_sps'], 1)}, learner steps/s {_fmt(s['learner_sps'], 1)}, "
+                 f"{_fmt(s['actor_sps'], 1)} (training window {_fmt(s['train_actor_sps'], 1)}), "
+                 f"learner steps/s {_fmt(s['train_learner_sps'], 2)}, "
                  f"final {_fmt(s['final'], 1)}, first >= target at {_fmt(s['first_target_steps'])} "
                  f"steps")
   return "\n".join(lines)

@@ -15,8 +15,16 @@ def test_rates_count_from_the_first_row_with_actor_steps():
   got = hosts_train.rates(rows)
   assert got["actor_sps"] == pytest.approx(2000 / 10.0)  # (2500 - 500) / (20.5 - 10.5)
   assert got["learner_sps"] == pytest.approx(450 / 10.0)
+  # The training window starts at the first row with learner steps (the same row here).
+  assert got["train_actor_sps"] == pytest.approx(200.0)
+  rows = _counter((0.5, 0, 0), (5.5, 1000, 0), (10.5, 1100, 50), (20.5, 1300, 150))
+  got = hosts_train.rates(rows)
+  assert got["actor_sps"] == pytest.approx(300 / 15.0)  # filling replay included
+  assert got["train_actor_sps"] == pytest.approx(200 / 10.0)
+  assert got["train_learner_sps"] == pytest.approx(100 / 10.0)
   assert hosts_train.rates(_counter((0.5, 0, 0), (5.5, 10, 0))) == {
-      "actor_sps": None, "learner_sps": None}
+      "actor_sps": None, "learner_sps": None, "train_actor_sps": None,
+      "train_learner_sps": None}
 
 
 def test_evaluations_find_the_first_return_at_the_target():
@@ -31,7 +39,7 @@ def test_evaluations_find_the_first_return_at_the_target():
 
 def _run(precision, seed, sps, final, hit):
   return {"precision": precision, "seed": seed, "exit": 0, "actor_sps": sps,
-          "learner_sps": sps / 2, "final": final, "best": final, "first_target_steps": hit,
+          "learner_sps": sps / 2, "train_actor_sps": sps, "train_learner_sps": sps / 2, "final": final, "best": final, "first_target_steps": hit,
           "first_target_wall_s": hit, "link_rx_Bps": 10.0 * sps, "link_tx_Bps": 1.0,
           "wall_s": 100.0}
 
@@ -45,7 +53,7 @@ def test_summary_counts_seeds_and_pairs_int8_with_fp32_by_seed():
   assert summary["fp32"]["actor_sps"] == 150.0  # median of 100 and 200
   assert summary["int8/fp32"]["actor_sps"] == pytest.approx((1.5 + 2.5) / 2)  # per seed
   table = hosts_train.format_table(runs, summary, dict(hosts_train.PRESETS["dqn"]), "100mbit")
-  assert "| fp32 | 1 | 0 | 200.0 |" in table and "not reached" in table
+  assert "| fp32 | 1 | 0 | 200.0 | 200.0 / 100.00 |" in table and "not reached" in table
   assert "link 100mbit" in table
 
 
