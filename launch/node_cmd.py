@@ -63,7 +63,7 @@ def run(args) -> int:
       raise cli.UsageError(f"--task {task}: the program has tasks 0..{len(header['tasks']) - 1}")
     code = hosts.run_task(data, task)
     # The node has ended and its exit status is decided: leave without the interpreter's
-    # teardown, which can crash (exit -6/-11 instead of `code`) while daemon threads still
+    # teardown, which may abort (exit -6/-11 instead of `code`) while daemon threads still
     # sit in Reverb or gRPC calls (a learner's sample waiting for its timeout, Courier
     # server threads), and which takes seconds with TF and JAX loaded.
     sys.stdout.flush()
