@@ -10,7 +10,7 @@ at each actor precision and seed, side by side in one run.
 
 Each (seed, precision) run is one `actorq train --launch hosts` process, started in the first
 namespace exactly as a user starts it on the first host (`--start 'ip netns exec ...{index}'`
-stands for ssh); precisions alternate which goes first from seed to seed. Per run, from the
+stands for ssh); the precision order rotates by one per seed (`sweep.plan`). Per run, from the
 run directory's own files and the link's counters:
 
   exit            the launcher's exit status (0: the step limit was reached)
@@ -50,6 +50,8 @@ import time
 from typing import Any, Dict, List, Optional
 
 from actorq.benchmarks import actorq_bench as ab
+from actorq.benchmarks import sweep
+from actorq.launch import cli
 from actorq.launch import netns
 
 PRESETS = {
@@ -201,23 +203,20 @@ def format_table(runs, summary, settings, rate) -> str:
   return "\n".join(lines)
 
 
-def _int_list(text: str) -> List[int]:
+def _seeds(text: str):
+  """`--seeds` as `actorq sweep` reads them (`0,1,2`, `0-4`)."""
   try:
-    values = [int(v) for v in text.split(",") if v.strip()]
-  except ValueError:
-    values = []
-  if not values or min(values) < 0:
-    raise argparse.ArgumentTypeError(f"give seeds >= 0, comma separated, got {text!r}")
-  return values
+    return list(sweep.parse_seeds([text]))
+  except ValueError as e:
+    raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _precisions(text: str) -> List[str]:
-  values = [v.strip() for v in text.split(",") if v.strip()]
-  bad = [v for v in values if v not in ab.PRECISIONS]
-  if not values or bad:
-    raise argparse.ArgumentTypeError(f"precisions must be from {','.join(ab.PRECISIONS)}, "
-                                     f"got {text!r}")
-  return values
+def _precisions(text: str):
+  """`--precisions` as every actorq command reads them (`cli.precision_list`)."""
+  try:
+    return list(cli.precision_list("--precisions", text, ab.PRECISIONS))
+  except cli.UsageError as e:
+    raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _rate(text: str) -> Optional[str]:
@@ -233,7 +232,7 @@ def _rate(text: str) -> Optional[str]:
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--preset", choices=sorted(PRESETS), default="dqn")
-  parser.add_argument("--seeds", type=_int_list, default=[0, 1, 2])
+  parser.add_argument("--seeds", type=_seeds, default=[0, 1, 2])
   parser.add_argument("--precisions", type=_precisions, default=["fp32", "int8"])
   parser.add_argument("--steps", type=int, default=None, help="actor steps (default: preset's)")
   parser.add_argument("--rate", type=_rate, default=None,
@@ -256,15 +255,13 @@ def main(argv=None) -> int:
   runs = []
   with netns.HostPair() as pair:
     pair.set_rate(args.rate)
-    for i, seed in enumerate(args.seeds):
-      order = args.precisions if i % 2 == 0 else args.precisions[::-1]
-      for precision in order:
-        run_dir = os.path.join(logdir, f"{precision}-s{seed}")
-        print(f"hosts_train: {precision} seed {seed} -> {run_dir}", flush=True)
-        runs.append(run_one(pair, settings, precision, seed, run_dir, args.run_timeout))
-        print(f"hosts_train:   exit {runs[-1]['exit']}, actor steps/s "
-              f"{_fmt(runs[-1]['actor_sps'], 1)}, final {_fmt(runs[-1]['final'], 1)}",
-              flush=True)
+    for precision, seed in sweep.plan(args.precisions, args.seeds):  # order rotated per seed
+      run_dir = os.path.join(logdir, sweep.run_name(precision, seed))
+      print(f"hosts_train: {precision} seed {seed} -> {run_dir}", flush=True)
+      runs.append(run_one(pair, settings, precision, seed, run_dir, args.run_timeout))
+      print(f"hosts_train:   exit {runs[-1]['exit']}, actor steps/s "
+            f"{_fmt(runs[-1]['actor_sps'], 1)}, final {_fmt(runs[-1]['final'], 1)}",
+            flush=True)
   summary = summarize(runs, args.precisions, settings["target"])
   print(format_table(runs, summary, settings, args.rate))
   print(f"load average at start {load[0]:.2f}, at end {os.getloadavg()[0]:.2f}")

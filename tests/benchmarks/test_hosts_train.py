@@ -75,7 +75,7 @@ def test_the_launcher_command_is_a_hosts_launch_in_the_first_namespace():
   assert "policy_hidden_sizes=[2048, 2048, 2048]" in argv
 
 
-@pytest.mark.parametrize("argv", [["--seeds", "a"], ["--precisions", "int3"],
+@pytest.mark.parametrize("argv", [["--seeds", "a"], ["--seeds", "1,1"], ["--precisions", "int3"],
                                   ["--rate", "fast"], ["--preset", "nope"]])
 def test_bad_flags_exit_2(argv, capsys):
   with pytest.raises(SystemExit) as e:
