@@ -110,7 +110,8 @@ def train_argv(pair: netns.HostPair, settings: Dict[str, Any], precision: str, s
   """The launcher's command line, run in the first namespace."""
   argv = pair.exec_argv(0) + [
       sys.executable, "-m", "actorq.launch.cli", "train", "--launch", "hosts",
-      "--hosts", ",".join(pair.addresses), "--start", f"ip netns exec {pair.names[0][:-1]}{{index}}",
+      "--hosts", ",".join(pair.addresses),
+      "--start", f"ip netns exec {pair.names[0][:-1]}{{index}}",
       "--num-actors", str(settings["num_actors"]), "--agent", settings["agent"],
       "--env", settings["env"], "--steps", str(settings["steps"]), "--seed", str(seed),
       "--actor-precision", precision, "--eval-every", str(settings["eval_every"]),
@@ -158,7 +159,8 @@ def summarize(runs: List[Dict[str, Any]], precisions, target) -> Dict[str, Dict[
               "final_ge_target": sum(r["final"] is not None and r["final"] >= target
                                      for r in mine),
               **{k: _median([r[k] for r in mine]) for k in (
-                  "actor_sps", "learner_sps", "train_actor_sps", "train_learner_sps", "final", "best", "first_target_steps",
+                  "actor_sps", "learner_sps", "train_actor_sps", "train_learner_sps", "final",
+                  "best", "first_target_steps",
                   "first_target_wall_s", "link_rx_Bps", "link_tx_Bps", "wall_s")}}
   if "fp32" in precisions and "int8" in precisions:
     by_seed = {(r["precision"], r["seed"]): r for r in runs}
@@ -184,7 +186,8 @@ def format_table(runs, summary, settings, rate) -> str:
     first = ("not reached" if r["first_target_steps"] is None else
              f"{r['first_target_steps']:,.0f} / {r['first_target_wall_s']:,.0f}")
     lines.append(f"| {r['precision']} | {r['seed']} | {r['exit']} | {_fmt(r['actor_sps'], 1)} | "
-                 f"{_fmt(r['train_actor_sps'], 1)} / {_fmt(r['train_learner_sps'], 2)} | {first} | {_fmt(r['final'], 1)} | "
+                 f"{_fmt(r['train_actor_sps'], 1)} / {_fmt(r['train_learner_sps'], 2)} | "
+                 f"{first} | {_fmt(r['final'], 1)} | "
                  f"{_fmt(r['best'], 1)} | {_fmt(r['link_rx_Bps'] / 1e3, 1)} | "
                  f"{_fmt(r['link_tx_Bps'] / 1e3, 1)} | {_fmt(r['wall_s'])} |")
   lines.append("")
