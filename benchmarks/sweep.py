@@ -96,6 +96,8 @@ def train_argv(settings: Dict[str, Any], precision: str, seed: int, run_dir: str
           "--env", settings["env"], "--seed", str(seed), "--actor-precision", precision,
           "--steps", str(settings["steps"]), "--eval-every", str(settings["eval_every"]),
           "--eval-episodes", str(settings["eval_episodes"]), "--no-progress", "--logdir", run_dir]
+  if settings.get("num_envs", 1) > 1:
+    argv += ["--num-envs", str(settings["num_envs"])]
   if settings.get("config"):
     argv += ["--config", settings["config"]]
   for assignment in settings.get("set", []):
@@ -120,6 +122,15 @@ def finished(run_dir: str, steps: int) -> bool:
   return bool(evals) and int(evals[-1]["actor_steps"]) == steps
 
 
+def train_settings(settings: Dict[str, Any]) -> Dict[str, Any]:
+  """The `train` entry a run of this sweep writes into its run.json (`num_envs` only when
+  B > 1, as `actorq train` writes it)."""
+  train = {k: settings[k] for k in ("steps", "eval_every", "eval_episodes")}
+  if settings.get("num_envs", 1) > 1:
+    train["num_envs"] = settings["num_envs"]
+  return train
+
+
 def mismatch(run_dir: str, settings: Dict[str, Any], precision: str, seed: int) -> Optional[str]:
   """What in a finished run's run.json differs from the sweep's settings, or None."""
   try:
@@ -129,7 +140,7 @@ def mismatch(run_dir: str, settings: Dict[str, Any], precision: str, seed: int) 
     return "no readable run.json"
   want = {"agent": settings["agent"], "env": settings["env"], "seed": seed,
           "config": settings["configs"][precision],
-          "train": {k: settings[k] for k in ("steps", "eval_every", "eval_episodes")}}
+          "train": train_settings(settings)}
   for key, value in want.items():
     if info.get(key) != value:
       if key in ("config", "train"):
@@ -305,6 +316,8 @@ def command(settings: Dict[str, Any]) -> str:
           seed_text(settings["seeds"]), "--precisions", ",".join(settings["precisions"]),
           "--steps", str(settings["steps"]), "--eval-every", str(settings["eval_every"]),
           "--eval-episodes", str(settings["eval_episodes"])]
+  if settings.get("num_envs", 1) > 1:
+    argv += ["--num-envs", str(settings["num_envs"])]
   if settings.get("config"):
     argv += ["--config", settings["config"]]
   for assignment in settings.get("set", []):

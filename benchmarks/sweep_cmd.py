@@ -25,6 +25,7 @@ import gymnasium
 from actorq import core
 from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import sweep
+from actorq.components import vector_env
 from actorq.launch import cli
 from actorq.launch import train_cmd
 
@@ -51,6 +52,9 @@ def add_parser(subparsers):
   p.add_argument("--eval-episodes", type=cli.positive_int("--eval-episodes"),
                  default=train_cmd.TRAIN_DEFAULTS["eval_episodes"],
                  help="greedy episodes per evaluation (default: 10)")
+  p.add_argument("--num-envs", type=cli.positive_int("--num-envs"), default=1, metavar="B",
+                 help="environments each run's actor steps at once, as in 'actorq train' "
+                      "(default: 1)")
   p.add_argument("--config", default=None, metavar="FILE", help="the agent's config (JSON)")
   p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                  help="override one config field (repeatable), as in 'actorq train'")
@@ -97,6 +101,10 @@ def resolve(args) -> dict:
                                 set=list(args.set), actor_precision=precisions[0],
                                 resume_info=None)
   builder = train_cmd.make_builder(run_args)  # agent, environment, their fit, config
+  try:
+    vector_env.check_num_envs(args.env, args.num_envs)
+  except ValueError as e:
+    raise cli.UsageError(f"--num-envs: {e}") from None
   if "actor_precision" in assignments:  # a valid value; a bad one was refused above
     value = args.set[assignments.index("actor_precision")].split("=", 1)[1]
     raise cli.UsageError(f"--set actor_precision={value}: each run's actor precision comes "
@@ -110,7 +118,7 @@ def resolve(args) -> dict:
   return {"agent": args.agent, "env": args.env, "seeds": list(seeds), "precisions": precisions,
           "reference": "fp32" if "fp32" in precisions else precisions[0],
           "steps": args.steps, "eval_every": args.eval_every,
-          "eval_episodes": args.eval_episodes, "config": config, "set": list(args.set),
+          "eval_episodes": args.eval_episodes, "num_envs": args.num_envs, "config": config, "set": list(args.set),
           "target": None if target is None else float(target), "configs": configs}
 
 

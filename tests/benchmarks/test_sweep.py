@@ -77,6 +77,24 @@ def test_a_run_is_reused_only_when_finished_with_the_sweep_settings(tmp_path):
     sweep.check_reusable(str(other), settings)
 
 
+def test_num_envs_reaches_each_run_and_its_reuse_check(tmp_path):
+  settings = {"agent": "dqn", "env": "gym:CartPole-v1", "precisions": ["fp32"], "seeds": [0],
+              "steps": 400, "eval_every": 200, "eval_episodes": 1, "num_envs": 8,
+              "configs": {"fp32": {"actor_precision": "fp32"}}}
+  argv = sweep.train_argv(settings, "fp32", 0, "/r")
+  assert argv[argv.index("--num-envs") + 1] == "8"
+  assert "--num-envs 8" in sweep.command(settings)
+  info = {"agent": "dqn", "env": "gym:CartPole-v1", "seed": 0,
+          "config": {"actor_precision": "fp32"},
+          "train": {"steps": 400, "eval_every": 200, "eval_episodes": 1}}  # a B = 1 run
+  run_dir = str(tmp_path / "fp32-s0")
+  _write_run(run_dir, [200, 400], info)
+  assert "num_envs=None" in sweep.mismatch(run_dir, settings, "fp32", 0)
+  settings["num_envs"] = 1  # B = 1: no flag, and the B = 1 run is the sweep's
+  assert "--num-envs" not in sweep.train_argv(settings, "fp32", 0, "/r")
+  assert sweep.mismatch(run_dir, settings, "fp32", 0) is None
+
+
 def test_a_failed_run_is_reported_with_its_log_and_the_others_still_run(tmp_path, monkeypatch):
   import sys
   ran = []
@@ -109,6 +127,7 @@ _run = run_cli
     (["--seeds", "0", "0"], "seed 0 is given twice"),
     (["--set", "no_such_field=1"], "no_such_field"),
     (["--jobs", "0"], "--jobs must be a positive integer"),
+    (["--num-envs", "0"], "--num-envs must be a positive integer"),
     (["--target", "high"], "--target must be a number"),
 ])
 def test_bad_input_is_one_line_exit_2_nothing_written(argv, fragment, capsys, tmp_path):
