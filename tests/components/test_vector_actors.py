@@ -3,6 +3,7 @@ of the vector backends, batched inference against per-row inference at every pre
 determinism of a single-process run with B > 1, and the refusals."""
 import warnings
 
+import dm_env
 import numpy as np
 import pytest
 import reverb
@@ -96,6 +97,59 @@ def test_batched_adder_gives_each_env_exactly_its_transitions_alone():
     assert len(alone[0]) > length  # several episodes each
     for got, want in zip(batched[i], alone):
       np.testing.assert_array_equal(got, want)  # bit for bit, every column
+
+
+def run_alone_single_env_adder(i, steps):
+  """Env i alone through ActorLoop + SingleEnvAdder (the single-process path's adder)."""
+  client = table_client()
+  adder = adders.SingleEnvAdder(adders.BatchedNStepTransitionAdder(client, "t", 1, N_STEP,
+                                                                   DISCOUNT, SPEC))
+  actor = actors.FeedForwardActor(fakes.FixedRuntime([0.0, 1.0]), actors.greedy, adder=adder)
+  loop_lib.ActorLoop(scripted_envs()[i], actor).run(num_steps=steps)
+  assert adder.items_written == len(stored(client)[0])
+  return stored(client)
+
+
+@pytest.mark.parametrize("i", range(len(EPISODES)))
+def test_single_env_adder_writes_acmes_transitions_bit_for_bit(i):
+  want, got = run_alone(i, 40), run_alone_single_env_adder(i, 40)
+  assert len(want[0]) > 10
+  for g, w in zip(got, want):
+    np.testing.assert_array_equal(g, w)
+    assert g.dtype == w.dtype
+
+
+def test_single_env_adder_writes_at_the_same_steps_and_checks_the_same_way():
+  acme_client, fast_client = table_client(), table_client()
+  acme = replay.ValidatingAdder(adders.NStepTransitionAdder(
+      acme_client, n_step=N_STEP, discount=DISCOUNT, priority_fns={"t": None}), SPEC)
+  fast = adders.SingleEnvAdder(adders.BatchedNStepTransitionAdder(fast_client, "t", 1, N_STEP,
+                                                                  DISCOUNT, SPEC))
+  env = scripted_envs()[3]  # 7-step episodes
+  timestep = env.reset()
+  acme.add_first(timestep)
+  fast.add_first(timestep)
+  for _ in range(20):  # after every step both tables hold the same number of items
+    timestep = env.step(np.int32(1))
+    acme.add(np.int32(1), timestep)
+    fast.add(np.int32(1), timestep)
+    assert acme.items_written == fast.items_written == len(stored(fast_client)[0])
+    if timestep.last():
+      timestep = env.reset()
+      acme.add_first(timestep)
+      fast.add_first(timestep)
+  bad = timestep._replace(step_type=dm_env.StepType.MID, reward=np.float32(np.nan))
+  for adder in (acme, fast):
+    with pytest.raises(replay.NonFiniteValueError, match="reward"):
+      adder.add(np.int32(1), bad)
+    with pytest.raises(TypeError, match="action"):
+      adder.add(np.float32(1), timestep._replace(step_type=dm_env.StepType.MID))
+  assert acme.items_written == fast.items_written
+
+
+def test_the_single_process_builder_uses_the_single_env_adder():
+  builder = dqn_builder.DQNBuilder(dqn_config_lib.DQNConfig())
+  assert isinstance(builder.make_adder(table_client(), SPEC), adders.SingleEnvAdder)
 
 
 def test_per_env_adders_match_the_batched_adder():
