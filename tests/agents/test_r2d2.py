@@ -289,7 +289,7 @@ def test_builder_actor_resets_state_at_first_and_writes_sequences():
   assert sample.info.priority.min() >= 0 and not np.all(sample.info.priority == 1.0)
   assert before.current_size == 3
   assert builder.learner_steps_owed(
-      builder_lib.core.ReplayProgress(actor_steps=10, items_written=4)) == 4 * 16 // 2
+      builder_lib.core.ReplayProgress(actor_steps=10, items_written=4)) == 4 * 64 // 2
 
 
 def test_evaluation_loop_resets_the_recurrent_state_every_episode():
