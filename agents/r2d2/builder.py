@@ -18,7 +18,7 @@ from acme import specs
 from acme.adders import reverb as adders_reverb
 
 from actorq import core
-from actorq.agents.dqn.builder import q_value_selector
+from actorq.agents.dqn.builder import q_policy
 from actorq.agents.r2d2 import learning
 from actorq.agents.r2d2 import networks as networks_lib
 from actorq.components import actors, adders, replay
@@ -106,14 +106,7 @@ class R2D2Builder:
                   environment_spec: specs.EnvironmentSpec,
                   evaluation: bool = False) -> core.ActorPolicy:
     del environment_spec
-    c = self.config
-    wrap = q_value_selector if networks.dueling else (lambda selector: selector)
-    if evaluation:
-      return core.ActorPolicy(networks.spec, c.evaluation_precision or c.actor_precision,
-                              wrap(actors.greedy), True)
-    epsilon = actors.linear_schedule(c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps)
-    return core.ActorPolicy(networks.spec, c.actor_precision,
-                            wrap(actors.epsilon_greedy(epsilon)), False)
+    return q_policy(self.config, networks, evaluation)
 
   def make_optimizer(self) -> optax.GradientTransformation:
     c = self.config
