@@ -191,6 +191,58 @@ class BatchedFeedForwardActor(FeedForwardActor):
       self.timings["adder"] += time.perf_counter() - start
 
 
+class RecurrentActor(FeedForwardActor):
+  """An actor that keeps a recurrent state (`quantization.runtimes.RecurrentRuntime`).
+
+  The state (h, c), float32 [1, H] each, is zeroed by `observe_first` (a training
+  episode's first step) and by `reset_state()` (what the loop calls at an evaluation
+  episode's start, where nothing is observed). Every action's extras for the adder are
+  `{"core_state": {"hidden": h, "cell": c}, "real": 1.0}` with the state *before* the
+  step (the one the observation was processed from; acme's R2D2 stores the same), so a
+  sequence read from replay can restart the network from its first step's state; acme's
+  terminal step and zero padding carry zeros there, so `real` marks the acted steps.
+
+  Args: as `FeedForwardActor`; `runtime` has `step(observation [1, ...], state) ->
+  (outputs [1, O], state)` and `initial_state(batch_size)`.
+  """
+
+  def __init__(self, runtime, selector: Selector, variable_client=None, adder=None,
+               seed: int = 0):
+    super().__init__(runtime, selector, variable_client, adder, seed)
+    self._state = runtime.initial_state(1)
+
+  @property
+  def state(self):
+    """The current recurrent state (h, c), float32 [1, H] each."""
+    return self._state
+
+  def reset_state(self) -> None:
+    self._state = self._runtime.initial_state(1)
+
+  def select_action(self, observation) -> Any:
+    """Raises NonFiniteOutputError when the network's outputs are not all finite."""
+    start = time.perf_counter()
+    batch = np.asarray(observation)[None]
+    prev = self._state
+    outputs, state = self._runtime.step(batch, prev)
+    outputs = outputs[0]
+    self.timings["inference"] += time.perf_counter() - start
+    if not np.isfinite(outputs).all():
+      raise NonFiniteOutputError(
+          f"the policy's outputs are not finite at {self._runtime.precision} (parameter "
+          f"version {self._runtime.version}): {self._runtime.diagnose(batch, prev)}")
+    action, _ = self._selector(outputs, self._rng, self.num_steps)
+    self._extras = {"core_state": {"hidden": prev[0][0], "cell": prev[1][0]},
+                    "real": np.float32(1.0)}
+    self._state = state
+    self.num_steps += 1
+    return action
+
+  def observe_first(self, timestep: dm_env.TimeStep) -> None:
+    self.reset_state()
+    super().observe_first(timestep)
+
+
 def batched(actor: FeedForwardActor, adder, dummy_action: Any) -> BatchedFeedForwardActor:
   """The batched twin of a builder's `FeedForwardActor`: the same runtime, selector,
   variable client and generator (state included), with a batched `adder`."""

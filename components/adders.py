@@ -352,3 +352,50 @@ class SingleEnvAdder(adders_base.Adder):
 
   def close(self) -> None:
     self._batched.close()
+
+
+# ---------------------------------------------------------------------------------------
+# Sequences (recurrent agents).
+
+
+class _CountingWriter:
+  """A trajectory writer that counts the items it creates (everything else forwarded)."""
+
+  def __init__(self, writer, counter: "_CountingClient"):
+    self._writer, self._counter = writer, counter
+
+  def create_item(self, table, priority, trajectory):
+    self._writer.create_item(table, priority, trajectory)
+    self._counter.items += 1
+
+  def __getattr__(self, name):
+    return getattr(self._writer, name)
+
+
+class _CountingClient:
+  """A replay client whose trajectory writers count the items they create."""
+
+  def __init__(self, client):
+    self._client = client
+    self.items = 0
+
+  def trajectory_writer(self, *args, **kwargs):
+    return _CountingWriter(self._client.trajectory_writer(*args, **kwargs), self)
+
+  def __getattr__(self, name):
+    return getattr(self._client, name)
+
+
+class CountingSequenceAdder(adders_reverb.SequenceAdder):
+  """acme's `SequenceAdder`, unchanged, plus `items_written` (sequences created, one per
+  table counted once per table it goes to), which the single-process loop reads
+  (`core.ReplayProgress`). Works with a `reverb.Client` and a `LocalReplayClient`.
+  Arguments are `SequenceAdder`'s."""
+
+  def __init__(self, client, *args, **kwargs):
+    self._counting = _CountingClient(client)
+    super().__init__(self._counting, *args, **kwargs)
+
+  @property
+  def items_written(self) -> int:
+    return int(self._counting.items)

@@ -1,7 +1,9 @@
 """Environments as `dm_env.Environment`, from an id string.
 
 Ids:
-  * ``gym:<Gymnasium id>``, e.g. ``gym:CartPole-v1``;
+  * ``gym:<Gymnasium id>``, e.g. ``gym:CartPole-v1``, or a partially observable variant
+    of `PARTIALLY_OBSERVED`: ``gym:CartPole-v1-po`` (CartPole-v1 observing only the cart
+    position and the pole angle, float32 [2]);
   * ``dmc:<domain>-<task>``, e.g. ``dmc:cartpole-balance`` (dm_control suite; the
     observation dict is concatenated into one float32 vector);
   * ``atari:<Game>``, e.g. ``atari:Pong`` (see `actorq.components.atari`).
@@ -89,6 +91,32 @@ class DmControlFlat(dm_env.Environment):
     self._env.close()
 
 
+# Partially observable variants: ``gym:<name>`` -> (the Gymnasium id, the observation
+# entries kept). CartPole-v1's observation is (cart position, cart velocity, pole angle,
+# pole angular velocity); "-po" keeps (cart position, pole angle), so the velocities must
+# be inferred from the history (a recurrent agent's test bed, e.g. R2D2).
+PARTIALLY_OBSERVED = {"CartPole-v1-po": ("CartPole-v1", (0, 2))}
+
+
+def _KeepObservationEntries(env, keep):
+  """`env` (a Gymnasium env with a 1-d Box observation) observing only entries `keep`."""
+  import gymnasium
+  idx = np.asarray(keep, np.int64)
+  space = env.observation_space
+  low, high = np.asarray(space.low)[idx], np.asarray(space.high)[idx]
+
+  class KeepEntries(gymnasium.ObservationWrapper):
+
+    def __init__(self, inner):
+      super().__init__(inner)
+      self.observation_space = gymnasium.spaces.Box(low, high, dtype=space.dtype)
+
+    def observation(self, observation):
+      return np.asarray(observation)[idx]
+
+  return KeepEntries(env)
+
+
 def make_environment(env_id: str, seed: int = 0, **kwargs: Any) -> dm_env.Environment:
   """Builds the environment named by `env_id` (see the module docstring).
 
@@ -110,11 +138,14 @@ def make_environment(env_id: str, seed: int = 0, **kwargs: Any) -> dm_env.Enviro
   kind, name = env_id.split(":", 1)
   if kind == "gym":
     import gymnasium
+    base, keep = PARTIALLY_OBSERVED.get(name, (name, None))
     try:
-      env = gymnasium.make(name, **kwargs)
+      env = gymnasium.make(base, **kwargs)
     except gymnasium.error.Error as e:
       raise UnknownEnvironmentError(
           f"unknown Gymnasium environment {name!r} in {env_id!r}: {e}") from None
+    if keep is not None:
+      env = _KeepObservationEntries(env, keep)
     try:
       return GymnasiumToDmEnv(env, seed=seed)
     except UnsupportedSpaceError:

@@ -38,6 +38,7 @@ import dm_env
 import numpy as np
 
 from actorq import core
+from actorq.components import actors
 
 # An episode that never ends is capped at this many steps unless the caller says
 # otherwise: 108,000 frames of Atari at frame skip 4 (Machado et al. 2018), far above
@@ -81,7 +82,8 @@ class ActorLoop:
       and `update()` (an `acme.core.Actor`).
     hooks: called in order (see `Hook`).
     learn: True for a training actor (its adder observes, its variable client updates);
-      False for evaluation and acting-only measurements (only `select_action`).
+      False for evaluation and acting-only measurements (only `select_action`, and a
+      `RecurrentActor`'s `reset_state()` at every episode start).
     should_stop: asked after every step; True ends `run` at once.
     max_episode_steps: the step cap of an episode (>= 1; see the module docstring).
 
@@ -130,6 +132,8 @@ class ActorLoop:
       raise self._failure("reset", e, 0) from e
     if self._learn:
       self.actor.observe_first(timestep)
+    elif isinstance(self.actor, actors.RecurrentActor):
+      self.actor.reset_state()  # nothing is observed here, but a new episode starts
     for hook in self._hooks:
       hook.on_episode_start(self, timestep)
     return timestep

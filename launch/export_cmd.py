@@ -167,6 +167,7 @@ def run(args) -> int:
   env_spec = environments.environment_spec(env)
   env.close()
   networks = builder.make_networks(env_spec)
+  run_dir.check_feed_forward(networks, info, "export")
   policy = builder.make_policy(networks, env_spec, evaluation=True)
   spec, params = networks.spec, state["policy_params"]
   directory = cli.ensure_writable_dir(os.path.dirname(os.path.abspath(out)), "--out")

@@ -110,6 +110,7 @@ def run(args) -> int:
   env = env_fn()
   env_spec = environments.environment_spec(env)
   networks = builder.make_networks(env_spec)
+  run_dir.check_feed_forward(networks, info, "quantize")
   policy = builder.make_policy(networks, env_spec, evaluation=True)
   actions = env_spec.actions
   action_range = float(max((actions.maximum - actions.minimum).max(), 1e-9)) \

@@ -193,6 +193,7 @@ def load_run(path: str, temperature: float) -> LoadedRun:
   env_spec = environments.environment_spec(env)
   env.close()
   networks = builder.make_networks(env_spec)
+  run_dir.check_feed_forward(networks, info, "quantize")
   policy = builder.make_policy(networks, env_spec, evaluation=True)
   semantics = output_semantics(networks, env_spec, policy.selector, temperature)
   del ckpt

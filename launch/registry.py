@@ -17,6 +17,8 @@ _AGENTS: Dict[str, Tuple[str, str, str, str]] = {
     "a2c": ("actorq.agents.a2c.config", "A2CConfig", "actorq.agents.a2c.builder", "A2CBuilder"),
     "impala": ("actorq.agents.impala.config", "IMPALAConfig", "actorq.agents.impala.builder",
                "IMPALABuilder"),
+    "r2d2": ("actorq.agents.r2d2.config", "R2D2Config", "actorq.agents.r2d2.builder",
+             "R2D2Builder"),
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any, Dict, Tuple
 
 from actorq.components import checkpointing, config_io
 from actorq.launch import cli, registry
+from actorq.quantization import network_spec
 
 RUN_INFO = "run.json"
 CHECKPOINTS = "checkpoints"
@@ -103,3 +104,17 @@ def make_builder(info: Dict[str, Any], **overrides):
     return builder_cls(config_io.from_dict(config_cls, values, overrides))
   except ValueError as e:
     raise cli.UsageError(f"run.json: {e}") from None
+
+
+def check_feed_forward(networks, info: Dict[str, Any], command: str) -> None:
+  """`actorq eval`, `export` and `quantize` execute one feed-forward `NetworkSpec`; a
+  recurrent policy (R2D2's `RecurrentSpec`) is refused in one line.
+
+  Raises:
+    cli.UsageError: naming the agent, the command and what does work.
+  """
+  if isinstance(networks.spec, network_spec.RecurrentSpec):
+    raise cli.UsageError(
+        f"actorq {command} does not support recurrent policies yet (agent "
+        f"{info.get('agent')!r}: an LSTM Q-network); its training run's eval.csv holds the "
+        "greedy evaluations, at --actor-precision fp32, fp16, bf16 or int8")

@@ -168,3 +168,70 @@ def nature_cnn(input_shape: Tuple[int, int, int], output_size: int,
       layers=layers,
       input_scale=input_scale,
   )
+
+
+@dataclasses.dataclass(frozen=True)
+class RecurrentSpec:
+  """A recurrent Q-network in three parts: `torso` (a `NetworkSpec`, observation ->
+  features [F]), an LSTM cell of `lstm_size` units H, and `head` (a `NetworkSpec` whose
+  input is the LSTM's output [H]).
+
+  Params tree (Haiku's, see `actorq.agents.r2d2.networks`): the torso's and the head's
+  `{layer: {"w", "b"}}` plus `{LSTM_LAYER: {"w": [F + H, 4H], "b": [4H]}}`, the one
+  matmul of `haiku.LSTM` over `concat([x_t, h_{t-1}])` with the gates in the order
+  (i, g, f, o) and +1 added to the forget gate's pre-activation (Haiku 0.0.10's cell).
+
+  Runtimes (`actorq.quantization.runtimes.recurrent`) execute the three matmul parts
+  (torso, gates, head) as three sequential specs at the actor's precision and the
+  cell's elementwise update (sigmoid, tanh, c and h) in float32 numpy.
+
+  Raises:
+    ValueError: a head whose input is not [lstm_size], lstm_size < 1, or layer names
+      shared between the parts.
+  """
+  torso: NetworkSpec
+  lstm_size: int
+  head: NetworkSpec
+
+  LSTM_LAYER = "lstm/linear"   # Haiku's module path of hk.LSTM(name="lstm")'s matmul
+  GATES_LAYER = "lstm_gates"   # the same layer in the gates' sequential spec
+
+  def __post_init__(self):
+    if int(self.lstm_size) < 1:
+      raise ValueError(f"lstm_size must be >= 1, got {self.lstm_size}")
+    if tuple(self.head.input_shape) != (int(self.lstm_size),):
+      raise ValueError(f"the head's input shape must be ({self.lstm_size},) (the LSTM's "
+                       f"output), got {tuple(self.head.input_shape)}")
+    names = [l.name for l in self.torso.layers + self.head.layers] + [self.LSTM_LAYER]
+    if len(set(names)) != len(names):
+      raise ValueError(f"RecurrentSpec layer names must be unique across torso, LSTM and "
+                       f"head, got {names}")
+
+  @property
+  def input_shape(self) -> Tuple[int, ...]:
+    return tuple(self.torso.input_shape)
+
+  @property
+  def output_size(self) -> int:
+    return self.head.output_size
+
+  @property
+  def features(self) -> int:
+    """F, the torso's output size."""
+    return self.torso.output_size
+
+  @property
+  def gates(self) -> NetworkSpec:
+    """The LSTM's matmul as a sequential spec: [F + H] -> Dense(4H, no activation)."""
+    return NetworkSpec(input_shape=(self.features + int(self.lstm_size),),
+                       layers=(Dense(self.GATES_LAYER, 4 * int(self.lstm_size), "none"),))
+
+  @property
+  def layers(self) -> Tuple[Layer, ...]:
+    """Every parameter layer, torso first, then the LSTM matmul, then the head."""
+    return (self.torso.layers + (Dense(self.LSTM_LAYER, 4 * int(self.lstm_size), "none"),)
+            + self.head.layers)
+
+  @property
+  def parameter_layers(self) -> Tuple[Layer, ...]:
+    return tuple(l for l in self.layers if not isinstance(l, Flatten))

@@ -64,7 +64,11 @@ jax.tree_util.register_pytree_node(
 
 
 def expected_shapes(spec: ns.NetworkSpec) -> Dict[str, Dict[str, Tuple[int, ...]]]:
-  """`{layer: {"w": shape, "b": (units,)}}` implied by the spec (VALID convs)."""
+  """`{layer: {"w": shape, "b": (units,)}}` implied by the spec (VALID convs); for a
+  `RecurrentSpec`, the torso's, the LSTM matmul's (`[F + H, 4H]`) and the head's."""
+  if isinstance(spec, ns.RecurrentSpec):
+    gates = expected_shapes(spec.gates)[spec.GATES_LAYER]
+    return {**expected_shapes(spec.torso), spec.LSTM_LAYER: gates, **expected_shapes(spec.head)}
   shape = tuple(spec.input_shape)
   out = {}
   for layer in spec.layers:

@@ -26,6 +26,22 @@ def q_value_selector(selector: actors.Selector) -> actors.Selector:
   return select
 
 
+def q_policy(config, networks, evaluation: bool = False) -> core.ActorPolicy:
+  """The policy of a Q-network (DQN's, and R2D2's recurrent one): greedy at
+  `evaluation_precision` (None: `actor_precision`) for evaluation, else epsilon-greedy with
+  epsilon from `epsilon_start` to `epsilon_end` over `epsilon_decay_steps` actor steps;
+  over `dueling_q` of the outputs when `networks.dueling`. `networks.spec` is what the
+  actors run."""
+  c = config
+  wrap = q_value_selector if networks.dueling else (lambda selector: selector)
+  if evaluation:
+    return core.ActorPolicy(networks.spec, c.evaluation_precision or c.actor_precision,
+                            wrap(actors.greedy), True)
+  epsilon = actors.linear_schedule(c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps)
+  return core.ActorPolicy(networks.spec, c.actor_precision,
+                          wrap(actors.epsilon_greedy(epsilon)), False)
+
+
 class DQNBuilder(builders.TransitionReplayBuilder):
   """DQN's networks, policies, replay table and learner; dataset, adder and actor come
   from `TransitionReplayBuilder`."""
@@ -50,14 +66,7 @@ class DQNBuilder(builders.TransitionReplayBuilder):
   def make_policy(self, networks: networks_lib.DQNNetworks,
                   environment_spec: specs.EnvironmentSpec, evaluation: bool = False) -> core.ActorPolicy:
     del environment_spec
-    c = self.config
-    wrap = q_value_selector if networks.dueling else (lambda selector: selector)
-    if evaluation:
-      return core.ActorPolicy(networks.spec, c.evaluation_precision or c.actor_precision,
-                              wrap(actors.greedy), True)
-    epsilon = actors.linear_schedule(c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps)
-    return core.ActorPolicy(networks.spec, c.actor_precision,
-                            wrap(actors.epsilon_greedy(epsilon)), False)
+    return q_policy(self.config, networks, evaluation)
 
   def make_optimizer(self) -> optax.GradientTransformation:
     c = self.config

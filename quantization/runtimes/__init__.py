@@ -6,6 +6,10 @@
 | "simulated-int8" | dequantize, jax fp32 (ACCURACY STUDIES ONLY, not fast) | "simulated-int8"/"int8" |
 | "int8" | LiteRT/XNNPACK dynamic-range int8, patched flatbuffer | "int8" |
 | "mixed" (`make_mixed_runtime`) | LiteRT: int8 / float32 kernels per layer | `mixed.make_payload` |
+
+A `network_spec.RecurrentSpec` (R2D2's LSTM Q-network) runs in `make_runtime`'s
+`recurrent.RecurrentRuntime`: its torso, LSTM gate matmul and head at the precision
+above, the LSTM cell's elementwise update and its state in float32 numpy.
 """
 from __future__ import annotations
 
@@ -21,13 +25,18 @@ from actorq.quantization import payload as pl
 from actorq.quantization.runtimes.base import PolicyRuntime
 from actorq.quantization.runtimes.jax_runtime import JaxRuntime, SimulatedInt8Runtime
 from actorq.quantization.runtimes.litert_runtime import LiteRTInt8Runtime, LiteRTMixedRuntime
+from actorq.quantization.runtimes.recurrent import RecurrentRuntime
 
 RUNTIME_PRECISIONS = core.PRECISIONS
 
 
 def make_runtime(precision: str, spec: ns.NetworkSpec, num_threads: int = 1) -> PolicyRuntime:
   """A runtime executing `spec` at `precision`; feed it `make_payload(...,
-  runtime.payload_precision, ...)` through `load`."""
+  runtime.payload_precision, ...)` through `load`. A `RecurrentSpec` gets a
+  `RecurrentRuntime` (stateful: `step(observation, state)`)."""
+  if isinstance(spec, ns.RecurrentSpec):
+    core.check_precision(precision, "precision", RUNTIME_PRECISIONS)
+    return RecurrentRuntime(precision, spec, make_runtime, num_threads)
   if precision in ("fp32", "fp16", "bf16"):
     return JaxRuntime(precision, spec, num_threads)
   if precision == "simulated-int8":
@@ -100,6 +109,7 @@ def choose_runtime(spec: ns.NetworkSpec, batch_size: int = 1, precision: str = "
   return precision, info
 
 
-__all__ = ["PolicyRuntime", "make_runtime", "make_mixed_runtime", "choose_runtime",
+__all__ = ["PolicyRuntime", "RecurrentRuntime", "make_runtime", "make_mixed_runtime",
+           "choose_runtime",
            "median_latency_us",
            "RUNTIME_PRECISIONS"]

@@ -52,7 +52,10 @@ SMALL = {"dqn": {"hidden_sizes": [16], "min_replay_size": 32, "batch_size": 8},
          "a2c": {"policy_hidden": [16], "value_hidden": [16], "rollout_length": 16,
                  "batch_size": 2},
          "impala": {"policy_hidden": [16], "value_hidden": [16], "rollout_length": 16,
-                    "batch_size": 2}}
+                    "batch_size": 2},
+         "r2d2": {"torso_sizes": [8], "lstm_size": 8, "min_replay_size": 4, "batch_size": 4,
+                  "burn_in_length": 2, "trace_length": 4, "sequence_period": 2,
+                  "n_step": 2}}
 
 ACTIONS = []  # (action space, action) of every step the recording environments received
 

@@ -1,0 +1,116 @@
+"""R2D2 configuration. Units are given per field: actor steps are environment steps taken
+by one actor; learner steps are gradient updates; a sequence is one replay item of
+`burn_in_length + trace_length + 1` consecutive steps of one episode."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Tuple
+
+from actorq import core
+from actorq.components import config_checks as checks
+
+
+@dataclasses.dataclass
+class R2D2Config:
+  """R2D2: recurrent experience replay (Kapturowski et al. 2019, "Recurrent Experience
+  Replay in Distributed Reinforcement Learning", ICLR).
+
+  * Network: MLP torso (ReLU) -> `haiku.LSTM(lstm_size)` -> linear head, dueling
+    (Wang et al. 2016) when `dueling`. Actors keep the LSTM state (h, c), float32 [H]
+    each, zeroed at every episode's first step.
+  * Replay: acme's `SequenceAdder` writes sequences of L = burn_in_length +
+    trace_length + 1 steps every `sequence_period` steps (consecutive sequences overlap
+    by L - sequence_period steps), zero-padded after an episode's end; every step
+    carries the actor's LSTM state *before* that step as an extra, and the learner
+    starts each sequence from its first step's stored state (the paper's "stored state").
+  * Burn-in (section 3): the first `burn_in_length` steps are unrolled from the stored
+    state without gradient (`jax.lax.stop_gradient` on their outputs and on the state
+    they end in); the loss covers the remaining transitions, masked after the episode's
+    end (acme's terminal step and the zero padding).
+  * Targets (section 2, "value function rescaling"; Pohlen et al. 2018): n-step double-Q
+    y_t = h(sum_{k<n} gamma^k r_{t+k} + gamma^n h^-1(Q(s_{t+n}, a*; theta^-))),
+    a* = argmax_a Q(s_{t+n}, a; theta), h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x
+    (`rlax.signed_hyperbolic`, inverse `rlax.signed_parabolic`), eps =
+    `value_rescaling_epsilon`; the n-step window stops at the episode's last real
+    transition (a time-limit end bootstraps from the final observation).
+  * Loss: per sequence 0.5 * mean over the unmasked transitions of (y_t - Q(s_t, a_t))^2,
+    weighted by prioritized replay's importance-sampling weights
+    w_i = (N P(i))^-beta / max_j w_j with beta = `importance_sampling_exponent`.
+  * Priorities (section 2): p = eta max_t |delta_t| + (1 - eta) mean_t |delta_t| over the
+    unmasked transitions, eta = `max_priority_weight`, written back after every learner
+    step; P(i) = p_i^alpha / sum_k p_k^alpha, alpha = `priority_exponent`. New sequences
+    enter with priority 1.0 (the paper's actors compute an initial priority; these
+    actors do not).
+  * Actors at `actor_precision` "int8": the torso, the LSTM's gate matmul
+    ([x_t, h_{t-1}] @ W, W [F + H, 4H]) and the head run LiteRT's dynamic-range int8
+    kernels (int8 weights, per-channel scales); the LSTM cell's elementwise update
+    (sigmoid/tanh, c_t, h_t) and the recurrent state stay float32
+    (`actorq.quantization.runtimes.recurrent`). The learner is float32 throughout.
+
+  Defaults are small, for (partially observable) CartPole (`gym:CartPole-v1-po`, which
+  hides the velocities); the paper's Atari values are in the comments. Every field is
+  checked at construction (type, finite, range, allowed values) and so are `RULES`.
+  """
+  # Torso MLP sizes (ReLU after each) before the LSTM.
+  torso_sizes: Tuple[int, ...] = checks.field((64,), ge=1)
+  lstm_size: int = checks.field(64, ge=1)               # H (paper: 512)
+  dueling: bool = checks.field(True)
+  # Sequences (units: steps). Paper: burn-in 40, trace 80, period 40.
+  burn_in_length: int = checks.field(8, ge=0)
+  trace_length: int = checks.field(16, ge=1)
+  sequence_period: int = checks.field(8, ge=1)
+  n_step: int = checks.field(5, ge=1)                    # paper: 5
+  discount: float = checks.field(0.99, ge=0.0, le=1.0)   # paper: 0.997
+  value_rescaling_epsilon: float = checks.field(1e-3, ge=0.0)  # paper: 1e-3
+  # Optimiser (paper: Adam, lr 1e-4, eps 1e-3).
+  learning_rate: float = checks.field(1e-3, gt=0.0)
+  adam_eps: float = checks.field(1e-3, gt=0.0)
+  max_gradient_norm: float = checks.field(10.0, gt=0.0)
+  batch_size: int = checks.field(32, ge=1)               # sequences per learner step
+  # Copy online -> target every this many learner steps (paper: 2500).
+  target_update_period: int = checks.field(200, ge=1)
+  # Replay (units: sequences).
+  min_replay_size: int = checks.field(100, ge=1)
+  max_replay_size: int = checks.field(10_000, ge=1)
+  # Sampled sequences per inserted sequence: one learner step per
+  # batch_size / samples_per_insert sequences written (64: one per half sequence, ~every
+  # 4-5 actor steps on CartPole; 16 learned nothing in 40k steps on seed 0, see README).
+  samples_per_insert: float = checks.field(64.0, gt=0.0)
+  priority_exponent: float = checks.field(0.9, ge=0.0)            # alpha (paper: 0.9)
+  importance_sampling_exponent: float = checks.field(0.6, ge=0.0, le=1.0)  # beta (0.6)
+  max_priority_weight: float = checks.field(0.9, ge=0.0, le=1.0)  # eta (paper: 0.9)
+  replay_table_name: str = checks.field("r2d2_sequences", nonempty=True)
+  # Epsilon-greedy exploration, decayed linearly over *actor* steps (one actor; the
+  # paper gives each of its 256 actors a fixed epsilon).
+  epsilon_start: float = checks.field(1.0, ge=0.0, le=1.0)
+  epsilon_end: float = checks.field(0.01, ge=0.0, le=1.0)
+  epsilon_decay_steps: int = checks.field(10_000, ge=0)
+  # Actor steps between parameter pulls (paper: 400).
+  variable_update_period: int = checks.field(10, ge=1)
+  # Precision the actors act with: fp32, fp16, bf16, int8 (see the class docstring).
+  actor_precision: str = checks.field("fp32", choices=core.ACTOR_PRECISIONS)
+  # None: same as the actors.
+  evaluation_precision: Optional[str] = checks.field(None, choices=core.ACTOR_PRECISIONS)
+
+  RULES = (
+      checks.Rule("need min_replay_size <= max_replay_size (learning starts once the "
+                  "table holds min_replay_size sequences)",
+                  lambda c: c.min_replay_size <= c.max_replay_size),
+      checks.Rule("need epsilon_end <= epsilon_start (epsilon decays)",
+                  lambda c: c.epsilon_end <= c.epsilon_start),
+      checks.Rule("need n_step <= trace_length (an n-step target bootstraps inside the "
+                  "sequence)", lambda c: c.n_step <= c.trace_length),
+      checks.Rule("need sequence_period <= burn_in_length + trace_length + 1 (the "
+                  "sequence length; a longer period would skip steps)",
+                  lambda c: c.sequence_period <= c.burn_in_length + c.trace_length + 1),
+  )
+
+  @property
+  def sequence_length(self) -> int:
+    """L = burn_in_length + trace_length + 1 steps per replay item."""
+    return self.burn_in_length + self.trace_length + 1
+
+  def __post_init__(self):
+    """Raises ValueError naming the field(s), the value(s) and what is allowed
+    (`actorq.components.config_checks`)."""
+    checks.validate(self)
