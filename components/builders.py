@@ -26,18 +26,23 @@ from actorq.components import actors, adders, local_replay, replay
 from actorq.components import variable_client as vc
 
 
-class TransitionReplayBuilder:
-  """Replay, dataset, adder and actor of an agent learning from n-step transitions."""
+class ReplayTableBuilder:
+  """What the single-process loop asks every replay-table builder (launch/local.py),
+  from `config.min_replay_size` and `config.replay_table_name`; a subclass adds
+  `learner_steps_owed` and Acme's builder methods."""
 
   def __init__(self, config):
     self.config = config
 
-  # --- what the single-process loop asks for (launch/local.py) ---------------------
   def min_replay_size(self) -> int:
     return self.config.min_replay_size
 
   def replay_table_name(self) -> str:
     return self.config.replay_table_name
+
+
+class TransitionReplayBuilder(ReplayTableBuilder):
+  """Replay, dataset, adder and actor of an agent learning from n-step transitions."""
 
   def learner_steps_owed(self, progress: core.ReplayProgress) -> int:
     """Samples-per-insert: one learner step per batch_size / samples_per_insert actor steps."""

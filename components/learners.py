@@ -21,6 +21,7 @@ from acme import core as acme_core
 from acme.utils import counting, loggers
 
 from actorq import core
+from actorq.components import priorities as priorities_lib
 
 
 class JaxLearner(acme_core.Learner):
@@ -79,6 +80,22 @@ class JaxLearner(acme_core.Learner):
     self._state = state
     self._record_step(values)
 
+  def _commit_with_priorities(self, state: Any, metrics: Mapping[str, Any], client: Any,
+                              table: str, keys: Any, priorities: Any) -> None:
+    """Writes the sampled items' new `priorities` (float [B]) to `table` of the replay
+    `client` (`priorities.update_priorities`), then `_commit`s the step.
+
+    Raises:
+      core.NonFiniteLossError: a priority is not finite because the loss is not (named).
+      ValueError: other invalid priorities (named by `update_priorities`).
+    """
+    try:
+      priorities_lib.update_priorities(client, table, keys, priorities)
+    except ValueError as e:  # NaN TD errors: name the non-finite loss, if that is why
+      self._check_finite(metrics, f" ({e})")
+      raise
+    self._commit(state, metrics)
+
   def _record_step(self, metrics: Mapping[str, Any]) -> None:
     """Counts one learner step (with the wall-clock seconds since the previous one, 0 for
     the first) and logs `learner_steps` with the step's scalar metrics as floats."""
@@ -88,6 +105,14 @@ class JaxLearner(acme_core.Learner):
     self._counter.increment(steps=1, walltime=elapsed)
     self._logger.write({"learner_steps": self.step_count,
                         **{k: float(v) for k, v in metrics.items()}})
+
+  def get_variables(self, names):
+    """`policy` (online parameters), `target` (target-network parameters) and `version`
+    (learner steps) of one consistent state snapshot (also when read from another
+    thread), for a state with `params` and `target_params`."""
+    state = self._state
+    out = {"policy": state.params, "target": state.target_params, "version": int(state.steps)}
+    return [out[name] for name in names]
 
   def save(self):
     """The training state as host (numpy) arrays."""

@@ -15,7 +15,6 @@ from acme import types
 from acme.utils import counting, loggers
 
 from actorq.components import learners
-from actorq.components import priorities as priorities_lib
 
 
 class TrainingState(NamedTuple):
@@ -199,26 +198,17 @@ class DQNLearner(learners.JaxLearner):
     self._state = TrainingState(params, params, optimizer.init(params), jnp.zeros((), jnp.int32))
 
   def step(self) -> None:
-    sample = next(self._iterator)
     if self._prioritized is None:
-      state, metrics = self._sgd_step(self._state, sample.data)
-    else:
-      pr = self._prioritized
-      beta = annealed_exponent(pr.importance_sampling_exponent, pr.annealing_steps,
-                               self.step_count)
-      state, td, metrics = self._prioritized_sgd_step(
-          self._state, sample.data, np.asarray(sample.info.probability, np.float32),
-          np.asarray(sample.info.table_size, np.float32), np.float32(beta))
-      priorities = np.abs(np.asarray(td, np.float64)) + pr.priority_epsilon
-      try:
-        priorities_lib.update_priorities(pr.client, pr.table, sample.info.key, priorities)
-      except ValueError as e:  # NaN TD errors: name the non-finite loss, if that is why
-        self._check_finite(metrics, f" ({e})")
-        raise
-    self._commit(state, metrics)
-
-  def get_variables(self, names):
-    state = self._state  # one consistent snapshot, also when read from another thread
-    out = {"policy": state.params, "target": state.target_params, "version": int(state.steps)}
-    return [out[name] for name in names]
+      super().step()
+      return
+    sample = next(self._iterator)
+    pr = self._prioritized
+    beta = annealed_exponent(pr.importance_sampling_exponent, pr.annealing_steps,
+                             self.step_count)
+    state, td, metrics = self._prioritized_sgd_step(
+        self._state, sample.data, np.asarray(sample.info.probability, np.float32),
+        np.asarray(sample.info.table_size, np.float32), np.float32(beta))
+    priorities = np.abs(np.asarray(td, np.float64)) + pr.priority_epsilon
+    self._commit_with_priorities(state, metrics, pr.client, pr.table, sample.info.key,
+                                 priorities)
 

@@ -21,7 +21,7 @@ from actorq import core
 from actorq.agents.dqn.builder import q_policy
 from actorq.agents.r2d2 import learning
 from actorq.agents.r2d2 import networks as networks_lib
-from actorq.components import actors, adders, replay
+from actorq.components import actors, adders, builders, replay
 from actorq.components import variable_client as vc
 
 
@@ -34,18 +34,9 @@ def extras_spec(lstm_size: int):
           "real": specs.Array((), np.float32)}
 
 
-class R2D2Builder:
-  """R2D2's networks, policies, sequence table, adder, recurrent actor and learner."""
-
-  def __init__(self, config):
-    self.config = config
-
-  # --- what the single-process loop asks for (launch/local.py) ---------------------
-  def min_replay_size(self) -> int:
-    return self.config.min_replay_size
-
-  def replay_table_name(self) -> str:
-    return self.config.replay_table_name
+class R2D2Builder(builders.ReplayTableBuilder):
+  """R2D2's networks, policies, sequence table, adder, recurrent actor and learner (not a
+  `TransitionReplayBuilder`: its table holds sequences, and it has no batched adder)."""
 
   def learner_steps_owed(self, progress: core.ReplayProgress) -> int:
     """Samples-per-insert over sequences: one learner step per batch_size /

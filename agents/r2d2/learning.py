@@ -23,7 +23,6 @@ from acme.utils import counting, loggers
 from actorq.agents.dqn.learning import importance_sampling_weights
 from actorq.agents.r2d2 import networks as networks_lib
 from actorq.components import learners
-from actorq.components import priorities as priorities_lib
 
 
 def value_rescale(x: jnp.ndarray, eps: float = 1e-3) -> jnp.ndarray:
@@ -241,15 +240,5 @@ class R2D2Learner(learners.JaxLearner):
     state, priorities, metrics = self._sgd_step(
         self._state, sample.data, np.asarray(sample.info.probability, np.float32),
         np.asarray(sample.info.table_size, np.float32), np.float32(self._beta))
-    try:
-      priorities_lib.update_priorities(self._client, self._table, sample.info.key,
-                                       np.asarray(priorities, np.float64))
-    except ValueError as e:  # NaN TD errors: name the non-finite loss, if that is why
-      self._check_finite(metrics, f" ({e})")
-      raise
-    self._commit(state, metrics)
-
-  def get_variables(self, names):
-    state = self._state  # one consistent snapshot, also when read from another thread
-    out = {"policy": state.params, "target": state.target_params, "version": int(state.steps)}
-    return [out[name] for name in names]
+    self._commit_with_priorities(state, metrics, self._client, self._table, sample.info.key,
+                                 np.asarray(priorities, np.float64))
