@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
+import warnings
 from typing import List
 
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config
 from actorq.components import adders, replay
+from actorq.launch import experiment, local
 
 ADDERS = ("acme", "single_env")
 _THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
@@ -41,8 +44,6 @@ class AcmeAdderDQNBuilder(dqn_builder.DQNBuilder):
 
 def run_child(adder: str, steps: int, seed: int) -> dict:
   """One training run in this process; returns its figures as a dict."""
-  import warnings  # pylint: disable=import-outside-toplevel
-  from actorq.launch import experiment, local  # pylint: disable=import-outside-toplevel
   warnings.simplefilter("ignore")
   cls = AcmeAdderDQNBuilder if adder == "acme" else dqn_builder.DQNBuilder
   config = experiment.ExperimentConfig(cls(dqn_config.DQNConfig()), "gym:CartPole-v1", steps,
@@ -66,7 +67,6 @@ def main(argv: List[str] = None) -> int:
   if args.child:
     print(json.dumps(run_child(args.child, args.steps, args.seed)))
     return 0
-  import os  # pylint: disable=import-outside-toplevel
   cores = args.cores.split(",")
   env = dict(os.environ, **_THREADS)
   rows, ratios = [], []
