@@ -39,9 +39,10 @@ from actorq.agents.dqn import config as dqn_config
 from actorq.launch import experiment, local
 
 EVAL_EVERY, EVAL_EPISODES, TARGET = 5_000, 10, 475.0
-_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-            "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
-            "TF_CPP_MIN_LOG_LEVEL": "2", "JAX_PLATFORMS": "cpu"}
+ONE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                  "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false "
+                               "intra_op_parallelism_threads=1",
+                  "TF_CPP_MIN_LOG_LEVEL": "2", "JAX_PLATFORMS": "cpu"}
 
 _SB3_CHILD = textwrap.dedent('''
     import json, sys, time
@@ -131,7 +132,7 @@ def main(argv=None) -> int:
     return 0
   if not args.sb3_python:
     parser.error("--sb3-python is required (a Python where stable_baselines3 imports)")
-  env = {**os.environ, **_THREADS}
+  env = {**os.environ, **ONE_THREAD_ENV}
   results: Dict[str, List[Dict[str, Any]]] = {"actorq": [], "sb3": []}
   with tempfile.TemporaryDirectory() as tmp:
     script = os.path.join(tmp, "sb3_child.py")

@@ -22,13 +22,11 @@ from typing import List
 
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config
+from actorq.benchmarks import peer_sb3
 from actorq.components import adders, replay
 from actorq.launch import experiment, local
 
 ADDERS = ("acme", "single_env")
-_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-            "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
-            "TF_CPP_MIN_LOG_LEVEL": "2", "JAX_PLATFORMS": "cpu"}
 
 
 class AcmeAdderDQNBuilder(dqn_builder.DQNBuilder):
@@ -68,7 +66,7 @@ def main(argv: List[str] = None) -> int:
     print(json.dumps(run_child(args.child, args.steps, args.seed)))
     return 0
   cores = args.cores.split(",")
-  env = dict(os.environ, **_THREADS)
+  env = dict(os.environ, **peer_sb3.ONE_THREAD_ENV)
   rows, ratios = [], []
   for k in range(args.rounds):
     procs = {}
