@@ -28,9 +28,13 @@ def _rows(path):
 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_single_process_run_with_int8_actors(agent, tmp_path):
-  result = local.run(_config(agent, 600, tmp_path, eval_every=300, eval_episodes=1))
-  # One learner step per actor step from the one at which the table holds 100 transitions.
-  assert result.actor_steps == 600 and result.learner_steps == 501
+  config = _config(agent, 600, tmp_path, eval_every=300, eval_episodes=1)
+  # One learner step per actor step from the one at which the table holds 100 transitions;
+  # an n-step adder writes its first transition at actor step n (TD3 n = 3, SAC n = 1).
+  n_step = config.builder.config.n_step
+  assert n_step == {"td3": 3, "sac": 1}[agent]
+  result = local.run(config)
+  assert result.actor_steps == 600 and result.learner_steps == 600 - (100 + n_step - 1) + 1
   assert [e["actor_precision"] for e in result.evaluations] == ["int8", "int8"]
   assert all(np.isfinite(e["episode_return"]) for e in result.evaluations)
   rows = _rows(tmp_path / "learner.csv")
