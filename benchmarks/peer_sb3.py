@@ -117,6 +117,35 @@ def _run_actorq(seed: int, steps: int, out: str) -> None:
              "wall_seconds": result.wall_seconds}, open(out, "w"))
 
 
+def summarize(results: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:
+  """Per framework: the median actor steps/s, the first step at the target per seed and the
+  median training seconds to it (inf where a run never reached it); then actorq/SB3 as the
+  ratio of the two medians and paired by seed (`results[who][i]` of both frameworks is
+  seed i's run; each ratio is `actorq sps / SB3 sps` of one seed) with their median.
+
+  Raises:
+    ValueError: the two frameworks' runs are not of the same seeds in the same order.
+  """
+  seeds = [[r["seed"] for r in results[who]] for who in ("actorq", "sb3")]
+  if seeds[0] != seeds[1] or not seeds[0]:
+    raise ValueError(f"actorq and SB3 runs must be of the same seeds, got {seeds}")
+  summary: Dict[str, Any] = {}
+  for who, runs in results.items():
+    firsts = [r["first_step_at_target"] for r in runs]
+    secs = [r["first_step_at_target"] / r["steps_per_second"] if r["first_step_at_target"]
+            else float("inf") for r in runs]
+    summary[who] = {"median_steps_per_second":
+                    statistics.median(r["steps_per_second"] for r in runs),
+                    "first_step_at_target": firsts,
+                    "median_seconds_to_target": statistics.median(secs)}
+  summary["ratio_of_medians"] = (summary["actorq"]["median_steps_per_second"] /
+                                 summary["sb3"]["median_steps_per_second"])
+  summary["paired_ratios"] = [a["steps_per_second"] / b["steps_per_second"]
+                              for a, b in zip(results["actorq"], results["sb3"])]
+  summary["median_paired_ratio"] = statistics.median(summary["paired_ratios"])
+  return summary
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--sb3-python", required=False)
@@ -158,18 +187,13 @@ def main(argv=None) -> int:
         print(f"{who} seed {seed}: {run['steps_per_second']:.0f} actor steps/s, first >= "
               f"{TARGET:.0f} at {run['first_step_at_target']}, evaluations "
               f"{[round(r['episode_return']) for r in run['rows']]}", flush=True)
-  summary = {}
-  for who, runs in results.items():
-    sps = statistics.median(r["steps_per_second"] for r in runs)
-    firsts = [r["first_step_at_target"] for r in runs]
-    secs = [r["first_step_at_target"] / r["steps_per_second"] if r["first_step_at_target"]
-            else float("inf") for r in runs]
-    summary[who] = {"median_steps_per_second": sps, "first_step_at_target": firsts,
-                    "median_seconds_to_target": statistics.median(secs)}
-  ratio = summary["actorq"]["median_steps_per_second"] / summary["sb3"]["median_steps_per_second"]
+  summary = summarize(results)
   print(f"\nmedian actor steps/s (one core, evaluation excluded): actorq "
         f"{summary['actorq']['median_steps_per_second']:.0f}, SB3 "
-        f"{summary['sb3']['median_steps_per_second']:.0f} (actorq/SB3 {ratio:.2f}x)")
+        f"{summary['sb3']['median_steps_per_second']:.0f} (actorq/SB3 "
+        f"{summary['ratio_of_medians']:.2f}x; paired by seed "
+        f"{', '.join(f'{r:.2f}x' for r in summary['paired_ratios'])}, median "
+        f"{summary['median_paired_ratio']:.2f}x)")
   print(f"median seconds of training to the first greedy evaluation >= {TARGET:.0f}: actorq "
         f"{summary['actorq']['median_seconds_to_target']:.0f}, SB3 "
         f"{summary['sb3']['median_seconds_to_target']:.0f}")
