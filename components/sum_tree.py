@@ -96,6 +96,9 @@ class SumTree:
       return
     idx = np.atleast_1d(np.asarray(indices, np.int64))
     w = np.broadcast_to(np.asarray(weights, np.float64), idx.shape)
+    if idx.size == 1 and idx.ndim == 1:  # one insert of a batch adder: no array overhead
+      self._set_one(int(idx[0]), float(w[0]))
+      return
     if idx.size and (idx.min() < 0 or idx.max() >= self.capacity):
       raise IndexError(f"leaf index out of range 0..{self.capacity - 1}: {idx}")
     if not np.all(np.isfinite(w) & (w >= 0)):
@@ -103,8 +106,13 @@ class SumTree:
     nodes = self._first_leaf + idx
     self._nodes[nodes] = w
     k = self.branching
+    # Sorted once, the parents of every level stay sorted ((n - 1) // k is monotonic), so
+    # dropping adjacent repeats leaves np.unique's result without sorting at every level.
+    nodes = np.sort(nodes.reshape(-1))
     for _ in range(self.depth):
-      parents = np.unique((nodes - 1) // k)
+      parents = (nodes - 1) // k
+      if parents.size > 1:
+        parents = parents[np.concatenate(([True], parents[1:] != parents[:-1]))]
       self._nodes[parents] = self._nodes[parents[:, None] * k + self._offsets].sum(axis=1)
       nodes = parents
 
@@ -146,8 +154,9 @@ class SumTree:
     cums = np.zeros((k + 1, b))  # cums[j]: the sum of a node's first j children, per target
     for _ in range(self.depth):
       weights = self._nodes[children + node * k]  # [k, B]
-      for i in range(k):  # in order: equal neighbours exactly where a weight is 0
-        np.add(cums[i], weights[i], out=cums[i + 1])
+      # In order (a sequential running sum, not pairwise): equal neighbours exactly where
+      # a weight is 0. cums[0] stays 0.
+      np.add.accumulate(weights, axis=0, out=cums[1:])
       # Keep t below this node's sum (rounding), so the child found has a positive weight.
       t = np.minimum(t, np.nextafter(cums[k], 0.0))
       j = np.count_nonzero(cums[1:] <= t, axis=0)
