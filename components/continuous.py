@@ -17,6 +17,9 @@ A stochastic policy network may instead emit a diagonal Gaussian `[mean[A], log_
 LOG_STD_MAX]); `tanh_gaussian_bounded` samples `u ~ N(mean, std^2)` outside the policy
 runtime and squashes it, `a = from_unit(tanh(u))` (SAC's policy, Haarnoja et al. 2018).
 
+`uniform_warmup` wraps a behaviour selector so that an actor's first actions are uniform
+in the box (TD3's pure-exploration start, Fujimoto et al. 2018 sec. 6.1).
+
 Selectors follow `actorq.components.actors.Selector`:
 `(outputs: float32[A] or [2A], rng, actor_step) -> (float32[*action_shape], ())`.
 """
@@ -148,5 +151,38 @@ def tanh_gaussian_bounded(action_spec, evaluation: bool = False):
         mean + np.exp(log_std) * rng.standard_normal(mean.shape).astype(np.float32))
     a = from_unit(np.tanh(u).reshape(lo.shape), lo, hi)
     return np.clip(a, lo, hi).astype(np.float32), ()
+
+  return select
+
+
+def uniform_warmup(selector, action_spec, steps: int):
+  """`selector` preceded by `steps` uniformly random actions.
+
+  For actor steps `0 .. steps - 1` the action is `rng.uniform(minimum, maximum)` (float32,
+  the action's shape; the policy's outputs are ignored, the extras are `()`); from actor
+  step `steps` on, `selector(outputs, rng, step)`. Actor steps are counted per actor
+  (`actors.Actor.num_steps`, restored on resume), so N distributed actors each start with
+  `steps` random actions. Fujimoto et al. 2018 (TD3), sec. 6.1: "a purely exploratory
+  policy for the first 10000 time steps ... and the first 1000 time steps for the
+  remaining environments", which removes the dependence on the initial policy.
+
+  Args:
+    selector: the behaviour selector to run after the warm-up.
+    action_spec: a dm_env `BoundedArray` (finite float box).
+    steps: actor steps of uniform actions (int >= 0; 0 returns `selector` itself).
+
+  Raises:
+    ValueError: `steps` is not an int >= 0; `UnboundedActionSpecError`.
+  """
+  if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+    raise ValueError(f"uniform warm-up steps must be an int >= 0, got {steps!r}")
+  lo, hi = bounds(action_spec)
+  if steps == 0:
+    return selector
+
+  def select(outputs: np.ndarray, rng: np.random.Generator, step: int):
+    if step < steps:
+      return rng.uniform(lo, hi).astype(np.float32), ()
+    return selector(outputs, rng, step)
 
   return select

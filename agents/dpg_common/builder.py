@@ -41,6 +41,13 @@ class ActorCriticBuilder(builders.TransitionReplayBuilder):
     bits = self.config.qat_bits
     return None if bits is None else (lambda p: qat.fake_quant_params(p, bits=bits))
 
+  def behaviour_selector(self, selector: core.Selector,
+                         environment_spec: specs.EnvironmentSpec) -> core.Selector:
+    """The acting (not evaluation) selector: `selector` after `random_warmup_steps`
+    uniform actions per actor (`continuous.uniform_warmup`)."""
+    return continuous.uniform_warmup(selector, environment_spec.actions,
+                                     self.config.random_warmup_steps)
+
 
 class DPGBuilder(ActorCriticBuilder):
   """Replay table, dataset, adder, actor, learner and policies of a DPG agent."""
@@ -66,8 +73,8 @@ class DPGBuilder(ActorCriticBuilder):
     if evaluation:
       return core.ActorPolicy(networks.spec, c.evaluation_precision or c.actor_precision,
                        continuous.deterministic_bounded(environment_spec.actions), True)
-    return core.ActorPolicy(networks.spec, c.actor_precision,
-                     continuous.gaussian_bounded(environment_spec.actions, c.sigma), False)
+    return core.ActorPolicy(networks.spec, c.actor_precision, self.behaviour_selector(
+        continuous.gaussian_bounded(environment_spec.actions, c.sigma), environment_spec), False)
 
   def make_learner(self, random_key: jax.Array, networks: networks_lib.DPGNetworks,
                    dataset: Iterator[reverb.ReplaySample], logger_fn,

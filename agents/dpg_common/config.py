@@ -55,6 +55,9 @@ class ActorCriticConfig:
   # small tau is Polyak averaging.
   target_update_period: int = checks.field(100, ge=1)
   target_update_tau: float = checks.field(1.0, gt=0.0, le=1.0)
+  # Uniformly random actions for each actor's first steps (TD3's pure-exploration start,
+  # Fujimoto et al. 2018 sec. 6.1: 1000 on most tasks), then the policy (0: none).
+  random_warmup_steps: int = checks.field(0, ge=0)
   # Actor steps between parameter pulls.
   variable_update_period: int = checks.field(10, ge=1)
   # Precision the actors act with: fp32, fp16, bf16, int8 (see quantization.runtimes).

@@ -40,12 +40,15 @@ class SACBuilder(ActorCriticBuilder):
                   environment_spec: specs.EnvironmentSpec,
                   evaluation: bool = False) -> core.ActorPolicy:
     """The network runs in the actor's runtime at its precision; sampling, tanh and the
-    rescale to the bounds in the selector (evaluation: `tanh(mean)`)."""
+    rescale to the bounds in the selector (evaluation: `tanh(mean)`), after
+    `random_warmup_steps` uniform actions when acting."""
     c = self.config
-    precision = (c.evaluation_precision or c.actor_precision) if evaluation else c.actor_precision
-    return core.ActorPolicy(networks.spec, precision,
-                            continuous.tanh_gaussian_bounded(environment_spec.actions,
-                                                             evaluation), evaluation)
+    if evaluation:
+      return core.ActorPolicy(networks.spec, c.evaluation_precision or c.actor_precision,
+                              continuous.tanh_gaussian_bounded(environment_spec.actions, True),
+                              True)
+    return core.ActorPolicy(networks.spec, c.actor_precision, self.behaviour_selector(
+        continuous.tanh_gaussian_bounded(environment_spec.actions), environment_spec), False)
 
   def make_learner(self, random_key: jax.Array, networks: networks_lib.SACNetworks,
                    dataset: Iterator[reverb.ReplaySample], logger_fn,

@@ -161,6 +161,22 @@ def test_the_policy_head_runs_in_each_runtime(precision):
     assert action.shape == (ACT,) and np.all(np.abs(action) <= 2.0)
 
 
+def test_random_warmup_applies_to_the_acting_policy_only():
+  b = builder_lib.SACBuilder(config_lib.SACConfig(policy_hidden_sizes=(16,),
+                                                  random_warmup_steps=2))
+  nets = b.make_networks(ENV_SPEC)
+  mean_at_one = np.array([5.0, 5.0, -5.0, -5.0], np.float32)  # tanh(5) * 2 ~ 2.0
+  acting = b.make_policy(nets, ENV_SPEC, evaluation=False).selector
+  rng, ref = np.random.default_rng(1), np.random.default_rng(1)
+  for step in range(2):
+    np.testing.assert_array_equal(acting(mean_at_one, rng, step)[0],
+                                  ref.uniform(-2.0, 2.0, size=ACT).astype(np.float32))
+  greedy = b.make_policy(nets, ENV_SPEC, evaluation=True).selector
+  np.testing.assert_allclose(greedy(mean_at_one, rng, 0)[0], 2 * np.tanh(5.0), rtol=1e-6)
+  with pytest.raises(ValueError, match="SACConfig.random_warmup_steps must be >= 0, got -1"):
+    config_lib.SACConfig(random_warmup_steps=-1)
+
+
 # --- the learner ---------------------------------------------------------------------------
 def _batches(seed=0, batch=32):
   rng = np.random.default_rng(seed)

@@ -169,6 +169,23 @@ def test_config_checks_and_defaults():
     config_lib.TD3Config(target_noise_clip=-0.1)
 
 
+def test_random_warmup_precedes_the_noisy_policy_when_acting_only():
+  b = builder_lib.TD3Builder(config_lib.TD3Config(policy_hidden_sizes=(16,),
+                                                  critic_hidden_sizes=(16,),
+                                                  random_warmup_steps=3, sigma=0.0))
+  nets = b.make_networks(ENV_SPEC)
+  acting = b.make_policy(nets, ENV_SPEC, evaluation=False).selector
+  greedy = b.make_policy(nets, ENV_SPEC, evaluation=True).selector
+  u = np.array([0.5, -0.5], np.float32)  # tanh outputs: actions 1.0, -1.0 on [-2, 2]
+  rng, ref = np.random.default_rng(2), np.random.default_rng(2)
+  for step in range(3):
+    np.testing.assert_array_equal(acting(u, rng, step)[0],
+                                  ref.uniform(-2.0, 2.0, size=ACT).astype(np.float32))
+  np.testing.assert_array_equal(acting(u, rng, 3)[0], [1.0, -1.0])  # sigma 0: the policy
+  np.testing.assert_array_equal(greedy(u, rng, 0)[0], [1.0, -1.0])
+  assert config_lib.TD3Config().random_warmup_steps == 0
+
+
 # --- learning ------------------------------------------------------------------------------
 LEARNING_TEST_CONFIG = dict(policy_hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64),
                             batch_size=128, samples_per_insert=128.0, min_replay_size=500,

@@ -74,3 +74,41 @@ def test_rescale_roundtrip_and_bad_input():
     continuous.bounds(specs.BoundedArray((1,), np.float32, -np.inf, 1.0))
   with pytest.raises(ValueError, match="action shape"):
     continuous.deterministic_bounded(SPECS[0])(np.zeros(2, np.float32), None, 0)
+
+
+def test_uniform_warmup_draws_uniform_actions_then_hands_over_at_the_exact_step():
+  spec = specs.BoundedArray((2,), np.float32, [-2.0, 0.0], [2.0, 10.0])
+  calls = []
+
+  def inner(outputs, rng, step):
+    calls.append(step)
+    return np.full(2, 7.0, np.float32), ("inner",)
+
+  select = continuous.uniform_warmup(inner, spec, steps=3)
+  rng, ref = np.random.default_rng(5), np.random.default_rng(5)
+  outputs = np.full(2, 0.5, np.float32)
+  for step in range(3):  # the outputs are ignored; the draws are the generator's uniforms
+    action, extras = select(outputs, rng, step)
+    want = ref.uniform([-2.0, 0.0], [2.0, 10.0]).astype(np.float32)
+    assert action.dtype == np.float32 and extras == ()
+    np.testing.assert_array_equal(action, want)
+  assert calls == []
+  assert select(outputs, rng, 3) == (pytest.approx(np.full(2, 7.0)), ("inner",))
+  assert calls == [3]
+  # Over many draws the warm-up covers each dimension's box uniformly.
+  long = continuous.uniform_warmup(inner, spec, steps=20_000)
+  a = np.stack([long(outputs, rng, i)[0] for i in range(20_000)])
+  assert np.all(a >= spec.minimum) and np.all(a <= spec.maximum)
+  np.testing.assert_allclose(a.mean(axis=0), [0.0, 5.0], atol=0.05)
+  np.testing.assert_allclose(a.std(axis=0), [4 / np.sqrt(12), 10 / np.sqrt(12)], rtol=0.02)
+
+
+def test_uniform_warmup_of_zero_steps_is_the_selector_and_bad_steps_are_refused():
+  spec = SPECS[0]
+  inner = continuous.deterministic_bounded(spec)
+  assert continuous.uniform_warmup(inner, spec, 0) is inner
+  for bad in (-1, 1.5, True, "10"):
+    with pytest.raises(ValueError, match="uniform warm-up steps must be an int >= 0, got"):
+      continuous.uniform_warmup(inner, spec, bad)
+  with pytest.raises(continuous.UnboundedActionSpecError):
+    continuous.uniform_warmup(inner, specs.Array((1,), np.float32), 5)
