@@ -16,7 +16,8 @@ AGENTS = ("td3", "sac")
 def _config(agent, steps, logdir, **kw):
   config_cls, builder_cls = registry.get(agent)
   cfg = config_cls(policy_hidden_sizes=(32,), critic_hidden_sizes=(32,), batch_size=32,
-                   samples_per_insert=32.0, min_replay_size=100, variable_update_period=5)
+                   samples_per_insert=32.0, min_replay_size=100, variable_update_period=5,
+                   random_warmup_steps=200)  # then the int8 policy acts (TD3's default: 1000)
   return experiment.ExperimentConfig(builder_cls(cfg), "gym:Pendulum-v1", num_steps=steps,
                                      logdir=str(logdir), actor_precision="int8", **kw)
 
