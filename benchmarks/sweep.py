@@ -299,14 +299,17 @@ def format_table(result: Dict[str, Any], meta: Dict[str, Any]) -> str:
     out += "\n\n" + ab.markdown_table(header, rows)
   b = result["bootstrap"]
   m = meta["machine"]
+  cpu = (f" (family/model {m['cpu_family_model']}, AVX-512 {'yes' if m.get('avx512') else 'no'}"
+         "; seeded per-seed values repeat on the same kind of CPU: XLA compiles for the host)"
+         if "cpu_family_model" in m else "")
   out += (f"\n\n{meta['agent']} on {meta['env']}, {meta['steps']:,} actor steps per run, "
           f"seeds {seed_text(meta['seeds'])}; return = greedy evaluation, mean over "
           f"{meta['eval_episodes']} episodes, every {meta['eval_every']:,} steps; final = the "
           f"evaluation at step {meta['steps']:,}, last-{ag.LAST_EVALS} = mean of the last "
           f"{ag.LAST_EVALS}. Intervals: {b['confidence']:.0%} {b['method']}, {b['reps']:,} "
           f"resamples, generator seed {b['seed']}. P(X > ref): Agarwal et al. 2021, ties 0.5; "
-          f"difference: X - ref, mean over seeds. Machine: {m['nproc']} cores, {m['cpu_model']}."
-          f"\n\nReproduce: {command(meta)}")
+          f"difference: X - ref, mean over seeds. Machine: {m['nproc']} cores, {m['cpu_model']}"
+          f"{cpu}.\n\nReproduce: {command(meta)}")
   return out
 
 

