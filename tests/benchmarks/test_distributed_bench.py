@@ -18,9 +18,11 @@ def _positive_finite(x):
 
 @pytest.mark.slow
 def test_local_mp_bench_measures_both_precisions(tmp_path, capsys):
+  # 1,500 steps: the sampler snapshots every 2 s and needs two; on a fast CPU (AMD EPYC
+  # family 26) a 400-step run once ended inside one period.
   out = tmp_path / "bench"
   assert cli.main(["bench", "--launch", "local_mp", "--num-actors", "1", "--precisions",
-                   "fp32,int8", "--steps", "400", "--eval-every", "200", "--eval-episodes", "1",
+                   "fp32,int8", "--steps", "1500", "--eval-every", "750", "--eval-episodes", "1",
                    "--set", "hidden_sizes=[32]", "--set", "min_replay_size=100",
                    "--logdir", str(out)]) == 0
   assert "| precision | seed | actor steps/s |" in capsys.readouterr().out
