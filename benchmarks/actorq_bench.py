@@ -370,25 +370,20 @@ def machine_info() -> Dict[str, Any]:
   seeded run repeats its values exactly on the same kind of CPU but not across kinds (DQN's
   20k-step learning test: final 500.0 on one AMD EPYC, 263.6 on an AVX-512 one, family 26).
   """
-  model, fields, flags = "unknown", {}, ""
+  fields: Dict[str, str] = {}  # "key: value" lines of the first processor's block
   try:
     with open("/proc/cpuinfo", encoding="utf-8") as f:
       for line in f:
+        if not line.strip():
+          break
         key, _, value = line.partition(":")
-        key = key.strip()
-        if key in ("model name", "cpu family", "model") and key not in fields:
-          fields[key] = value.strip()
-        elif key == "flags" and not flags:
-          flags = value
-        if line.strip() == "":
-          break  # the first processor's block is enough
+        fields[key.strip()] = value.strip()
   except OSError:
     pass
-  model = fields.get("model name", model)
-  info = {"nproc": os.cpu_count(), "cpu_model": model,
+  info = {"nproc": os.cpu_count(), "cpu_model": fields.get("model name", "unknown"),
           "cpu_family_model": f"{fields.get('cpu family', '?')}/{fields.get('model', '?')}",
-          "avx512": "avx512f" in flags.split(), "platform": platform.platform(),
-          "python": platform.python_version()}
+          "avx512": "avx512f" in fields.get("flags", "").split(),
+          "platform": platform.platform(), "python": platform.python_version()}
   try:
     info["loadavg_1_5_15"] = list(os.getloadavg())
   except OSError:

@@ -201,8 +201,9 @@ def test_td3_learns_pendulum_seeded():
   steps. A random policy scores about -1,200.
   Deterministic: -1236.6, -187.4, -44.0 at 1k..3k steps (then -41.0, -41.2 at 4k, 5k; jax
   0.4.23, AMD EPYC family 26 with AVX-512: values are per kind of CPU). Without the warm-up
-  the same run (another EPYC) stayed near -1,570 up to 3k and reached -133.6 at 4k. The threshold leaves room for float
-  differences on another CPU; a second, shorter run (1k steps) must retrace the first.
+  the same run (another EPYC) stayed near -1,570 up to 3k and reached -133.6 at 4k. The
+  threshold leaves room for float differences on another CPU; a second, shorter run (1k
+  steps) must retrace the first.
   """
   config = experiment.ExperimentConfig(
       builder_lib.TD3Builder(config_lib.TD3Config(**LEARNING_TEST_CONFIG)),
