@@ -37,8 +37,13 @@ class JaxLearner(acme_core.Learner):
 
   @property
   def step_count(self) -> int:
-    """Learner steps taken (restored ones included)."""
-    return int(self._state.steps)
+    """Learner steps taken (restored ones included). Read from the device once per state:
+    the count is asked for several times a step, and each read is a host transfer."""
+    steps = self._state.steps  # the cache keeps this scalar alive, not the whole state
+    cached = getattr(self, "_step_count_cache", None)
+    if cached is None or cached[0] is not steps:
+      cached = self._step_count_cache = (steps, int(steps))
+    return cached[1]
 
   def _check_finite(self, metrics: Mapping[str, Any], detail: str = "") -> Mapping[str, float]:
     """The metrics as floats (read to the host once: the logger needs them as floats
@@ -48,7 +53,7 @@ class JaxLearner(acme_core.Learner):
     Raises:
       core.NonFiniteLossError: some metric is NaN or infinite (`detail` is appended).
     """
-    values = {k: float(v) for k, v in metrics.items()}
+    values = {k: float(v) for k, v in jax.device_get(dict(metrics)).items()}  # one transfer
     bad = [f"{k}={values[k]}" for k in sorted(values, key=lambda k: ("loss" not in k, k))
            if not math.isfinite(values[k])]
     if bad:
