@@ -33,6 +33,7 @@ import sys
 from typing import Any, Dict, List, Sequence
 
 from actorq.benchmarks import aggregate
+from actorq.launch import cli, export_cmd
 
 
 def export_argv(run: str, precision: str, episodes: int, seed: int) -> List[str]:
@@ -41,10 +42,15 @@ def export_argv(run: str, precision: str, episodes: int, seed: int) -> List[str]
           "--precision", precision, "--episodes", str(episodes), "--seed", str(seed)]
 
 
+def run_name(path: str) -> str:
+  """A run directory's folder name (what identifies a run of a sweep, e.g. "fp32-s0")."""
+  return os.path.basename(os.path.normpath(path))
+
+
 def report_row(report: Dict[str, Any]) -> Dict[str, Any]:
   """The figures of one `actorq export` JSON report that the table shows."""
   p, src = report["parity"], report["source"]
-  return {"run": os.path.basename(os.path.normpath(src["run"])), "seed": src.get("seed"),
+  return {"run": run_name(src["run"]), "seed": src.get("seed"),
           "precision": report["model"]["precision"], "actor_steps": src["actor_steps"],
           "tflite_bytes": p["tflite_bytes"], "payload_bytes": p["export_payload_bytes"],
           "export_return": p["export_return_mean"], "fp32_return": p["fp32_return_mean"],
@@ -105,11 +111,17 @@ def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   p.add_argument("--runs", nargs="+", required=True, help="run directories of 'actorq train'")
   p.add_argument("--precisions", default="int8,fp32", help="export precisions (default: int8,fp32)")
-  p.add_argument("--episodes", type=int, default=20, help="greedy episodes per parity report")
-  p.add_argument("--seed", type=int, default=12345, help="seed of the parity environments")
+  p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=20,
+                 help="greedy episodes per parity report")
+  p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=12345,
+                 help="seed of the parity environments")
   p.add_argument("--out", required=True, help="directory for parity.json and table.md")
   args = p.parse_args(argv)
-  precisions = [x for x in args.precisions.split(",") if x]
+  try:
+    precisions = list(cli.precision_list("--precisions", args.precisions,
+                                         export_cmd.EXPORT_PRECISIONS))
+  except cli.UsageError as e:
+    p.error(str(e))
   rows, reports = [], []
   for run in args.runs:
     for precision in precisions:
@@ -119,12 +131,12 @@ def main(argv=None) -> int:
       report.pop("scales", None)
       src = report["source"]  # machine paths out: the run's folder name is what identifies it
       src["checkpoint"] = os.path.relpath(src["checkpoint"], src["run"])
-      src["run"] = os.path.basename(os.path.normpath(src["run"]))
+      src["run"] = run_name(src["run"])
       reports.append(report)
       rows.append(report_row(report))
   summary = summarize(rows)
   os.makedirs(args.out, exist_ok=True)
-  settings = {"runs": [os.path.basename(os.path.normpath(r)) for r in args.runs],
+  settings = {"runs": [run_name(r) for r in args.runs],
               "precisions": precisions, "episodes": args.episodes, "env_seed": args.seed}
   with open(os.path.join(args.out, "parity.json"), "w", encoding="utf-8") as f:
     json.dump({"settings": settings, "rows": rows, "summary": summary, "reports": reports}, f,
