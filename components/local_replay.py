@@ -152,6 +152,16 @@ class LocalReplayClient:
                                 "(items leave oldest first)")
     t.mutate(dict(updates or {}))
 
+  def mutate_priority_arrays(self, table: str, keys: Any, priorities: Any) -> None:
+    """`mutate_priorities(table, dict(zip(keys, priorities)))` without the dict: keys
+    uint64-valued int [N], priorities float [N]; a repeated key takes its last priority.
+
+    Raises:
+      ValueError: an unknown table, a key outside uint64, keys and priorities of different
+        lengths, or any priority NaN, +-inf or negative (nothing is written then).
+    """
+    self._table(table).mutate_arrays(keys, priorities)
+
   def sample_batch(self, table: str, batch_size: int) -> reverb.ReplaySample:
     """One batch of `batch_size` items from `table`, drawn from the client's generator.
 

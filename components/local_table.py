@@ -308,6 +308,28 @@ class LocalTable:
       keys = np.fromiter(updates, dtype=np.uint64, count=len(updates))
     except OverflowError:
       raise ValueError("item keys are integers in 0 .. 2**64 - 1") from None
+    self._set_priorities(keys, p)
+
+  def mutate_arrays(self, keys, priorities_) -> None:
+    """`mutate(dict(zip(keys, priorities_)))` without the dict: a repeated key takes its
+    last priority, as in the dict.
+
+    Raises:
+      ValueError: as `mutate`, or keys and priorities of different lengths.
+    """
+    p = priorities.validate_priorities(priorities_, keys)  # before any write
+    k = np.asarray(keys).reshape(-1)
+    if k.dtype != np.uint64:
+      if k.size and (not np.issubdtype(k.dtype, np.integer) or k.min() < 0):
+        raise ValueError(f"item keys are integers in 0 .. 2**64 - 1, got {k.dtype} {k[:8]}")
+      k = k.astype(np.uint64)
+    if k.size > 1:  # the dict's semantics: one write per key, its last priority
+      last = k.size - 1 - np.unique(k[::-1], return_index=True)[1]
+      if last.size < k.size:
+        k, p = k[last], p[last]
+    self._set_priorities(k, p)
+
+  def _set_priorities(self, keys: np.ndarray, p: np.ndarray) -> None:
     live = (keys >= np.uint64(self.first)) & (keys < np.uint64(self.next))  # others: ignored
     slots = (keys[live] % np.uint64(self.capacity)).astype(np.int64)
     self.priorities[slots] = p[live]
