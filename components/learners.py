@@ -14,14 +14,62 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional, Tuple
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 from acme import core as acme_core
 from acme.utils import counting, loggers
 
 from actorq import core
 from actorq.components import priorities as priorities_lib
+
+
+class PackedMetrics(Mapping):
+  """A step's scalar metrics as one float32 vector [M] with their names (a read-only
+  mapping name -> float32 scalar). Read to the host with one transfer (`host()`): a dict
+  of M device scalars costs M transfers (~50 us for 5 on one core, against ~1 us)."""
+
+  def __init__(self, names: Tuple[str, ...], vector: Any):
+    self.names, self.vector = names, vector
+
+  def host(self) -> dict:
+    """name -> Python float, from one device-to-host read."""
+    return dict(zip(self.names, np.asarray(self.vector).tolist()))
+
+  def __getitem__(self, name: str):
+    return self.vector[self.names.index(name)]
+
+  def __iter__(self) -> Iterator[str]:
+    return iter(self.names)
+
+  def __len__(self) -> int:
+    return len(self.names)
+
+
+def jit_with_packed_metrics(fn: Callable) -> Callable:
+  """`jax.jit(fn)` for a step function whose LAST output is a dict of scalar metrics: the
+  compiled function stacks them into one float32 vector, and the returned callable gives
+  the other outputs unchanged followed by a `PackedMetrics`.
+
+  The names are recorded when `fn` is traced (the dict's order); metrics are cast to
+  float32 (the logger writes them as floats). Values are not otherwise changed.
+  """
+  names: list = []
+
+  def packed(*args):
+    *outputs, metrics = fn(*args)
+    names[:] = list(metrics)
+    return (*outputs, jnp.stack([jnp.asarray(metrics[n], jnp.float32) for n in names]))
+
+  jitted = jax.jit(packed)
+
+  def call(*args):
+    *outputs, vector = jitted(*args)
+    return (*outputs, PackedMetrics(tuple(names), vector))
+
+  return call
 
 
 class JaxLearner(acme_core.Learner):
@@ -53,7 +101,10 @@ class JaxLearner(acme_core.Learner):
     Raises:
       core.NonFiniteLossError: some metric is NaN or infinite (`detail` is appended).
     """
-    values = {k: float(v) for k, v in jax.device_get(dict(metrics)).items()}  # one transfer
+    if isinstance(metrics, PackedMetrics):
+      values = metrics.host()  # one transfer
+    else:
+      values = {k: float(v) for k, v in jax.device_get(dict(metrics)).items()}  # one transfer
     bad = [f"{k}={values[k]}" for k in sorted(values, key=lambda k: ("loss" not in k, k))
            if not math.isfinite(values[k])]
     if bad:

@@ -192,8 +192,8 @@ class DQNLearner(learners.JaxLearner):
           "loss": loss, "gradient_norm": optax.global_norm(grads), "beta": beta,
           "mean_abs_td": jnp.mean(jnp.abs(td)), "min_is_weight": jnp.min(weights)}
 
-    self._sgd_step = jax.jit(sgd_step)
-    self._prioritized_sgd_step = jax.jit(prioritized_sgd_step)
+    self._sgd_step = learners.jit_with_packed_metrics(sgd_step)
+    self._prioritized_sgd_step = learners.jit_with_packed_metrics(prioritized_sgd_step)
     params = network.init(random_key, np.asarray(dummy_observation)[None])
     self._state = TrainingState(params, params, optimizer.init(params), jnp.zeros((), jnp.int32))
 
