@@ -44,6 +44,7 @@ class JaxRuntime(base.PolicyRuntime):
     self.device = jax.devices("cpu")[0]
     self._fn = jax.jit(functools.partial(fwd.forward, spec=spec, dtype=self._dtype))
     self._params = None
+    self._unpack = None  # (treedef, shapes, jitted flat -> params), made on the first load
 
   def _to_device(self, payload):
     return {n: {"w": np.asarray(l["w"], self._dtype), "b": np.asarray(l["b"], self._dtype)}
@@ -51,7 +52,27 @@ class JaxRuntime(base.PolicyRuntime):
 
   def _load(self, payload):
     pl.check_payload(payload, self.spec, self.accepted_payloads)
-    self._params = jax.device_put(self._to_device(payload), self.device)
+    self._params = self._put(self._to_device(payload))
+
+  def _put(self, host_params):
+    """The params on `device` in ONE host-to-device transfer: the leaves are copied into
+    one flat buffer, put, and split there by a jitted slice-and-reshape (compiled once).
+    Bit-identical to `jax.device_put` of the tree, which costs one transfer per leaf:
+    ~260 us against ~90 us for the 8 leaves of DQN's 2x256 policy on one core, paid at
+    every pull (issue 20)."""
+    leaves, treedef = jax.tree_util.tree_flatten(host_params)
+    shapes = tuple(leaf.shape for leaf in leaves)
+    if self._unpack is None or self._unpack[:2] != (treedef, shapes):
+      sizes = [int(np.prod(s)) for s in shapes]
+      offsets = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+
+      def unpack(flat):
+        return jax.tree_util.tree_unflatten(
+            treedef, [flat[a:b].reshape(s) for a, b, s in zip(offsets, offsets[1:], shapes)])
+
+      self._unpack = (treedef, shapes, jax.jit(unpack))
+    flat = np.concatenate([np.ravel(leaf) for leaf in leaves]) if leaves else np.zeros(0)
+    return self._unpack[2](jax.device_put(flat, self.device))
 
   def devices(self) -> tuple:
     """The devices holding the loaded parameters (the CPU), e.g. ``("TFRT_CPU_0",)``."""
