@@ -2,6 +2,7 @@
 DQN, DPG and on-policy learners."""
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from acme.utils import counting
@@ -84,3 +85,18 @@ def test_a_non_finite_step_is_not_taken_and_names_step_and_metrics():
     assert isinstance(e, core.RunFailure) and isinstance(e, ValueError)
   assert learner.step_count == 2 and counter.get_counts()["steps"] == 2 and len(logger.rows) == 2
   np.testing.assert_array_equal(learner.save().w, before.w)
+
+
+def test_packed_metrics_are_the_plain_jit_values_read_in_one_vector():
+  def step(x):
+    return x * 2.0, {"loss": jnp.sum(x) / 3.0, "count": jnp.int32(7), "min": jnp.min(x)}
+
+  x = jnp.asarray(np.random.default_rng(0).normal(size=5), jnp.float32)
+  plain_out, plain = jax.jit(step)(x)
+  out, packed = learners.jit_with_packed_metrics(step)(x)
+  np.testing.assert_array_equal(out, plain_out)
+  assert isinstance(packed, learners.PackedMetrics)
+  assert list(packed) == ["loss", "count", "min"] and len(packed) == 3
+  assert packed.host() == {"loss": float(plain["loss"]), "count": 7.0,
+                           "min": float(plain["min"])}
+  assert float(packed["loss"]) == float(plain["loss"])

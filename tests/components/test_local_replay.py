@@ -421,3 +421,26 @@ def test_fifo_remover_keeps_the_newest_items():
   assert client.server_info()["t"].current_size == 5
   keys = client.sample_batch("t", 500).info.key
   assert set(keys.tolist()) == {3, 4, 5, 6, 7}
+
+
+def test_priority_arrays_write_what_the_dict_writes_repeated_keys_last():
+  """`mutate_priority_arrays` (the learner's write-back path) leaves the table, and so the
+  sampled stream, exactly as `mutate_priorities` with the dict of the same pairs: a
+  repeated key takes its last priority, keys not in the table are ignored."""
+  a, b = (local_replay.LocalReplayClient(
+      [_transition_table("p", reverb.selectors.Prioritized(0.6))], seed=3) for _ in range(2))
+  for client in (a, b):
+    _write_items(client, "p", [1.0, 1.0, 1.0, 1.0])
+  keys = np.array([2, 0, 2, 7, 1], np.uint64)  # 2 twice, 7 never written
+  values = [5.0, 0.5, 9.0, 4.0, 0.0]
+  a.mutate_priorities("p", updates=dict(zip(keys.tolist(), values)))
+  priorities_lib.update_priorities(b, "p", keys, values)
+  np.testing.assert_array_equal(b.state()["tables"]["p"]["priorities"], [0.5, 0.0, 9.0, 1.0])
+  np.testing.assert_array_equal(a.state()["tables"]["p"]["tree_nodes"],
+                                b.state()["tables"]["p"]["tree_nodes"])
+  np.testing.assert_array_equal(a.sample_batch("p", 64).info.key,
+                                b.sample_batch("p", 64).info.key)
+  with pytest.raises(ValueError, match="integers in 0 .. 2\\*\\*64 - 1"):
+    b.mutate_priority_arrays("p", np.array([-1, 0]), [1.0, 1.0])
+  with pytest.raises(ValueError, match="one priority per key"):
+    b.mutate_priority_arrays("p", np.array([0, 1], np.uint64), [1.0])

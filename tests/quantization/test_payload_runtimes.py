@@ -81,6 +81,25 @@ def test_jax_runtimes_match_forward(precision, atol):
   np.testing.assert_allclose(out, ref, atol=atol * max(1.0, np.abs(ref).max()))
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16", "simulated-int8"])
+@pytest.mark.parametrize("spec", [MLP, CNN], ids=["mlp", "cnn"])
+def test_jax_runtime_holds_exactly_the_payload_after_its_one_transfer_load(precision, spec):
+  """The flat-buffer load (one transfer, split on the device) is bit-identical to the
+  payload's arrays, of every layer and both versions loaded, on the runtime's device."""
+  rt = runtimes.make_runtime(precision, spec)
+  for version, seed in ((1, 0), (2, 1)):
+    p = pl.make_payload(random_params(spec, seed), spec, rt.payload_precision, version)
+    rt.load(p)
+    want = rt._to_device(p)
+    assert set(rt._params) == set(want)
+    for name, layer in want.items():
+      for key in ("w", "b"):
+        got = rt._params[name][key]
+        assert got.dtype == layer[key].dtype and got.shape == layer[key].shape
+        np.testing.assert_array_equal(np.asarray(got), layer[key])
+    assert rt.devices() == (str(rt.device),)
+
+
 @pytest.mark.parametrize("spec", [MLP, SMALL, CNN], ids=["mlp", "q4_mlp", "cnn"])
 @pytest.mark.parametrize("per_channel", [True, False])
 def test_int8_runtime_matches_dequantized_forward(spec, per_channel):
