@@ -201,7 +201,11 @@ def run_training(job: Dict[str, Any]) -> Dict[str, Any]:
   train_s = last["t"] - actor.first_time - builder.eval_seconds
   steps = actor.steps
   client = profiling.actor_client_stats(actor)
-  load_s = float(client.get("load_seconds", 0.0))
+  # Loads while acting only: the builder's initial pull (in make_actor, before the first
+  # observe_first) lies outside train_s, so counting it would make the components add up
+  # to more than the wall-clock they divide.
+  load_s = float(client.get("load_seconds", 0.0)) - float(
+      actor.client_at_start.get("load_seconds", 0.0))
   publisher_stats = dict(getattr(source, "stats", {}) or {})
   payload = source.last_payload
   deser_s = _deserialise_seconds(payload) * source.pulls

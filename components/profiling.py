@@ -121,7 +121,10 @@ class TimedActor(_Proxy):
   """The training actor, timed per call (see the module docstring).
 
   Attributes (seconds): `inference_s`, `adder_s`, `update_s`, `env_s`; `steps` (actions
-  selected); `first_time`: perf_counter of the first `observe_first` (start of acting).
+  selected); `first_time`: perf_counter of the first `observe_first` (start of acting);
+  `client_at_start`: the variable client's stats (`actor_client_stats`) at that moment, so
+  that the initial pull the builder makes before acting (`make_actor`) can be told apart
+  from the pulls made while acting.
   """
 
   def __init__(self, actor):
@@ -130,6 +133,7 @@ class TimedActor(_Proxy):
       object.__setattr__(self, name, 0.0)
     object.__setattr__(self, "steps", 0)
     object.__setattr__(self, "first_time", None)
+    object.__setattr__(self, "client_at_start", {})
     object.__setattr__(self, "_selected_at", None)
 
   @property
@@ -156,6 +160,7 @@ class TimedActor(_Proxy):
     start = time.perf_counter()
     if self.first_time is None:
       object.__setattr__(self, "first_time", start)
+      object.__setattr__(self, "client_at_start", actor_client_stats(self))
     self._inner.observe_first(timestep)
     self._add("adder_s", time.perf_counter() - start)
     object.__setattr__(self, "_selected_at", None)

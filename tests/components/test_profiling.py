@@ -1,6 +1,8 @@
-"""TimedSource: a pull's conversion time is the calling thread's own, not another puller's."""
+"""TimedSource: a pull's conversion time is the calling thread's own, not another
+puller's; TimedActor marks the client's stats when acting starts."""
 import threading
 import time
+import types
 
 import pytest
 
@@ -49,3 +51,30 @@ def test_own_conversion_counts_for_the_calling_thread():
   assert timed.convert_seconds == pytest.approx(publisher.stats["convert_seconds"])
   assert 0.0 < timed.convert_seconds <= timed.fetch_seconds
   assert timed.pulls == 1 and timed.versions == {0}
+
+
+class _ActorWithClient:
+  """Just enough of a FeedForwardActor: a variable client whose stats grow on update."""
+
+  def __init__(self):
+    self._client = types.SimpleNamespace(stats={"pulls": 1, "load_seconds": 0.25})
+
+  def observe_first(self, timestep):
+    del timestep
+
+  def update(self, wait=False):
+    del wait
+    self._client.stats["pulls"] += 1
+    self._client.stats["load_seconds"] += 0.5
+
+
+def test_client_stats_at_start_hold_only_the_pull_made_before_acting():
+  # The builder pulls once in make_actor (stats pulls 1, 0.25 s of load) before the loop's
+  # first observe_first; `client_at_start` keeps that, so a breakdown can subtract it.
+  actor = profiling.TimedActor(_ActorWithClient())
+  assert actor.client_at_start == {}
+  actor.observe_first(None)
+  actor.update()
+  actor.observe_first(None)  # a second episode does not move the mark
+  assert actor.client_at_start == {"pulls": 1, "load_seconds": 0.25}
+  assert profiling.actor_client_stats(actor) == {"pulls": 2, "load_seconds": 0.75}
