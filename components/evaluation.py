@@ -11,14 +11,22 @@ import numpy as np
 from actorq.components import actors
 from actorq.components import loop as loop_lib
 from actorq.components import variable_client as vc
+from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as payload_lib
 
 
 def fixed_policy_actor(params, spec, precision: str, selector: actors.Selector,
                        per_channel: bool = True, seed: int = 0) -> actors.FeedForwardActor:
-  """An actor executing `params` at `precision`, with no variable client and no adder."""
+  """An actor executing `params` at `precision`, with no variable client and no adder.
+
+  For a `network_spec.RecurrentSpec` (R2D2's LSTM Q-network) it is a `RecurrentActor`,
+  whose (h, c) state starts from zeros and is reset at every episode's start (the loop's
+  `reset_state`), as in a training run's evaluation.
+  """
   runtime = vc.make_runtime(precision, spec)
   runtime.load(payload_lib.make_payload(params, spec, precision, 0, per_channel=per_channel))
+  if isinstance(spec, ns.RecurrentSpec):
+    return actors.RecurrentActor(runtime, selector, seed=seed)
   return actors.FeedForwardActor(runtime, selector, seed=seed)
 
 
@@ -49,7 +57,15 @@ def reward_parity(env_fn: Callable[[], dm_env.Environment], params, spec,
     precisions: e.g. ("fp32", "int8").
     episodes: episodes per precision (>= 1).
     action_range: for continuous actions, the width used to normalise differences.
+
+  Raises:
+    ValueError: `spec` is a `RecurrentSpec` (the agreement replays single observations,
+      which a recurrent policy cannot act on without their history).
   """
+  if isinstance(spec, ns.RecurrentSpec):
+    raise ValueError("reward_parity replays single observations and needs a feed-forward "
+                     "NetworkSpec; a recurrent policy (RecurrentSpec) is evaluated per "
+                     "precision with fixed_policy_actor")
   observations: List[np.ndarray] = []
   reference_actions: List[np.ndarray] = []
   rows: List[ParityRow] = []

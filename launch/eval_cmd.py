@@ -118,7 +118,6 @@ def run(args) -> int:
                                       **_env_kwargs(info["env"], args.video is not None))
   env_spec = environments.environment_spec(env)
   networks = builder.make_networks(env_spec)
-  run_dir.check_feed_forward(networks, info, "eval")
   policy = builder.make_policy(networks, env_spec, evaluation=True)
   precision = args.precision or policy.precision
   actor = evaluation.fixed_policy_actor(state["policy_params"], networks.spec, precision,

@@ -107,8 +107,8 @@ def make_builder(info: Dict[str, Any], **overrides):
 
 
 def check_feed_forward(networks, info: Dict[str, Any], command: str) -> None:
-  """`actorq eval`, `export` and `quantize` execute one feed-forward `NetworkSpec`; a
-  recurrent policy (R2D2's `RecurrentSpec`) is refused in one line.
+  """`actorq export` and `quantize` execute one feed-forward `NetworkSpec`; a recurrent
+  policy (R2D2's `RecurrentSpec`) is refused in one line (`actorq eval` runs it).
 
   Raises:
     cli.UsageError: naming the agent, the command and what does work.
@@ -116,5 +116,5 @@ def check_feed_forward(networks, info: Dict[str, Any], command: str) -> None:
   if isinstance(networks.spec, network_spec.RecurrentSpec):
     raise cli.UsageError(
         f"actorq {command} does not support recurrent policies yet (agent "
-        f"{info.get('agent')!r}: an LSTM Q-network); its training run's eval.csv holds the "
-        "greedy evaluations, at --actor-precision fp32, fp16, bf16 or int8")
+        f"{info.get('agent')!r}: an LSTM Q-network); 'actorq eval --checkpoint RUN "
+        "--precision P' evaluates it at fp32, fp16, bf16 or int8")

@@ -12,7 +12,8 @@ import pytest
 
 from actorq.components import environments, evaluation
 from actorq.components import loop as loop_lib
-from actorq.launch import cli, eval_cmd, plot_cmd, run_dir
+from actorq.agents.r2d2 import networks as r2d2_networks
+from actorq.launch import cli, eval_cmd, experiment, plot_cmd, run_dir
 
 SMALL = {"hidden_sizes": [32, 32], "batch_size": 32, "min_replay_size": 300,
          "samples_per_insert": 8.0, "epsilon_decay_steps": 1000}
@@ -189,3 +190,53 @@ def test_tensorboard_event_files_hold_the_csv_metrics(trained):
   learner = scalars("learner")
   assert {"loss", "gradient_norm"} <= set(learner)
   assert all(np.isfinite(v) for _, v in learner["loss"])
+
+
+@pytest.fixture(scope="module")
+def trained_r2d2(tmp_path_factory):
+  logdir = str(tmp_path_factory.mktemp("evalr2d2") / "run")
+  status = cli.main(["train", "--agent", "r2d2", "--env", "gym:CartPole-v1-po", "--steps",
+                     "1200", "--seed", "3", "--actor-precision", "int8", "--logdir", logdir,
+                     "--eval-every", "600", "--eval-episodes", "3", "--no-progress",
+                     "--set", "min_replay_size=20", "--set", "lstm_size=16",
+                     "--set", "torso_sizes=[16]", "--set", "epsilon_decay_steps=500"])
+  assert status == 0
+  return logdir
+
+
+def _printed_returns(out):
+  m = re.search(r"^returns: (.+)$", out, re.M)
+  assert m, out
+  return [float(x) for x in m.group(1).split(", ")]
+
+
+@pytest.mark.slow
+def test_eval_runs_a_recurrent_policy_and_repeats_its_runs_final_evaluation(
+    trained_r2d2, capsys):
+  # The run's final evaluation: the same parameters (the checkpoint at its last step),
+  # greedy, at its actor precision, on the environment seeded seed + EVAL_SEED_OFFSET,
+  # the LSTM state zeroed at each episode's start; `actorq eval` must repeat it exactly.
+  final = _eval_rows(trained_r2d2)[-1]
+  assert final["actor_precision"] == "int8" and int(final["actor_steps"]) == 1200
+  capsys.readouterr()
+  seed = str(3 + experiment.EVAL_SEED_OFFSET)
+  assert cli.main(["eval", "--checkpoint", trained_r2d2, "--episodes", "3", "--seed", seed,
+                   "--precision", "int8"]) == 0
+  out = capsys.readouterr().out
+  assert "r2d2 on gym:CartPole-v1-po" in out and "3 greedy episodes at int8" in out
+  returns = _printed_returns(out)
+  assert len(returns) == 3
+  assert float(np.mean(returns)) == pytest.approx(float(final["episode_return"]), abs=0.05)
+  # fp32 runs the same parameters in the JAX runtime: the same number of episodes, and
+  # every return a whole number of CartPole steps within its limit.
+  assert cli.main(["eval", "--checkpoint", trained_r2d2, "--episodes", "3", "--seed", seed,
+                   "--precision", "fp32"]) == 0
+  fp32 = _printed_returns(capsys.readouterr().out)
+  assert len(fp32) == 3 and all(1 <= r <= 500 and r == int(r) for r in fp32), fp32
+
+
+def test_reward_parity_refuses_a_recurrent_spec():
+  # Its agreement replays single observations, which a recurrent policy cannot act on.
+  spec = r2d2_networks.recurrent_spec(2, 2, (8,), 4, dueling=False)
+  with pytest.raises(ValueError, match="feed-forward NetworkSpec"):
+    evaluation.reward_parity(lambda: None, {}, spec, None, ("fp32", "int8"), 1)
