@@ -12,7 +12,6 @@ import pytest
 
 from actorq.components import environments, evaluation
 from actorq.components import loop as loop_lib
-from actorq.agents.r2d2 import networks as r2d2_networks
 from actorq.launch import cli, eval_cmd, experiment, plot_cmd, run_dir
 
 SMALL = {"hidden_sizes": [32, 32], "batch_size": 32, "min_replay_size": 300,
@@ -233,10 +232,3 @@ def test_eval_runs_a_recurrent_policy_and_repeats_its_runs_final_evaluation(
                    "--precision", "fp32"]) == 0
   fp32 = _printed_returns(capsys.readouterr().out)
   assert len(fp32) == 3 and all(1 <= r <= 500 and r == int(r) for r in fp32), fp32
-
-
-def test_reward_parity_refuses_a_recurrent_spec():
-  # Its agreement replays single observations, which a recurrent policy cannot act on.
-  spec = r2d2_networks.recurrent_spec(2, 2, (8,), 4, dueling=False)
-  with pytest.raises(ValueError, match="feed-forward NetworkSpec"):
-    evaluation.reward_parity(lambda: None, {}, spec, None, ("fp32", "int8"), 1)
