@@ -8,7 +8,10 @@
   fp32: accuracy studies only, labelled as such), which payloads and runtimes also know.
   `check_precision` validates one value (`ExperimentConfig.actor_precision`); agent configs
   declare `choices=ACTOR_PRECISIONS` (`actorq.components.config_checks`), whose message
-  has the same form.
+  has the same form. A feed-forward policy may also act with a per-layer precision policy,
+  named ``"mixed:<choice>,<choice>,..."`` (one `actorq.quantization.mixed` label per
+  parameter layer, in the network's order, e.g. ``"mixed:fp16,int4+p0.5,int8,int8"``):
+  `is_mixed` recognises the form, `actorq.quantization.mixed.policy_of` parses it.
 * `LEARNER_DEVICES`: where the learner may compute (`--learner-device`; actors, evaluator and
   replay always use the CPU); `check_learner_device` validates a choice.
 * `ActorPolicy`: what an actor needs (network spec, precision, action selector).
@@ -43,11 +46,25 @@ INT8_PRECISIONS: Tuple[str, ...] = (INT8, SIMULATED_INT8)
 
 Precision = str  # one of PRECISIONS (a plain string, so configs stay JSON)
 
+# A per-layer precision policy as a precision: MIXED_PREFIX + the layers' choice labels
+# joined by "," (`actorq.quantization.mixed.precision_name`). The name carries the whole
+# policy, so a learner node in another process can publish its payload from the name alone.
+MIXED_PREFIX = "mixed:"
+MIXED_FORM = "mixed:<choice>,... (one per layer, e.g. mixed:fp16,int8,int8)"
+
+
+def is_mixed(value: Any) -> bool:
+  """True for a per-layer precision name (``"mixed:"`` and at least one label); the
+  labels themselves are checked by `actorq.quantization.mixed.parse_precision_name`."""
+  return (isinstance(value, str) and value.startswith(MIXED_PREFIX)
+          and bool(value[len(MIXED_PREFIX):].strip()))
+
 
 def check_precision(value: Any, name: str = "actor_precision",
                     allowed: Sequence[str] = ACTOR_PRECISIONS,
-                    optional: bool = False) -> Optional[str]:
-  """Returns `value` if it is one of `allowed` (or None when `optional`).
+                    optional: bool = False, mixed: bool = False) -> Optional[str]:
+  """Returns `value` if it is one of `allowed` (or None when `optional`, or a
+  ``"mixed:..."`` name when `mixed`; its labels are not parsed here).
 
   Raises:
     ValueError: one line naming the field, the value and the allowed values, e.g.
@@ -55,8 +72,10 @@ def check_precision(value: Any, name: str = "actor_precision",
   """
   if value is None and optional:
     return None
+  if mixed and is_mixed(value):
+    return value
   if not isinstance(value, str) or value not in allowed:
-    extra = " (or null)" if optional else ""
+    extra = (" (or null)" if optional else "") + (f" or {MIXED_FORM}" if mixed else "")
     raise ValueError(f"{name} must be one of {', '.join(allowed)}{extra}; got {value!r}")
   return value
 

@@ -39,6 +39,8 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
+from actorq import core
+
 _KEY = "actorq.config_checks"
 
 
@@ -50,6 +52,9 @@ class Check:
     ge, gt, le, lt: bounds of a number (of each item of a tuple field).
     choices: the allowed strings of a `str` field.
     nonempty: a string or tuple must not be empty.
+    mixed: a `str` field also takes a per-layer precision policy's name
+      (``"mixed:<choice>,..."``, `actorq.core.is_mixed`) whose labels parse
+      (`actorq.quantization.mixed.parse_precision_name`); see `precision_field`.
   """
   ge: Optional[float] = None
   gt: Optional[float] = None
@@ -57,6 +62,7 @@ class Check:
   lt: Optional[float] = None
   choices: Optional[Tuple[str, ...]] = None
   nonempty: bool = False
+  mixed: bool = False
 
   def bounds(self) -> str:
     """The bounds in words: '>= 1', '> 0', 'in [0, 1]', 'in (0, 1]' or ''."""
@@ -86,6 +92,13 @@ def field(default: Any, **check: Any) -> Any:
   if "choices" in check and check["choices"] is not None:
     check["choices"] = tuple(check["choices"])
   return dataclasses.field(default=default, metadata={_KEY: Check(**check)})
+
+
+def precision_field(default: Optional[str]) -> Any:
+  """An actor/evaluation precision field of a feed-forward agent's config: one of
+  `actorq.core.ACTOR_PRECISIONS` or a per-layer policy's ``"mixed:<choice>,..."`` name
+  (whose layer count is checked against the network when the actor's runtime is made)."""
+  return field(default, choices=core.ACTOR_PRECISIONS, mixed=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,8 +191,16 @@ def _check_item(where: str, annotation: Any, check: Optional[Check], value: Any,
   if annotation in (int, float) and not check.within(value):
     raise ValueError(f"{where} must be {bounds}{null}, got {value!r}")
   if annotation is str:
+    if check.mixed and core.is_mixed(value):
+      from actorq.quantization import mixed  # pylint: disable=g-import-not-at-top
+      try:
+        mixed.parse_precision_name(value)
+      except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+      return
     if check.choices is not None and value not in check.choices:
-      raise ValueError(f"{where} must be one of {', '.join(check.choices)}{null}; "
+      also = f" or {core.MIXED_FORM}" if check.mixed else ""
+      raise ValueError(f"{where} must be one of {', '.join(check.choices)}{also}{null}; "
                        f"got {value!r}")
     if check.nonempty and not value:
       raise ValueError(f"{where} must be a non-empty string{null}, got {value!r}")

@@ -12,7 +12,6 @@ from actorq.components import actors
 from actorq.components import loop as loop_lib
 from actorq.components import variable_client as vc
 from actorq.quantization import network_spec as ns
-from actorq.quantization import payload as payload_lib
 
 
 def fixed_policy_actor(params, spec, precision: str, selector: actors.Selector,
@@ -24,7 +23,7 @@ def fixed_policy_actor(params, spec, precision: str, selector: actors.Selector,
   `reset_state`), as in a training run's evaluation.
   """
   runtime = vc.make_runtime(precision, spec)
-  runtime.load(payload_lib.make_payload(params, spec, precision, 0, per_channel=per_channel))
+  runtime.load(vc.make_payload(params, spec, precision, 0, per_channel=per_channel))
   if isinstance(spec, ns.RecurrentSpec):
     return actors.RecurrentActor(runtime, selector, seed=seed)
   return actors.FeedForwardActor(runtime, selector, seed=seed)
@@ -78,7 +77,7 @@ def reward_parity(env_fn: Callable[[], dm_env.Environment], params, spec,
     else:
       stats = loop_lib.evaluate(env_fn(), actor, episodes)
       agreement = _agreement(actor, observations, reference_actions, action_range)
-    nbytes = payload_lib.make_payload(params, spec, precision, 0, per_channel=per_channel).nbytes
+    nbytes = vc.make_payload(params, spec, precision, 0, per_channel=per_channel).nbytes
     rows.append(ParityRow(precision, stats["episode_return"], stats["episode_return_std"],
                           agreement, int(nbytes)))
   return rows

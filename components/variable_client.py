@@ -4,9 +4,11 @@ Learner side, a `PolicyServer` wraps a learner (any `actorq.core.VariableSource`
 serves ``"policy"`` and ``"version"``) and is the actors' variable source: for the name
 ``"policy/<precision>"`` (`policy_name`) it returns the `Payload` actors execute at that
 precision (fp32/fp16/bf16 arrays, or int8 weights + float32 scales, see
-`actorq.quantization.payload`), made by one `PolicyPublisher` per precision, which
-converts each *parameter version* once however many actors pull it. Other names go to
-the learner. In a distributed run the learner node serves the same names over Courier.
+`actorq.quantization.payload`; for a per-layer policy's ``"mixed:<choice>,..."`` name,
+the `actorq.quantization.mixed` payload of that policy), made by one `PolicyPublisher` per
+precision, which converts each *parameter version* once however many actors pull it.
+Other names go to the learner. In a distributed run the learner node serves the same
+names over Courier.
 
 Actor side, a `VariableClient` pulls ``policy/<runtime.payload_precision>`` every
 `update_period` actor steps, asynchronously (a background thread fetches; acting never
@@ -25,6 +27,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from actorq import core
+from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as payload_lib
 from actorq.quantization import runtimes
@@ -44,8 +47,10 @@ class PolicyPublisher:
   Args:
     learner: serves `get_variables(["policy", "version"])` -> `[params, int]`.
     spec: the policy's `NetworkSpec`.
-    precision: one of `actorq.core.PRECISIONS`.
-    per_channel: per-channel weight scales for integer precisions.
+    precision: one of `actorq.core.PRECISIONS`, or a per-layer policy's
+      ``"mixed:<choice>,..."`` name (`actorq.quantization.mixed.precision_name`), whose
+      payload is `mixed.make_payload` of that policy.
+    per_channel: per-channel weight scales for the uniform integer precisions.
 
   `payload()` returns the newest version's payload; `stats` counts conversions, their
   time (s), the newest payload's bytes (`payload_bytes`), and what was served: `pulls`
@@ -54,14 +59,18 @@ class PolicyPublisher:
   `thread_convert_seconds()` is the conversion time (s) spent in the calling thread.
 
   Raises:
-    ValueError: an unknown precision.
+    ValueError: an unknown precision, or a ``"mixed:..."`` name that does not fit `spec`
+      (see `mixed.policy_of`).
   """
 
   def __init__(self, learner: core.VariableSource, spec: ns.NetworkSpec,
                precision: str = FP32, per_channel: bool = True):
     self._learner = learner
     self._spec = spec
-    self._precision = core.check_precision(precision, "precision", core.PRECISIONS)
+    self._precision = core.check_precision(precision, "precision", core.PRECISIONS,
+                                           mixed=True)
+    if core.is_mixed(precision):
+      mixed.policy_of(precision, spec)  # refuses a name that does not fit the network now
     self._per_channel = per_channel
     self._lock = threading.Lock()
     self._cached = None
@@ -71,8 +80,7 @@ class PolicyPublisher:
 
   def _convert(self, params, version: int):
     start = time.perf_counter()
-    out = payload_lib.make_payload(params, self._spec, self._precision, int(version),
-                                   per_channel=self._per_channel)
+    out = make_payload(params, self._spec, self._precision, int(version), self._per_channel)
     seconds = time.perf_counter() - start
     self.stats["conversions"] += 1
     self.stats["convert_seconds"] += seconds
@@ -167,6 +175,21 @@ class PolicyServer:
 def make_runtime(precision: str, spec: ns.NetworkSpec):
   """The actor-side policy runtime for `precision` (see `actorq.quantization.runtimes`)."""
   return runtimes.make_runtime(precision, spec)
+
+
+def make_payload(params, spec: ns.NetworkSpec, precision: str, version: int = 0,
+                 per_channel: bool = True) -> payload_lib.Payload:
+  """`params` encoded for `make_runtime(precision, spec)`: `payload.make_payload` for the
+  uniform precisions, `mixed.make_payload` of the policy a ``"mixed:<choice>,..."``
+  precision names (`per_channel` does not apply: each layer's label says).
+
+  Raises:
+    ValueError: an unknown precision or params/policy that do not fit `spec`.
+  """
+  if core.is_mixed(precision):
+    return mixed.make_payload(params, spec, mixed.policy_of(precision, spec), int(version))
+  return payload_lib.make_payload(params, spec, precision, int(version),
+                                  per_channel=per_channel)
 
 
 class VariableClient:

@@ -33,8 +33,9 @@ def add_parser(subparsers):
   p.add_argument("--checkpoint", required=True,
                  help="run directory of 'actorq train' (or its checkpoints/ folder)")
   p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=10)
-  p.add_argument("--precision", choices=core.ACTOR_PRECISIONS, default=None,
-                 help="precision the policy runs at (default: the run's evaluation precision)")
+  p.add_argument("--precision", default=None, metavar="PRECISION",
+                 help="precision the policy runs at (default: the run's evaluation "
+                      f"precision): {cli.PRECISION_HELP}")
   p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=12345,
                  help="evaluation environment seed")
   p.add_argument("--max-episode-steps", type=cli.positive_int("--max-episode-steps"),
@@ -109,6 +110,7 @@ def run(args) -> int:
     directory = os.path.dirname(os.path.abspath(args.video))
     if not os.path.isdir(directory):
       raise cli.UsageError(f"--video {args.video}: directory {directory} does not exist")
+  precision, policy_file = cli.actor_precision("--precision", args.precision)
   info, state, path = run_dir.load(args.checkpoint)
   if args.video is not None and info["env"].startswith("dmc:"):
     # MuJoCo's headless GL backend (EGL); set MUJOCO_GL yourself to choose another.
@@ -119,7 +121,8 @@ def run(args) -> int:
   env_spec = environments.environment_spec(env)
   networks = builder.make_networks(env_spec)
   policy = builder.make_policy(networks, env_spec, evaluation=True)
-  precision = args.precision or policy.precision
+  cli.check_policy_file("--precision", precision, policy_file, networks.spec)
+  precision = precision or policy.precision
   actor = evaluation.fixed_policy_actor(state["policy_params"], networks.spec, precision,
                                         policy.selector, seed=args.seed)
   print(f"actorq: {info['agent']} on {info['env']}, checkpoint {path} (actor step "

@@ -90,7 +90,10 @@ class ExperimentConfig:
     max_episode_steps: the step cap of every episode, training and evaluation
       (`actorq.components.loop`): an episode reaching it ends as a truncation.
     actor_precision: if set, replaces `builder.config.actor_precision` (the builder is
-      rebuilt as `type(builder)(dataclasses.replace(builder.config, ...))`).
+      rebuilt as `type(builder)(dataclasses.replace(builder.config, ...))`): one of
+      `core.ACTOR_PRECISIONS` or a per-layer policy's ``"mixed:<choice>,..."`` name
+      (`actorq.quantization.mixed.precision_name`; feed-forward agents only, whose
+      configs take it).
     num_envs: environments each training actor steps at once (B). 1 (the default): one
       environment and `loop.ActorLoop`, exactly as before. B > 1: a vector environment
       (`components.vector_env`: EnvPool where it has the task, else Gymnasium's vector
@@ -143,7 +146,7 @@ class ExperimentConfig:
                        "one environment at a time); use num_envs 1")
     core.check_learner_device(self.learner_device)
     if self.actor_precision is not None:
-      core.check_precision(self.actor_precision, "actor_precision")
+      core.check_precision(self.actor_precision, "actor_precision", mixed=True)
       self.builder = type(self.builder)(dataclasses.replace(
           self.builder.config, actor_precision=self.actor_precision))
 

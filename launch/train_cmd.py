@@ -38,9 +38,9 @@ def add_parser(subparsers):
   train.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=0)
   train.add_argument("--logdir", default=None,
                      help="run directory (default: runs/<agent>-<env>-s<seed>-<time>)")
-  train.add_argument("--actor-precision", choices=core.ACTOR_PRECISIONS, default=None,
+  train.add_argument("--actor-precision", default=None, metavar="PRECISION",
                      help="precision the actors act with (the learner is always fp32); "
-                          "overrides the config file (default: fp32)")
+                          f"overrides the config file (default: fp32): {cli.PRECISION_HELP}")
   train.add_argument("--eval-every", type=cli.positive_int("--eval-every"), default=None,
                      help="actor steps between greedy evaluations (default: 5000; with --resume: "
                           "the run's own)")
@@ -122,11 +122,17 @@ def make_builder(args):
     raise cli.UsageError(str(e)) from None
   builder = builder_cls(resolve_config(args, config_cls))
   try:
-    builder.make_networks(environments.environment_spec(env))
+    env_spec = environments.environment_spec(env)
+    networks = builder.make_networks(env_spec)
   except ValueError as e:  # e.g. UnsupportedEnvironmentError: continuous actions for DQN
     raise cli.UsageError(f"agent {args.agent!r} cannot run on {args.env}: {e}") from None
   finally:
     env.close()
+  precision = builder.config.actor_precision
+  if core.is_mixed(precision):  # a per-layer policy must fit this agent's policy network
+    policy_file = getattr(args, "actor_precision_file", None)
+    cli.check_policy_file("--actor-precision", precision, policy_file,
+                          builder.make_policy(networks, env_spec).spec)
   return builder
 
 
@@ -148,8 +154,10 @@ def resolve_config(args, config_cls):
       values = config_io.read_file(args.config)
     overrides = dict(config_io.parse_assignment(a) for a in getattr(args, "set", None) or [])
     config = config_io.from_dict(config_cls, values, overrides)
-    if args.actor_precision is not None:
-      config = dataclasses.replace(config, actor_precision=args.actor_precision)
+    precision, args.actor_precision_file = cli.actor_precision("--actor-precision",
+                                                               args.actor_precision)
+    if precision is not None:
+      config = dataclasses.replace(config, actor_precision=precision)
     return config
   except ValueError as e:
     where = f"--config {args.config}: " if getattr(args, "config", None) else ""

@@ -52,6 +52,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 import jax.numpy as jnp
 import numpy as np
 
+from actorq import core
 from actorq.quantization import network_spec as ns
 from actorq.quantization import ops
 from actorq.quantization import payload as pl
@@ -375,6 +376,55 @@ def make_payload(params, spec: ns.NetworkSpec, policy: PrecisionPolicy,
     ValueError: as `compress`.
   """
   return payload_of(compress(params, spec, policy), version)
+
+
+# ----------------------------------------------------------------------------------------
+# The policy as an actor precision: "mixed:<label>,<label>,..." (see `actorq.core`).
+
+
+def precision_name(policy: PrecisionPolicy) -> str:
+  """The actor precision that names `policy`: ``"mixed:"`` + every layer's label, in
+  order, joined by ``,`` (e.g. ``"mixed:fp16,int4+p0.5,int8,int8"``). `policy_of` reads
+  it back for the same network."""
+  return core.MIXED_PREFIX + ",".join(c.label for c in policy.choices)
+
+
+def parse_precision_name(name: str) -> List[LayerChoice]:
+  """The layer choices of a ``"mixed:..."`` precision, in layer order.
+
+  Raises:
+    ValueError: one line: not of the ``mixed:<label>,...`` form, or a label
+      `parse_choice` refuses (naming it and the allowed forms).
+  """
+  if not core.is_mixed(name):
+    raise ValueError(f"precision {name!r} is not a per-layer policy; expected "
+                     f"{core.MIXED_FORM}")
+  labels = [t.strip() for t in name[len(core.MIXED_PREFIX):].split(",")]
+  if not all(labels):
+    raise ValueError(f"precision {name!r} has an empty layer choice; expected "
+                     f"{core.MIXED_FORM}")
+  return [parse_choice(t) for t in labels]
+
+
+def policy_of(name: str, spec: ns.NetworkSpec) -> PrecisionPolicy:
+  """The `PrecisionPolicy` a ``"mixed:..."`` precision names for `spec`: its k-th label is
+  the k-th parameter layer's choice.
+
+  Raises:
+    ValueError: as `parse_precision_name`, a recurrent spec (per-layer policies run
+      feed-forward networks only), or a count of labels other than the spec's parameter
+      layers (naming both).
+  """
+  choices = parse_precision_name(name)
+  if isinstance(spec, ns.RecurrentSpec):
+    raise ValueError(f"precision {name!r}: per-layer precision policies run feed-forward "
+                     "policies only; a recurrent policy acts at one of "
+                     f"{', '.join(core.ACTOR_PRECISIONS)}")
+  layers = [l.name for l in spec.parameter_layers]
+  if len(choices) != len(layers):
+    raise ValueError(f"precision {name!r} gives {len(choices)} layer choice(s); the policy "
+                     f"network has {len(layers)} parameter layers ({', '.join(layers)})")
+  return PrecisionPolicy(tuple(zip(layers, choices)))
 
 
 # ----------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Tuple
 
-from actorq import core
 from actorq.components import config_checks as checks
 
 
@@ -58,9 +57,9 @@ class DQNConfig:
   # Actor steps between parameter pulls.
   variable_update_period: int = checks.field(10, ge=1)
   # Precision the actors act with: fp32, fp16, bf16, int8 (see quantization.runtimes).
-  actor_precision: str = checks.field("fp32", choices=core.ACTOR_PRECISIONS)
+  actor_precision: str = checks.precision_field("fp32")
   # None: same as the actors.
-  evaluation_precision: Optional[str] = checks.field(None, choices=core.ACTOR_PRECISIONS)
+  evaluation_precision: Optional[str] = checks.precision_field(None)
   # Quantization-aware training: fake-quant the online network's weights (bits) or None.
   qat_bits: Optional[int] = checks.field(None, ge=2, le=8)
   replay_table_name: str = checks.field("priority_table", nonempty=True)

@@ -37,9 +37,9 @@ class OnPolicyConfig:
   batch_size: int = checks.field(8, ge=1)
   max_queue_size: int = checks.field(64, ge=1)  # rollouts; a full queue blocks the actors
   variable_update_period: int = checks.field(4, ge=1)  # actor steps between parameter pulls
-  actor_precision: str = checks.field("fp32", choices=core.ACTOR_PRECISIONS)
+  actor_precision: str = checks.precision_field("fp32")
   # None: same as the actors.
-  evaluation_precision: Optional[str] = checks.field(None, choices=core.ACTOR_PRECISIONS)
+  evaluation_precision: Optional[str] = checks.precision_field(None)
   replay_table_name: str = checks.field("rollouts", nonempty=True)
 
   RULES = (

@@ -6,6 +6,7 @@
 | "simulated-int8" | dequantize, jax fp32 (ACCURACY STUDIES ONLY, not fast) | "simulated-int8"/"int8" |
 | "int8" | LiteRT/XNNPACK dynamic-range int8, patched flatbuffer | "int8" |
 | "mixed" (`make_mixed_runtime`) | LiteRT: int8 / float32 kernels per layer | `mixed.make_payload` |
+| "mixed:<choice>,..." (a per-layer policy by name) | the same | the same |
 
 A `network_spec.RecurrentSpec` (R2D2's LSTM Q-network) runs in `make_runtime`'s
 `recurrent.RecurrentRuntime`: its torso, LSTM gate matmul and head at the precision
@@ -20,6 +21,7 @@ from typing import Dict, Tuple
 import numpy as np
 
 from actorq import core
+from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization.runtimes.base import PolicyRuntime
@@ -33,7 +35,19 @@ RUNTIME_PRECISIONS = core.PRECISIONS
 def make_runtime(precision: str, spec: ns.NetworkSpec, num_threads: int = 1) -> PolicyRuntime:
   """A runtime executing `spec` at `precision`; feed it `make_payload(...,
   runtime.payload_precision, ...)` through `load`. A `RecurrentSpec` gets a
-  `RecurrentRuntime` (stateful: `step(observation, state)`)."""
+  `RecurrentRuntime` (stateful: `step(observation, state)`). A ``"mixed:<choice>,..."``
+  precision (`mixed.precision_name`) gets the `LiteRTMixedRuntime` of that per-layer
+  policy, whose `payload_precision` is the name itself (so a `PolicyServer` knows which
+  policy to publish) and which loads `mixed.make_payload` payloads.
+
+  Raises:
+    ValueError: an unknown precision, or a ``"mixed:..."`` one `mixed.policy_of` refuses
+      for `spec` (bad labels, another layer count, a recurrent spec).
+  """
+  if core.is_mixed(precision):
+    policy = mixed.policy_of(precision, spec)
+    return LiteRTMixedRuntime(spec, policy.float_layers, num_threads,
+                              payload_precision=precision)
   if isinstance(spec, ns.RecurrentSpec):
     core.check_precision(precision, "precision", RUNTIME_PRECISIONS)
     return RecurrentRuntime(precision, spec, make_runtime, num_threads)

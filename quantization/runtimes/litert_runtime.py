@@ -345,8 +345,10 @@ class LiteRTMixedRuntime(LiteRTInt8Runtime):
   accepted_payloads = ("mixed",)
 
   def __init__(self, spec: ns.NetworkSpec, float_layers=(), num_threads: int = 1,
-               warmup: bool = True):
+               warmup: bool = True, payload_precision: str = "mixed"):
     super().__init__(spec, num_threads, warmup, float_layers)
+    # "mixed", or the policy's "mixed:<choice>,..." name when an actor pulls it by name.
+    self.payload_precision = payload_precision
 
   def _load(self, payload):
     pl.check_payload(payload, self.spec, self.accepted_payloads)

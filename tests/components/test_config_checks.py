@@ -147,10 +147,17 @@ _QUEUE = ("need batch_size <= max_queue_size (a learner step takes batch_size ro
     ("dqn", {"final_learning_rate_fraction": 1.5},
      "DQNConfig.final_learning_rate_fraction must be in [0, 1], got 1.5"),
     ("dqn", {"actor_precision": "int4"},
-     "DQNConfig.actor_precision must be one of fp32, fp16, bf16, int8; got 'int4'"),
+     "DQNConfig.actor_precision must be one of fp32, fp16, bf16, int8 or mixed:<choice>,... "
+     "(one per layer, e.g. mixed:fp16,int8,int8); got 'int4'"),
     ("dqn", {"evaluation_precision": "fp8"},
-     "DQNConfig.evaluation_precision must be one of fp32, fp16, bf16, int8 (or null); "
-     "got 'fp8'"),
+     "DQNConfig.evaluation_precision must be one of fp32, fp16, bf16, int8 or "
+     "mixed:<choice>,... (one per layer, e.g. mixed:fp16,int8,int8) (or null); got 'fp8'"),
+    ("sac", {"actor_precision": "mixed:fp16,int9"},
+     "SACConfig.actor_precision: precision choice 'int9' not understood; allowed: fp32, fp16, "
+     "bf16, int2..int8, optionally /tensor and +p<sparsity>, e.g. int4/tensor+p0.5"),
+    # R2D2's recurrent runtime takes uniform precisions only.
+    ("r2d2", {"actor_precision": "mixed:int8,int8"},
+     "R2D2Config.actor_precision must be one of fp32, fp16, bf16, int8; got 'mixed:int8,int8'"),
     # A -inf support bound made NaN atoms; now it is refused at construction.
     ("d4pg", {"vmin": -math.inf}, "D4PGConfig.vmin must be a finite number in "
                                   "[-1e+30, 1e+30], got -inf"),
@@ -179,6 +186,14 @@ def test_agent_configs_refuse_bad_fields_and_contradicting_pairs(agent, values, 
     config_io.from_dict(config_cls, values)
   assert str(e.value) == message
   assert "\n" not in message
+
+
+@pytest.mark.parametrize("agent", ["dqn", "ddpg", "d4pg", "sac", "td3", "ppo", "a2c", "impala"])
+def test_feed_forward_agents_take_a_per_layer_precision_name(agent):
+  config_cls = registry.get(agent)[0]
+  config = config_io.from_dict(config_cls, {"actor_precision": "mixed:fp16,int4+p0.5,int8",
+                                            "evaluation_precision": "mixed:int8,int8,fp32"})
+  assert config.actor_precision == "mixed:fp16,int4+p0.5,int8"
 
 
 def test_example_config_is_checked_too():

@@ -165,3 +165,37 @@ def test_synchronous_variable_client_loads_the_new_version_when_due():
     assert (source.calls, runtime.version) == (3, 8)
   finally:
     client.close()
+
+
+def test_a_mixed_precision_actor_pulls_its_policy_by_name():
+  """An actor whose runtime is a per-layer policy ("mixed:<choice>,...") pulls
+  policy/<that name>; the server's publisher converts each version once with that policy
+  (fp16 layer: float32 weights of the rounded values; int4 layer: int8 values with
+  scales) and the bytes pulled are those payloads'."""
+  from actorq.quantization import mixed  # pylint: disable=g-import-not-at-top
+  name = "mixed:fp16,int4"
+  learner = fakes.CountingLearner(SPEC)
+  server = vc.PolicyServer(learner, SPEC)
+  runtime = vc.make_runtime(name, SPEC)
+  client = vc.VariableClient(server, runtime, update_period=1, asynchronous=False)
+  learner.steps = 3
+  client.update_and_wait()
+  payload = client.payload
+  assert (payload.precision, payload.version) == ("mixed", 3)
+  first = payload.layers["dense_0"]
+  assert first["w"].dtype == np.float32 and "scale" not in first
+  # Every weight of the fake learner is 3.0: int4 symmetric -> q = 7, scale = 3/7 per channel.
+  np.testing.assert_array_equal(payload.layers["dense_1"]["w"], np.full((8, 2), 7, np.int8))
+  np.testing.assert_allclose(payload.layers["dense_1"]["scale"], np.full(2, 3.0 / 7), rtol=1e-6)
+  # 4x8 + 8 float32 (fp16 layer, 160 B) + 8x2 int8, 2 scales, 2 biases (32 B).
+  assert payload.nbytes == 160 + 16 + 8 + 8
+  served = server.served()[name]
+  assert (served["conversions"], served["pulls"], served["bytes_sent"]) == (1, 1, 192)
+  client.update_and_wait()  # the same version: no new conversion
+  assert server.served()[name]["conversions"] == 1
+  obs = np.ones((1, 4), np.float32)
+  # relu(4 * 3 + 3) = 15 per hidden unit; 8 * 15 * 3 + 3 = 363 per output.
+  np.testing.assert_allclose(runtime(obs), np.full((1, 2), 363.0), rtol=1e-2)
+  with pytest.raises(ValueError, match="gives 3 layer choice"):
+    vc.PolicyServer(learner, SPEC).publisher("mixed:fp16,int8,int8")
+  assert mixed.precision_name(mixed.policy_of(name, SPEC)) == name

@@ -19,7 +19,19 @@ def _run(argv, capsys):
     (["train", "--steps", "-5"], "--steps must be a positive integer, got '-5'"),
     (["train", "--steps", "ten"], "--steps must be a positive integer, got 'ten'"),
     (["train", "--env", "dmc:cartpole-balance"], "DQN needs discrete actions"),
-    (["train", "--actor-precision", "int3"], "invalid choice: 'int3'"),
+    (["train", "--actor-precision", "int3"], "--actor-precision 'int3' not allowed; allowed: "
+                                              "fp32, fp16, bf16, int8, a per-layer precision "
+                                              "policy file"),
+    (["train", "--actor-precision", "mixed:fp16,int8"],
+     "--actor-precision mixed:fp16,int8: precision 'mixed:fp16,int8' gives 2 layer choice(s); "
+     "the policy network has 3 parameter layers (dense_0, dense_1, dense_2)"),
+    (["train", "--actor-precision", "mixed:fp16,int1,int8"],
+     "--actor-precision: precision choice 'int1' not understood"),
+    (["train", "--actor-precision", "no/such/policy.json"],
+     "--actor-precision no/such/policy.json: cannot read precision policy no/such/policy.json"),
+    (["train", "--agent", "r2d2", "--env", "gym:CartPole-v1-po", "--actor-precision",
+      "mixed:int8,int8,int8"], "R2D2Config.actor_precision must be one of fp32, fp16, bf16, "
+                               "int8; got 'mixed:int8,int8,int8'"),
     (["train", "--num-envs", "0"], "--num-envs must be a positive integer, got '0'"),
     (["train", "--env", "atari:Pong", "--num-envs", "4"],
      "atari:Pong has no vector backend"),

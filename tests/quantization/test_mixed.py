@@ -125,3 +125,46 @@ def test_litert_mixed_runtime_matches_its_reference():
   np.testing.assert_array_equal(a(obs), b(obs))
   with pytest.raises(ValueError, match="runs int8 kernels"):
     a.load(mixed.make_payload(params, spec, policy))
+
+
+def test_precision_name_round_trip_and_errors():
+  """A policy as an actor precision: "mixed:" + the labels in layer order, read back for
+  the same network; a wrong layer count, a bad label or a recurrent network is refused."""
+  spec = ns.mlp(4, [8, 8], 2)
+  policy = mixed.PrecisionPolicy((("dense_0", mixed.parse_choice("fp16")),
+                                  ("dense_1", mixed.parse_choice("int4/tensor+p0.5")),
+                                  ("dense_2", mixed.parse_choice("int8"))))
+  name = mixed.precision_name(policy)
+  assert name == "mixed:fp16,int4/tensor+p0.5,int8"
+  assert mixed.policy_of(name, spec) == policy
+  assert [c.label for c in mixed.parse_precision_name("mixed: int2 ,fp32")] == ["int2", "fp32"]
+  with pytest.raises(ValueError, match=r"gives 2 layer choice\(s\); the policy network has 3 "
+                     r"parameter layers \(dense_0, dense_1, dense_2\)"):
+    mixed.policy_of("mixed:fp16,int8", spec)
+  with pytest.raises(ValueError, match="precision choice 'int9' not understood"):
+    mixed.parse_precision_name("mixed:int9,int8")
+  with pytest.raises(ValueError, match="empty layer choice"):
+    mixed.parse_precision_name("mixed:int8,,int8")
+  with pytest.raises(ValueError, match="not a per-layer policy"):
+    mixed.parse_precision_name("int8")
+  recurrent = ns.RecurrentSpec(ns.mlp(4, [8], 8), 8, ns.mlp(8, [], 2, prefix="head"))
+  with pytest.raises(ValueError, match="feed-forward policies only"):
+    mixed.policy_of("mixed:int8,int8", recurrent)
+
+
+def test_make_runtime_of_a_mixed_name_executes_that_policy():
+  """`runtimes.make_runtime("mixed:...")` is the policy's LiteRT mixed runtime, pulling
+  by the name: same outputs as `make_mixed_runtime` of the parsed policy."""
+  spec = ns.mlp(6, [32], 3)
+  params = random_params(spec, seed=3)
+  obs = np.random.default_rng(2).normal(size=(4, 6)).astype(np.float32)
+  name = "mixed:fp16,int3+p0.5"
+  rt = runtimes.make_runtime(name, spec)
+  assert rt.payload_precision == name
+  policy = mixed.policy_of(name, spec)
+  rt.load(mixed.make_payload(params, spec, policy, version=2))
+  sim = mixed.simulated_params(mixed.compress(params, spec, policy))
+  np.testing.assert_allclose(
+      rt(obs), litert_runtime.dynamic_range_reference(sim, spec, obs, ("dense_0",)), atol=1e-5)
+  with pytest.raises(ValueError, match="gives 1 layer choice"):
+    runtimes.make_runtime("mixed:int8", spec)
