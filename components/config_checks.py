@@ -40,6 +40,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from actorq import core
+from actorq.quantization import mixed
 
 _KEY = "actorq.config_checks"
 
@@ -192,7 +193,6 @@ def _check_item(where: str, annotation: Any, check: Optional[Check], value: Any,
     raise ValueError(f"{where} must be {bounds}{null}, got {value!r}")
   if annotation is str:
     if check.mixed and core.is_mixed(value):
-      from actorq.quantization import mixed  # pylint: disable=g-import-not-at-top
       try:
         mixed.parse_precision_name(value)
       except ValueError as e:

@@ -24,6 +24,7 @@ warnings.filterwarnings("ignore", message=".*DISPLAY environment variable is mis
 # After the environment above (numpy only; `launch.experiment`, which loads TF and JAX, is
 # looked up in `main` instead, see `_experiment`).
 from actorq import core  # pylint: disable=wrong-import-position
+from actorq.quantization import mixed  # pylint: disable=wrong-import-position
 
 # Command name -> module with `add_parser(subparsers)` and `run(args) -> int`, reached by
 # name (as the registry reaches agents): `benchmarks/` builds on `launch/`, so the CLI
@@ -105,7 +106,6 @@ def actor_precision(flag: str, text: Optional[str]):
   """
   if text is None or text in core.ACTOR_PRECISIONS:
     return text, None
-  from actorq.quantization import mixed  # pylint: disable=g-import-not-at-top
   if core.is_mixed(text):
     try:
       mixed.parse_precision_name(text)
@@ -130,7 +130,6 @@ def check_policy_file(flag: str, precision: Optional[str], policy_file: Optional
   """
   if not core.is_mixed(precision):
     return
-  from actorq.quantization import mixed  # pylint: disable=g-import-not-at-top
   try:
     mixed.policy_of(precision, spec)
     if policy_file is not None:
