@@ -22,7 +22,7 @@ import numpy as np
 from actorq import core
 from actorq.components import environments, evaluation
 from actorq.components import loop as loop_lib
-from actorq.launch import cli, run_dir
+from actorq.launch import cli, precision_arg, run_dir
 
 VIDEO_SUFFIXES = (".gif", ".mp4")
 MAX_VIDEO_FRAMES = 5_000
@@ -35,7 +35,7 @@ def add_parser(subparsers):
   p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=10)
   p.add_argument("--precision", default=None, metavar="PRECISION",
                  help="precision the policy runs at (default: the run's evaluation "
-                      f"precision): {cli.PRECISION_HELP}")
+                      f"precision): {precision_arg.PRECISION_HELP}")
   p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=12345,
                  help="evaluation environment seed")
   p.add_argument("--max-episode-steps", type=cli.positive_int("--max-episode-steps"),
@@ -110,7 +110,7 @@ def run(args) -> int:
     directory = os.path.dirname(os.path.abspath(args.video))
     if not os.path.isdir(directory):
       raise cli.UsageError(f"--video {args.video}: directory {directory} does not exist")
-  precision, policy_file = cli.actor_precision("--precision", args.precision)
+  precision, policy_file = precision_arg.actor_precision("--precision", args.precision)
   info, state, path = run_dir.load(args.checkpoint)
   if args.video is not None and info["env"].startswith("dmc:"):
     # MuJoCo's headless GL backend (EGL); set MUJOCO_GL yourself to choose another.
@@ -121,7 +121,7 @@ def run(args) -> int:
   env_spec = environments.environment_spec(env)
   networks = builder.make_networks(env_spec)
   policy = builder.make_policy(networks, env_spec, evaluation=True)
-  cli.check_policy_file("--precision", precision, policy_file, networks.spec)
+  precision_arg.check_policy_file("--precision", precision, policy_file, networks.spec)
   precision = precision or policy.precision
   actor = evaluation.fixed_policy_actor(state["policy_params"], networks.spec, precision,
                                         policy.selector, seed=args.seed)

@@ -17,7 +17,7 @@ from actorq import core
 from actorq.components import checkpointing, config_io, environments, placement
 from actorq.components import vector_env
 from actorq.launch import cli, distributed, distributed_nodes, experiment, hosts, local
-from actorq.launch import registry, run_dir
+from actorq.launch import precision_arg, registry, run_dir
 
 DEFAULT_AGENT = "dqn"
 DEFAULT_ENV = "gym:CartPole-v1"
@@ -40,7 +40,7 @@ def add_parser(subparsers):
                      help="run directory (default: runs/<agent>-<env>-s<seed>-<time>)")
   train.add_argument("--actor-precision", default=None, metavar="PRECISION",
                      help="precision the actors act with (the learner is always fp32); "
-                          f"overrides the config file (default: fp32): {cli.PRECISION_HELP}")
+                          f"overrides the config file (default: fp32): {precision_arg.PRECISION_HELP}")
   train.add_argument("--eval-every", type=cli.positive_int("--eval-every"), default=None,
                      help="actor steps between greedy evaluations (default: 5000; with --resume: "
                           "the run's own)")
@@ -131,7 +131,7 @@ def make_builder(args):
   precision = builder.config.actor_precision
   if core.is_mixed(precision):  # a per-layer policy must fit this agent's policy network
     policy_file = getattr(args, "actor_precision_file", None)
-    cli.check_policy_file("--actor-precision", precision, policy_file,
+    precision_arg.check_policy_file("--actor-precision", precision, policy_file,
                           builder.make_policy(networks, env_spec).spec)
   return builder
 
@@ -154,7 +154,7 @@ def resolve_config(args, config_cls):
       values = config_io.read_file(args.config)
     overrides = dict(config_io.parse_assignment(a) for a in getattr(args, "set", None) or [])
     config = config_io.from_dict(config_cls, values, overrides)
-    precision, args.actor_precision_file = cli.actor_precision("--actor-precision",
+    precision, args.actor_precision_file = precision_arg.actor_precision("--actor-precision",
                                                                args.actor_precision)
     if precision is not None:
       config = dataclasses.replace(config, actor_precision=precision)

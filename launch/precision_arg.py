@@ -1,0 +1,67 @@
+"""The `--actor-precision` (`actorq train`) and `--precision` (`actorq eval`) value: a
+uniform precision, a per-layer precision policy file or its ``mixed:<choice>,...`` name.
+
+Kept out of `launch/cli.py`, which imports numpy only (this reads policy files with
+`actorq.quantization.mixed`, which loads JAX).
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from actorq import core
+from actorq.launch import cli
+from actorq.quantization import mixed
+
+
+PRECISION_HELP = (f"{', '.join(core.ACTOR_PRECISIONS)}, a per-layer precision policy file "
+                  "(precision_policy.json of 'actorq quantize --search', format in "
+                  "docs/precision_policy.md) or its labels as mixed:<choice>,... "
+                  "(one per layer, e.g. mixed:fp16,int8,int8; feed-forward agents only)")
+
+
+def actor_precision(flag: str, text: Optional[str]):
+  """A `--actor-precision`/`--precision` value as `(precision, policy_file)`.
+
+  `text` is one of `core.ACTOR_PRECISIONS` (policy_file None), a ``"mixed:<choice>,..."``
+  name (its labels checked), or the path of a precision policy file (read with
+  `actorq.quantization.mixed.load`; the precision is its `mixed.precision_name`, the file
+  is returned so the caller can check its layer shapes against the network). None gives
+  `(None, None)`.
+
+  Raises:
+    cli.UsageError: anything else, or a policy file that cannot be read or is not one; the
+      message names the flag, the value and what is allowed.
+  """
+  if text is None or text in core.ACTOR_PRECISIONS:
+    return text, None
+  if core.is_mixed(text):
+    try:
+      mixed.parse_precision_name(text)
+    except ValueError as e:
+      raise cli.UsageError(f"{flag}: {e}") from None
+    return text, None
+  if text.endswith(".json") or os.path.isfile(text):
+    try:
+      return mixed.precision_name(mixed.load(text)), text
+    except ValueError as e:
+      raise cli.UsageError(f"{flag} {text}: {e}") from None
+  raise cli.UsageError(f"{flag} {text!r} not allowed; allowed: {PRECISION_HELP}")
+
+
+def check_policy_file(flag: str, precision: Optional[str], policy_file: Optional[str],
+                      spec) -> None:
+  """Checks a ``"mixed:..."`` precision (and the file it came from, whose `w_shape`s are
+  compared) against the policy network `spec`; other precisions pass.
+
+  Raises:
+    cli.UsageError: a layer count or shape that does not fit, or a recurrent network.
+  """
+  if not core.is_mixed(precision):
+    return
+  try:
+    mixed.policy_of(precision, spec)
+    if policy_file is not None:
+      mixed.load(policy_file, spec)
+  except ValueError as e:
+    raise cli.UsageError(f"{flag} {policy_file or precision}: {e}") from None
