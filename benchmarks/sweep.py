@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import csv
+import hashlib
 import json
 import math
 import os
@@ -41,6 +42,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from actorq import core
 from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import aggregate as ag
 from actorq.launch import plot_cmd
@@ -78,6 +80,12 @@ def parse_seeds(tokens: Sequence[str]) -> Tuple[int, ...]:
 
 
 def run_name(precision: str, seed: int) -> str:
+  """The run's directory name: ``<precision>-s<seed>``; a per-layer ``mixed:...`` precision,
+  whose name has ':' and ',', is ``mixed-<first 8 hex digits of its SHA-1>-s<seed>`` (its
+  run.json and the sweep's files keep the whole name)."""
+  if core.is_mixed(precision):
+    digest = hashlib.sha1(precision.encode("utf-8")).hexdigest()[:8]
+    return f"mixed-{digest}-s{seed}"
   return f"{precision}-s{seed}"
 
 
@@ -313,10 +321,16 @@ def format_table(result: Dict[str, Any], meta: Dict[str, Any]) -> str:
   return out
 
 
+def precisions_text(precisions: Sequence[str]) -> str:
+  """`--precisions` as given back to `actorq sweep`: comma-separated, or ';'-separated when a
+  ``mixed:...`` name (with commas of its own) is among them."""
+  return (";" if any(core.is_mixed(p) for p in precisions) else ",").join(precisions)
+
+
 def command(settings: Dict[str, Any]) -> str:
   """The `actorq sweep` command line that reproduces the sweep's runs."""
   argv = ["actorq", "sweep", "--agent", settings["agent"], "--env", settings["env"], "--seeds",
-          seed_text(settings["seeds"]), "--precisions", ",".join(settings["precisions"]),
+          seed_text(settings["seeds"]), "--precisions", precisions_text(settings["precisions"]),
           "--steps", str(settings["steps"]), "--eval-every", str(settings["eval_every"]),
           "--eval-episodes", str(settings["eval_episodes"])]
   if settings.get("num_envs", 1) > 1:

@@ -6,6 +6,10 @@ reported as aggregates over seeds with 95% confidence intervals.
         [--target 475] [--jobs 1] [--logdir DIR]
     actorq sweep --render DIR          # rewrite a finished sweep's report from its sweep.json
 
+`--precisions` also takes per-layer policies: `"fp32;int8;precision_policy.json"` (a file of
+`actorq quantize --search`, recorded as its `mixed:<choice>,...` name) or the names
+themselves, separated by ';' since a name has commas.
+
 Each run is `actorq train` in a child process (DIR/<precision>-s<seed>); an interrupted
 sweep run again with the same flags reuses its finished runs. See
 `actorq.benchmarks.sweep` for the files and `actorq.benchmarks.aggregate` for the
@@ -27,6 +31,7 @@ from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import sweep
 from actorq.components import vector_env
 from actorq.launch import cli
+from actorq.launch import precision_arg
 from actorq.launch import train_cmd
 
 DEFAULT_SEEDS = "0-9"
@@ -42,8 +47,10 @@ def add_parser(subparsers):
   p.add_argument("--seeds", nargs="+", default=[DEFAULT_SEEDS], metavar="SEEDS",
                  help="seeds as 0-9, 0,1,2 or 0 1 2 (default: 0-9)")
   p.add_argument("--precisions", default=DEFAULT_PRECISIONS, metavar="P,P,...",
-                 help=f"actor precisions from {','.join(core.ACTOR_PRECISIONS)}; the others are "
-                      "compared with fp32 (or the first listed) seed by seed (default: fp32,int8)")
+                 help=f"actor precisions from {','.join(core.ACTOR_PRECISIONS)}, per-layer "
+                      "precision policy files or mixed:<choice>,... names (then separated by "
+                      "';', e.g. 'fp32;int8;policy.json'); the others are compared with fp32 "
+                      "(or the first listed) seed by seed (default: fp32,int8)")
   p.add_argument("--steps", type=cli.positive_int("--steps"),
                  default=train_cmd.TRAIN_DEFAULTS["steps"], help="actor steps per run")
   p.add_argument("--eval-every", type=cli.positive_int("--eval-every"),
@@ -94,7 +101,7 @@ def resolve(args) -> dict:
     seeds = sweep.parse_seeds(args.seeds)
   except ValueError as e:
     raise cli.UsageError(f"--seeds {' '.join(args.seeds)}: {e}") from None
-  precisions = list(cli.precision_list("--precisions", args.precisions, core.ACTOR_PRECISIONS))
+  precisions = list(precision_arg.precision_items("--precisions", args.precisions))
   config = os.path.abspath(args.config) if args.config else None
   assignments = [a.split("=", 1)[0].strip() for a in args.set]
   run_args = argparse.Namespace(agent=args.agent, env=args.env, seed=seeds[0], config=config,
@@ -112,6 +119,8 @@ def resolve(args) -> dict:
   configs = {}
   for p in precisions:
     run_args.actor_precision = p
+    if core.is_mixed(p) and p != precisions[0]:  # its layers must fit the policy network
+      train_cmd.make_builder(run_args)
     resolved = train_cmd.resolve_config(run_args, type(builder.config))
     configs[p] = json.loads(json.dumps(dataclasses.asdict(resolved)))  # as run.json has it
   target = args.target if args.target is not None else _default_target(args.env)
@@ -137,7 +146,7 @@ def run(args) -> int:
   outdir = cli.ensure_writable_dir(args.logdir)
   n = len(settings["precisions"]) * len(settings["seeds"])
   print(f"actorq sweep: {settings['agent']} on {settings['env']}, precisions "
-        f"{','.join(settings['precisions'])}, seeds {sweep.seed_text(settings['seeds'])}, "
+        f"{sweep.precisions_text(settings['precisions'])}, seeds {sweep.seed_text(settings['seeds'])}, "
         f"{settings['steps']} actor steps per run ({n} runs, {args.jobs} at a time); "
         f"output in {outdir}", flush=True)
   settings["started"] = time.strftime("%Y-%m-%d %H:%M:%S")

@@ -65,3 +65,44 @@ def check_policy_file(flag: str, precision: Optional[str], policy_file: Optional
       mixed.load(policy_file, spec)
   except ValueError as e:
     raise cli.UsageError(f"{flag} {policy_file or precision}: {e}") from None
+
+
+def precision_items(flag: str, text: str) -> tuple:
+  """`actorq sweep --precisions` as a tuple of precision strings, one per item.
+
+  Items are separated by ``;`` when `text` has one, else by ``,`` (``fp32,int8``). An item is
+  one of `core.ACTOR_PRECISIONS`, a ``"mixed:<choice>,..."`` name or a precision policy
+  file, read as `actor_precision` reads it and returned as its ``mixed:`` name (so the runs'
+  run.json and the sweep's files name the policy itself, not the path). A single mixed name
+  or policy file needs no ``;``: ``--precisions "fp32;mixed:fp16,int8,int8"`` or
+  ``--precisions policy.json``.
+
+  Raises:
+    cli.UsageError: no items, an item `actor_precision` refuses, a mixed name cut by commas
+      (the message says to separate with ``;``), or the same precision twice.
+  """
+  text = text.strip()
+  if ";" in text:
+    items = [t.strip() for t in text.split(";")]
+  elif core.is_mixed(text) or text.endswith(".json") or os.path.isfile(text):
+    items = [text]
+  else:
+    items = [t.strip() for t in text.split(",")]
+    if any(core.is_mixed(t) for t in items):
+      raise cli.UsageError(f"{flag} {text!r}: a mixed:<choice>,... name has commas of its "
+                           "own; separate the precisions with ';' (e.g. "
+                           "'fp32;mixed:fp16,int8,int8')")
+  items = [t for t in items if t]
+  if not items:
+    raise cli.UsageError(f"{flag} {text!r}: no precisions; allowed: {PRECISION_HELP}")
+  names = []
+  for item in items:
+    if not (item in core.ACTOR_PRECISIONS or core.is_mixed(item) or item.endswith(".json")
+            or os.path.isfile(item)):
+      raise cli.UsageError(f"{flag} {text!r}: allowed precisions are "
+                           f"{', '.join(core.ACTOR_PRECISIONS)}, a precision policy file or "
+                           "a mixed:<choice>,... name (separated by ';')")
+    names.append(actor_precision(flag, item)[0])
+  if len(set(names)) != len(names):
+    raise cli.UsageError(f"{flag} {text!r} repeats a precision")
+  return tuple(names)

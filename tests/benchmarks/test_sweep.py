@@ -2,6 +2,7 @@
 (2 seeds x fp32,int8 of DQN on CartPole, 400 steps each) whose aggregate.json is
 `aggregate.aggregate` of its own seeds.csv."""
 import csv
+import hashlib
 import json
 import math
 import os
@@ -40,6 +41,15 @@ def test_bad_seeds(tokens, fragment):
 def test_plan_rotates_the_precision_order_per_seed():
   assert sweep.plan(["fp32", "int8"], [0, 1, 2]) == [
       ("fp32", 0), ("int8", 0), ("int8", 1), ("fp32", 1), ("fp32", 2), ("int8", 2)]
+
+
+def test_a_mixed_precision_run_directory_name_has_no_colon_or_comma():
+  name = "mixed:fp16,int8"
+  assert sweep.run_name("int8", 3) == "int8-s3"
+  assert sweep.run_name(name, 3) == "mixed-" + hashlib.sha1(name.encode()).hexdigest()[:8] + "-s3"
+  assert sweep.run_name(name, 3) != sweep.run_name("mixed:int8,fp16", 3)
+  assert sweep.precisions_text(["fp32", "int8"]) == "fp32,int8"
+  assert sweep.precisions_text(["fp32", name]) == "fp32;mixed:fp16,int8"
 
 
 def _write_run(run_dir, steps, info):
@@ -122,6 +132,7 @@ _run = run_cli
     (["--env", "gym:NoSuchEnv-v9"], "unknown Gymnasium environment 'NoSuchEnv-v9'"),
     (["--env", "dmc:cartpole-balance"], "DQN needs discrete actions"),
     (["--precisions", "fp32,int3"], "allowed precisions are fp32, fp16, bf16, int8"),
+    (["--precisions", "fp32;mixed:fp16,int8,int8"], "has 2 parameter layers"),
     (["--precisions", "int8,int8"], "repeats a precision"),
     (["--seeds", "9-3"], "--seeds 9-3: range '9-3' goes down"),
     (["--seeds", "0", "0"], "seed 0 is given twice"),
@@ -201,3 +212,25 @@ def test_sweep_end_to_end_two_seeds_two_precisions(capsys, tmp_path):
   (logdir / "aggregate.json").unlink()
   code, out, _ = _run(["sweep", "--render", str(logdir)], capsys)
   assert code == 0 and json.loads((logdir / "aggregate.json").read_text()) == result
+
+
+@pytest.mark.slow
+def test_sweep_with_a_per_layer_precision_policy(capsys, tmp_path):
+  name = "mixed:fp16,int8"  # TINY's DQN: obs [4] -> 16 -> [V, A_1, A_2], two layers
+  logdir = tmp_path / "sweep"
+  argv = ["sweep", "--seeds", "0", "--precisions", f"fp32;{name}", "--logdir", str(logdir)]
+  code, out, err = _run(argv + TINY, capsys)
+  assert code == 0, err
+  run = logdir / sweep.run_name(name, 0)
+  info = json.loads((run / "run.json").read_text())
+  assert info["config"]["actor_precision"] == name
+  with open(run / "eval.csv", newline="", encoding="utf-8") as f:
+    evals = list(csv.DictReader(f))
+  assert {r["actor_precision"] for r in evals} == {name}
+  assert [int(r["actor_steps"]) for r in evals] == [200, 400]
+  rows = {r["precision"]: r for r in sweep.read_seeds_csv(str(logdir / "seeds.csv"))}
+  assert rows[name]["final_return"] == float(evals[-1]["episode_return"])
+  result = json.loads((logdir / "aggregate.json").read_text())
+  assert set(result["comparisons"]) == {name}  # compared with fp32, seed by seed
+  assert f"{name} vs fp32" in out
+  assert "--precisions 'fp32;mixed:fp16,int8'" in (logdir / "table.md").read_text()
