@@ -27,6 +27,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import (Any, Callable, Iterator, List, Optional, Protocol, Sequence, Tuple,
                     runtime_checkable)
 
@@ -58,6 +59,16 @@ def is_mixed(value: Any) -> bool:
   labels themselves are checked by `actorq.quantization.mixed.parse_precision_name`."""
   return (isinstance(value, str) and value.startswith(MIXED_PREFIX)
           and bool(value[len(MIXED_PREFIX):].strip()))
+
+
+def precision_slug(precision: str) -> str:
+  """`precision` as a file or directory name: itself for a uniform precision; a
+  ``"mixed:..."`` name, which has ':' and ',', becomes ``mixed-<first 8 hex digits of its
+  SHA-1>`` (e.g. the sweep's run ``mixed-1a2b3c4d-s0``, the export
+  ``policy-mixed-1a2b3c4d.tflite``). The file's own metadata keeps the whole name."""
+  if is_mixed(precision):
+    return "mixed-" + hashlib.sha1(precision.encode("utf-8")).hexdigest()[:8]
+  return precision
 
 
 def check_precision(value: Any, name: str = "actor_precision",

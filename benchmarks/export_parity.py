@@ -6,9 +6,10 @@ the fp32 JAX policy's, paired by run (one run per seed), with its interval.
     .venv/bin/python -m actorq.benchmarks.export_parity --runs runs/export-dqn/fp32-s* \\
         --episodes 20 --out docs/export_parity
 
-Each run is exported at each `--precisions` (default int8 and fp32) with `actorq export
---checkpoint RUN --episodes N --seed S` in a child process (the model and its JSON go to
-RUN/export/ as `actorq export` writes them). `actorq export`'s parity report plays
+Each run is exported at each `--precisions` (default int8 and fp32; per-layer policies as
+policy files or `mixed:` names, the list then `;`-separated: `"int8;precision_policy.json"`)
+with `actorq export --checkpoint RUN --precision P --episodes N --seed S` in a child process
+(the model and its JSON go to RUN/export/ as `actorq export` writes them). `actorq export`'s parity report plays
 `episodes` greedy episodes with the exported `.tflite` and with the fp32 JAX policy on
 environments seeded alike, and counts the greedy-action agreement on every observation
 of the fp32 episodes. This script collects those reports and writes
@@ -33,7 +34,7 @@ import sys
 from typing import Any, Dict, List, Sequence
 
 from actorq.benchmarks import aggregate
-from actorq.launch import cli, export_cmd
+from actorq.launch import cli, export_cmd, precision_arg
 
 
 def export_argv(run: str, precision: str, episodes: int, seed: int) -> List[str]:
@@ -110,7 +111,10 @@ def table(rows: Sequence[Dict[str, Any]], summary: Dict[str, Dict[str, Any]]) ->
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   p.add_argument("--runs", nargs="+", required=True, help="run directories of 'actorq train'")
-  p.add_argument("--precisions", default="int8,fp32", help="export precisions (default: int8,fp32)")
+  p.add_argument("--precisions", default="int8,fp32",
+                 help="export precisions (default: int8,fp32); per-layer policies as files or "
+                      "mixed:<choice>,... names, the items then separated by ';' (e.g. "
+                      "'int8;precision_policy.json')")
   p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=20,
                  help="greedy episodes per parity report")
   p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=12345,
@@ -118,15 +122,17 @@ def main(argv=None) -> int:
   p.add_argument("--out", required=True, help="directory for parity.json and table.md")
   args = p.parse_args(argv)
   try:
-    precisions = list(cli.precision_list("--precisions", args.precisions,
-                                         export_cmd.EXPORT_PRECISIONS))
+    precisions = list(precision_arg.precision_items("--precisions", args.precisions))
+    for precision in precisions:
+      export_cmd.export_precision(precision, "--precisions")
   except cli.UsageError as e:
     p.error(str(e))
   rows, reports = [], []
   for run in args.runs:
     for precision in precisions:
       subprocess.run(export_argv(run, precision, args.episodes, args.seed), check=True)
-      with open(os.path.join(run, "export", f"policy-{precision}.json"), encoding="utf-8") as f:
+      model = os.path.join(run, "export", export_cmd.default_file_name(precision))
+      with open(model[:-len(".tflite")] + ".json", encoding="utf-8") as f:
         report = json.load(f)
       report.pop("scales", None)
       src = report["source"]  # machine paths out: the run's folder name is what identifies it

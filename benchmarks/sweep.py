@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import csv
-import hashlib
 import json
 import math
 import os
@@ -80,13 +79,10 @@ def parse_seeds(tokens: Sequence[str]) -> Tuple[int, ...]:
 
 
 def run_name(precision: str, seed: int) -> str:
-  """The run's directory name: ``<precision>-s<seed>``; a per-layer ``mixed:...`` precision,
-  whose name has ':' and ',', is ``mixed-<first 8 hex digits of its SHA-1>-s<seed>`` (its
-  run.json and the sweep's files keep the whole name)."""
-  if core.is_mixed(precision):
-    digest = hashlib.sha1(precision.encode("utf-8")).hexdigest()[:8]
-    return f"mixed-{digest}-s{seed}"
-  return f"{precision}-s{seed}"
+  """The run's directory name: ``<precision>-s<seed>``; a per-layer ``mixed:...`` precision
+  is named by `core.precision_slug` (``mixed-<8 hex digits>-s<seed>``; its run.json and the
+  sweep's files keep the whole name)."""
+  return f"{core.precision_slug(precision)}-s{seed}"
 
 
 def plan(precisions: Sequence[str], seeds: Sequence[int]) -> List[Tuple[str, int]]:

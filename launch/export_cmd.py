@@ -1,26 +1,32 @@
 """`actorq export`: a trained run's policy as a standalone `.tflite` file plus a JSON.
 
-    actorq export --checkpoint RUN_DIR [--precision int8|fp32] [--out policy.tflite]
-                  [--episodes 10] [--seed 12345]
+    actorq export --checkpoint RUN_DIR [--precision int8|fp32|POLICY.json|mixed:...]
+                  [--out policy.tflite] [--episodes 10] [--seed 12345]
 
 The `.tflite` is the model the actors run (`litert_runtime.standalone_model`): int8 =
 dynamic-range int8 weights with per-channel scales (what ActorQ's int8 actors execute),
-fp32 = the same graph with float32 weights. Load it with `ai_edge_litert` alone (no JAX,
+fp32 = the same graph with float32 weights, a per-layer precision policy (the
+precision_policy.json of `actorq quantize --search`, or its `mixed:<choice>,...` name) =
+the model its actors run: integer layers (2..8 bits) as int8 tensors with their scales,
+float layers as float32 tensors holding fp16/bf16/fp32-rounded values. Load it with `ai_edge_litert` alone (no JAX,
 no actorq): input float32 `[B, *observation shape]` of RAW observations (the spec's
 input_scale is folded into the first layer; the batch is dynamic), output float32
 `[B, outputs]`; `action_rule` in the JSON turns outputs into the greedy action.
 
 The JSON (`<out>.json`, beside the model) holds: the model file and its bytes, the
-observation and action specs, the normalisation, the int8 weight scales per layer, the
+observation and action specs, the normalisation, the weight scales of every integer layer,
+for a per-layer policy the policy itself (`precision_policy`: a policy file's JSON object,
+readable by `mixed.from_json_dict`) and its stored bytes (`mixed.storage_report`), the
 source run (run directory, checkpoint, agent, environment, seed, steps) and the parity
 report: `--episodes` greedy episodes of the fp32 policy (JAX) and of the exported model
 itself (run by ai_edge_litert) on identically seeded environments (return mean/std each),
 the model's greedy-action agreement on every observation of the fp32 episodes, and the
 bytes (fp32 and exported payloads, the .tflite file).
 
-Default `--out`: `<run>/export/policy-<precision>.tflite`. Bad input (not a run directory,
-another precision, an --out not ending in .tflite or not writable) is one line, exit 2,
-nothing written.
+Default `--out`: `<run>/export/policy-<precision>.tflite` (a per-layer policy:
+`policy-mixed-<8 hex digits>.tflite`, `core.precision_slug`). Bad input (not a run
+directory, another precision, a policy that does not fit the run's policy network, an
+--out not ending in .tflite or not writable) is one line, exit 2, nothing written.
 """
 from __future__ import annotations
 
@@ -33,14 +39,19 @@ from acme import specs
 
 from ai_edge_litert.interpreter import Interpreter
 
+from actorq import core
 from actorq.components import actors, environments, evaluation
 from actorq.components import loop as loop_lib
-from actorq.launch import cli, run_dir
+from actorq.launch import cli, precision_arg, run_dir
+from actorq.quantization import mixed
 from actorq.quantization import payload as pl
 from actorq.quantization.runtimes import litert_runtime
 
-EXPORT_PRECISIONS = ("int8", "fp32")
+EXPORT_PRECISIONS = ("int8", "fp32")  # and per-layer policies (files or mixed: names)
 FORMAT_VERSION = 1
+PRECISION_HELP = ("int8, fp32, a per-layer precision policy file (precision_policy.json of "
+                  "'actorq quantize --search') or its labels as mixed:<choice>,... (one per "
+                  "layer, e.g. mixed:fp16,int8,int8)")
 
 
 def add_parser(subparsers):
@@ -48,8 +59,10 @@ def add_parser(subparsers):
                             "(int8 or fp32) with a JSON of specs, scales and a parity report")
   p.add_argument("--checkpoint", required=True,
                  help="run directory of 'actorq train' (or its checkpoints/ folder)")
-  p.add_argument("--precision", choices=EXPORT_PRECISIONS, default="int8",
-                 help="int8 (default): the int8 actors' model; fp32: float32 weights")
+  p.add_argument("--precision", default="int8",
+                 help="int8 (default): the int8 actors' model; fp32: float32 weights; a "
+                      "precision_policy.json or mixed:<choice>,...: that per-layer policy's "
+                      "model")
   p.add_argument("--out", default=None, metavar="FILE.tflite",
                  help="where to write the model (default: <run>/export/policy-<precision>"
                       ".tflite); the JSON goes beside it as FILE.json")
@@ -151,13 +164,47 @@ def model_parity(model: bytes, params, spec, selector, env_fn, episodes: int,
           "observations_compared": len(reference.observations)}
 
 
-def _default_out(checkpoint: str, precision: str) -> str:
-  run_path, _ = run_dir.resolve(checkpoint)
-  return os.path.join(run_path, "export", f"policy-{precision}.tflite")
+def default_file_name(precision: str) -> str:
+  """The model's file name in `<run>/export/` when --out is not given:
+  ``policy-<precision>.tflite``, a per-layer policy named by `core.precision_slug`."""
+  return f"policy-{core.precision_slug(precision)}.tflite"
+
+
+def export_precision(text: str, flag: str = "--precision"):
+  """`--precision` (or `flag`) as `(precision, policy_file)`: "int8", "fp32" or a per-layer policy's
+  ``"mixed:..."`` name (from the name itself, or read from a policy file, whose path is
+  returned for the shape check against the network).
+
+  Raises:
+    cli.UsageError: another precision (fp16, bf16: no standalone model), an unreadable or
+      invalid policy file, bad labels; one line naming the value and what is allowed.
+  """
+  if text in EXPORT_PRECISIONS:
+    return text, None
+  if text in core.ACTOR_PRECISIONS:
+    raise cli.UsageError(f"{flag} {text!r} not allowed; allowed: {PRECISION_HELP}")
+  return precision_arg.actor_precision(flag, text)
+
+
+def _scales(payload) -> list:
+  """One entry per integer layer of `payload`: its weights and its float32 scales."""
+  out = []
+  for name, layer in payload.layers.items():
+    if "scale" not in layer:
+      continue
+    scale = np.asarray(layer["scale"], np.float32)
+    out.append({"layer": name, "scale": scale.reshape(-1).tolist(),
+                "weights": "int8, " + ("per output channel" if scale.ndim else "per tensor")})
+  return out
 
 
 def run(args) -> int:
-  out = args.out or _default_out(args.checkpoint, args.precision)
+  precision, policy_file = export_precision(args.precision)
+  if args.out:
+    out = args.out
+  else:
+    run_path, _ = run_dir.resolve(args.checkpoint)
+    out = os.path.join(run_path, "export", default_file_name(precision))
   if not out.endswith(".tflite"):
     raise cli.UsageError(f"--out {out} must end in .tflite")
   info, state, ckpt_path = run_dir.load(args.checkpoint)
@@ -168,13 +215,14 @@ def run(args) -> int:
   env.close()
   networks = builder.make_networks(env_spec)
   run_dir.check_feed_forward(networks, info, "export")
+  precision_arg.check_policy_file("--precision", precision, policy_file, networks.spec)
   policy = builder.make_policy(networks, env_spec, evaluation=True)
   spec, params = networks.spec, state["policy_params"]
   directory = cli.ensure_writable_dir(os.path.dirname(os.path.abspath(out)), "--out")
   out = os.path.join(directory, os.path.basename(out))
   print(f"actorq export: {info['agent']} on {info['env']}, checkpoint {ckpt_path}; "
-        f"{args.precision} model, parity on {args.episodes} episodes", flush=True)
-  model = litert_runtime.standalone_model(params, spec, args.precision)
+        f"{precision} model, parity on {args.episodes} episodes", flush=True)
+  model = litert_runtime.standalone_model(params, spec, precision)
 
   action_range = 1.0
   if isinstance(env_spec.actions, specs.BoundedArray) and not isinstance(
@@ -184,18 +232,28 @@ def run(args) -> int:
   parity = model_parity(model, params, spec, policy.selector,
                         lambda: environments.make_environment(info["env"], seed=args.seed),
                         args.episodes, action_range)
-  scales = []
-  if args.precision == "int8":
-    payload = pl.make_payload(params, spec, "int8", 0)
-    for layer in spec.parameter_layers:
-      scale = np.asarray(payload.layers[layer.name]["scale"], np.float32)
-      scales.append({"layer": layer.name, "weights": "int8, per output channel",
-                     "scale": scale.reshape(-1).tolist()})
+  policy_block = {}
+  if core.is_mixed(precision):
+    policy = mixed.policy_of(precision, spec)
+    layers = mixed.compress(params, spec, policy)
+    payload = mixed.payload_of(layers)
+    choices = dict(policy.layers)
+    scales = [dict(s, weights=f"{choices[s['layer']].label} held in int8, "
+                   f"{choices[s['layer']].granularity}") for s in _scales(payload)]
+    policy_block = {"precision_policy": mixed.to_json_dict(policy, spec),
+                    "stored_bytes": mixed.storage_report(layers)}
+    runtime_note = (f"ai_edge_litert Interpreter (XNNPACK); layers {list(policy.float_layers)} "
+                    "float32 weights and kernels, the others dynamic-range int8 weights with "
+                    "float32 activations quantized per row by the kernels")
+  else:
+    payload = pl.make_payload(params, spec, precision, 0)
+    scales = _scales(payload)
+    runtime_note = ("ai_edge_litert Interpreter (XNNPACK); int8 = dynamic-range int8 "
+                    "weights, float32 activations quantized per row by the kernels")
   report = {
       "format_version": FORMAT_VERSION,
-      "model": {"file": os.path.basename(out), "bytes": len(model), "precision": args.precision,
-                "runtime": "ai_edge_litert Interpreter (XNNPACK); int8 = dynamic-range int8 "
-                           "weights, float32 activations quantized per row by the kernels"},
+      "model": {"file": os.path.basename(out), "bytes": len(model), "precision": precision,
+                "runtime": runtime_note},
       "input": {"shape": [-1] + [int(d) for d in spec.input_shape], "dtype": "float32",
                 "what": "raw observations (batch dynamic: resize_tensor_input)"},
       "output": {"shape": [-1, int(spec.output_size)], "dtype": "float32"},
@@ -207,14 +265,14 @@ def run(args) -> int:
       "action_spec": _spec_json(env_spec.actions),
       "action_rule": action_rule(info, builder, env_spec),
       "scales": scales,
+      **policy_block,
       "source": {"run": run_path, "checkpoint": ckpt_path, "agent": info["agent"],
                  "env": info["env"], "seed": info.get("seed"),
                  "actor_steps": int(state.get("actor_steps", -1)),
                  "learner_steps": int(state["learner_steps"])},
       "parity": dict(parity, episodes=args.episodes, env_seed=args.seed,
                      fp32_payload_bytes=int(pl.make_payload(params, spec, "fp32", 0).nbytes),
-                     export_payload_bytes=int(pl.make_payload(params, spec, args.precision,
-                                                              0).nbytes),
+                     export_payload_bytes=int(payload.nbytes),
                      tflite_bytes=len(model)),
   }
   with open(out, "wb") as f:
@@ -223,9 +281,9 @@ def run(args) -> int:
   with open(json_path, "w", encoding="utf-8") as f:
     json.dump(report, f, indent=1)
   p = report["parity"]
-  print(f"model: {out} ({len(model):,} bytes, {args.precision}); specs and parity: {json_path}")
+  print(f"model: {out} ({len(model):,} bytes, {precision}); specs and parity: {json_path}")
   print(f"parity over {args.episodes} episodes: return fp32 {p['fp32_return_mean']:.1f} "
-        f"+- {p['fp32_return_std']:.1f}, {args.precision} {p['export_return_mean']:.1f} +- "
+        f"+- {p['fp32_return_std']:.1f}, exported {p['export_return_mean']:.1f} +- "
         f"{p['export_return_std']:.1f}; greedy-action agreement "
         f"{p['greedy_action_agreement']:.3f}")
   return 0

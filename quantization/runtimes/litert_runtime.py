@@ -47,6 +47,8 @@ from typing import Dict, FrozenSet, Tuple
 
 import numpy as np
 
+from actorq import core
+from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization.runtimes import base
@@ -368,17 +370,23 @@ def standalone_model(params, spec: ns.NetworkSpec, precision: str = "int8") -> b
 
   "int8": `LiteRTInt8Runtime`'s model (dynamic-range int8 weights with per-channel scales,
   float32 biases, activations quantized per row by the kernels); "fp32": the same graph
-  with every weight tensor float32 (`LiteRTMixedRuntime` with every layer float). Either
-  way the spec's `input_scale` is folded into the first layer, so the model takes RAW
-  observations: input float32 `[B, *spec.input_shape]` (B = 1 as stored; the batch is
-  dynamic: `resize_tensor_input`), output float32 `[B, spec.output_size]`.
+  with every weight tensor float32 (`LiteRTMixedRuntime` with every layer float); a
+  per-layer policy's ``"mixed:<choice>,..."`` name (`mixed.precision_name`): the
+  `LiteRTMixedRuntime` model of that policy, which its actors run (integer layers of any
+  width 2..8 as int8 tensors with their scales and dynamic-range kernels; fp32/fp16/bf16
+  layers as float32 tensors holding the values rounded to their type, float32 kernels;
+  pruned weights are exact zeros). Either way the spec's `input_scale` is folded into the
+  first layer, so the model takes RAW observations: input float32 `[B, *spec.input_shape]`
+  (B = 1 as stored; the batch is dynamic: `resize_tensor_input`), output float32
+  `[B, spec.output_size]`.
 
   Args:
     params: float32 `{layer: {"w", "b"}}` of `spec`.
-    precision: "int8" or "fp32".
+    precision: "int8", "fp32" or a ``"mixed:..."`` name with one label per parameter layer.
 
   Raises:
-    ValueError: another precision, or params that do not fit the spec.
+    ValueError: another precision, a mixed name `mixed.policy_of` refuses for `spec`, or
+      params that do not fit the spec.
   """
   if precision == "int8":
     runtime = LiteRTInt8Runtime(spec, warmup=False)
@@ -388,8 +396,13 @@ def standalone_model(params, spec: ns.NetworkSpec, precision: str = "int8") -> b
     payload = pl.make_payload(params, spec, "fp32", 0)
     pl.check_payload(payload, spec, ("fp32",))
     runtime._install(payload)  # pylint: disable=protected-access
+  elif core.is_mixed(precision):
+    policy = mixed.policy_of(precision, spec)
+    runtime = LiteRTMixedRuntime(spec, policy.float_layers, warmup=False)
+    runtime.load(mixed.make_payload(params, spec, policy, 0))
   else:
-    raise ValueError(f"a standalone model is int8 or fp32, got {precision!r}")
+    raise ValueError(f"a standalone model is int8, fp32 or {core.MIXED_FORM}, got "
+                     f"{precision!r}")
   return bytes(runtime._buf)  # pylint: disable=protected-access
 
 
