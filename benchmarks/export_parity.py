@@ -9,10 +9,10 @@ the fp32 JAX policy's, paired by run (one run per seed), with its interval.
 Each run is exported at each `--precisions` (default int8 and fp32; per-layer policies as
 policy files or `mixed:` names, the list then `;`-separated: `"int8;precision_policy.json"`)
 with `actorq export --checkpoint RUN --precision P --episodes N --seed S` in a child process
-(the model and its JSON go to RUN/export/ as `actorq export` writes them). `actorq export`'s parity report plays
-`episodes` greedy episodes with the exported `.tflite` and with the fp32 JAX policy on
-environments seeded alike, and counts the greedy-action agreement on every observation
-of the fp32 episodes. This script collects those reports and writes
+(the model and its JSON go to RUN/export/ as `actorq export` writes them). `actorq export`'s
+parity report plays `episodes` greedy episodes with the exported `.tflite` and with the fp32
+JAX policy on environments seeded alike, and counts the greedy-action agreement on every
+observation of the fp32 episodes. This script collects those reports and writes
 
   parity.json   settings, every run's report (without the scales; paths relative to the
                 run), the summary

@@ -4,14 +4,15 @@
                   [--out policy.tflite] [--episodes 10] [--seed 12345]
 
 The `.tflite` is the model the actors run (`litert_runtime.standalone_model`): int8 =
-dynamic-range int8 weights with per-channel scales (what ActorQ's int8 actors execute),
-fp32 = the same graph with float32 weights, a per-layer precision policy (the
-precision_policy.json of `actorq quantize --search`, or its `mixed:<choice>,...` name) =
-the model its actors run: integer layers (2..8 bits) as int8 tensors with their scales,
-float layers as float32 tensors holding fp16/bf16/fp32-rounded values. Load it with `ai_edge_litert` alone (no JAX,
-no actorq): input float32 `[B, *observation shape]` of RAW observations (the spec's
-input_scale is folded into the first layer; the batch is dynamic), output float32
-`[B, outputs]`; `action_rule` in the JSON turns outputs into the greedy action.
+dynamic-range int8 weights with per-channel scales (what ActorQ's int8 actors execute), fp32
+= the same graph with float32 weights, a per-layer precision policy (the
+precision_policy.json of `actorq quantize --search`, or its `mixed:<choice>,...` name) = the
+model its actors run: integer layers (2..8 bits) as int8 tensors with their scales, float
+layers as float32 tensors holding fp16/bf16/fp32-rounded values. Load it with
+`ai_edge_litert` alone (no JAX, no actorq): input float32 `[B, *observation shape]` of RAW
+observations (the spec's input_scale is folded into the first layer; the batch is dynamic),
+output float32 `[B, outputs]`; `action_rule` in the JSON turns outputs into the greedy
+action.
 
 The JSON (`<out>.json`, beside the model) holds: the model file and its bytes, the
 observation and action specs, the normalisation, the weight scales of every integer layer,
@@ -171,9 +172,9 @@ def default_file_name(precision: str) -> str:
 
 
 def export_precision(text: str, flag: str = "--precision"):
-  """`--precision` (or `flag`) as `(precision, policy_file)`: "int8", "fp32" or a per-layer policy's
-  ``"mixed:..."`` name (from the name itself, or read from a policy file, whose path is
-  returned for the shape check against the network).
+  """`--precision` (or `flag`) as `(precision, policy_file)`: "int8", "fp32" or a per-layer
+  policy's ``"mixed:..."`` name (from the name itself, or read from a policy file, whose
+  path is returned for the shape check against the network).
 
   Raises:
     cli.UsageError: another precision (fp16, bf16: no standalone model), an unreadable or
@@ -186,29 +187,27 @@ def export_precision(text: str, flag: str = "--precision"):
   return precision_arg.actor_precision(flag, text)
 
 
-def _scales(payload) -> list:
-  """One entry per integer layer of `payload`: its weights and its float32 scales."""
+def _scales(payload, labels=None) -> list:
+  """One entry per integer layer of `payload`: what its weights are and its float32 scales
+  (`labels`: a per-layer policy's choice labels by layer, e.g. "int4+p0.5")."""
   out = []
   for name, layer in payload.layers.items():
     if "scale" not in layer:
       continue
     scale = np.asarray(layer["scale"], np.float32)
+    held = f"{labels[name]} held in int8" if labels else "int8"
     out.append({"layer": name, "scale": scale.reshape(-1).tolist(),
-                "weights": "int8, " + ("per output channel" if scale.ndim else "per tensor")})
+                "weights": held + (", per output channel" if scale.ndim else ", per tensor")})
   return out
 
 
 def run(args) -> int:
   precision, policy_file = export_precision(args.precision)
-  if args.out:
-    out = args.out
-  else:
-    run_path, _ = run_dir.resolve(args.checkpoint)
-    out = os.path.join(run_path, "export", default_file_name(precision))
-  if not out.endswith(".tflite"):
-    raise cli.UsageError(f"--out {out} must end in .tflite")
+  if args.out and not args.out.endswith(".tflite"):
+    raise cli.UsageError(f"--out {args.out} must end in .tflite")
   info, state, ckpt_path = run_dir.load(args.checkpoint)
   run_path, _ = run_dir.resolve(args.checkpoint)
+  out = args.out or os.path.join(run_path, "export", default_file_name(precision))
   builder = run_dir.make_builder(info)
   env = environments.make_environment(info["env"], seed=args.seed)
   env_spec = environments.environment_spec(env)
@@ -216,7 +215,7 @@ def run(args) -> int:
   networks = builder.make_networks(env_spec)
   run_dir.check_feed_forward(networks, info, "export")
   precision_arg.check_policy_file("--precision", precision, policy_file, networks.spec)
-  policy = builder.make_policy(networks, env_spec, evaluation=True)
+  agent_policy = builder.make_policy(networks, env_spec, evaluation=True)
   spec, params = networks.spec, state["policy_params"]
   directory = cli.ensure_writable_dir(os.path.dirname(os.path.abspath(out)), "--out")
   out = os.path.join(directory, os.path.basename(out))
@@ -229,20 +228,19 @@ def run(args) -> int:
       env_spec.actions, specs.DiscreteArray):
     action_range = float(np.mean(np.asarray(env_spec.actions.maximum)
                                  - np.asarray(env_spec.actions.minimum)))
-  parity = model_parity(model, params, spec, policy.selector,
+  parity = model_parity(model, params, spec, agent_policy.selector,
                         lambda: environments.make_environment(info["env"], seed=args.seed),
                         args.episodes, action_range)
   policy_block = {}
   if core.is_mixed(precision):
-    policy = mixed.policy_of(precision, spec)
-    layers = mixed.compress(params, spec, policy)
+    precision_policy = mixed.policy_of(precision, spec)
+    layers = mixed.compress(params, spec, precision_policy)
     payload = mixed.payload_of(layers)
-    choices = dict(policy.layers)
-    scales = [dict(s, weights=f"{choices[s['layer']].label} held in int8, "
-                   f"{choices[s['layer']].granularity}") for s in _scales(payload)]
-    policy_block = {"precision_policy": mixed.to_json_dict(policy, spec),
+    scales = _scales(payload, {n: c.label for n, c in precision_policy.layers})
+    policy_block = {"precision_policy": mixed.to_json_dict(precision_policy, spec),
                     "stored_bytes": mixed.storage_report(layers)}
-    runtime_note = (f"ai_edge_litert Interpreter (XNNPACK); layers {list(policy.float_layers)} "
+    runtime_note = (f"ai_edge_litert Interpreter (XNNPACK); layers "
+                    f"{list(precision_policy.float_layers)} "
                     "float32 weights and kernels, the others dynamic-range int8 weights with "
                     "float32 activations quantized per row by the kernels")
   else:

@@ -211,7 +211,7 @@ def test_export_of_a_per_layer_policy_file(trained_run, tmp_path, capsys):
   # head's V and 2 advantages).
   assert [(s["layer"], len(s["scale"])) for s in meta["scales"]] == [(names[1], 32),
                                                                       (names[2], 3)]
-  assert meta["scales"][0]["weights"] == "int4+p0.5 held in int8, per-channel"
+  assert meta["scales"][0]["weights"] == "int4+p0.5 held in int8, per output channel"
   layers = mixed.compress(params, spec, policy)
   assert meta["stored_bytes"]["bytes"] == mixed.storage_report(layers)["bytes"]
   assert meta["parity"]["export_payload_bytes"] == mixed.payload_of(layers).nbytes
