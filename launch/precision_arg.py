@@ -46,7 +46,20 @@ def actor_precision(flag: str, text: Optional[str]):
       return mixed.precision_name(mixed.load(text)), text
     except ValueError as e:
       raise cli.UsageError(f"{flag} {text}: {e}") from None
-  raise cli.UsageError(f"{flag} {text!r} not allowed; allowed: {PRECISION_HELP}")
+  raise cli.UsageError(f"{flag} {text!r} not allowed; allowed: {PRECISION_HELP}"
+                       f"{uniform_hint(text)}")
+
+
+def uniform_hint(text: str) -> str:
+  """For a layer choice that is not a uniform actor precision (``int4``, ``int8+p0.5``):
+  how to ask for it on every layer (a ``mixed:`` name with one label per layer, since the
+  layer count is the network's); else ''."""
+  try:
+    label = mixed.parse_choice(text).label
+  except ValueError:
+    return ""
+  return (f" ({label} on every layer is the per-layer policy mixed:{label},{label},...: "
+          "one label per parameter layer of the policy network)")
 
 
 def check_policy_file(flag: str, precision: Optional[str], policy_file: Optional[str],
@@ -101,7 +114,8 @@ def precision_items(flag: str, text: str) -> tuple:
             or os.path.isfile(item)):
       raise cli.UsageError(f"{flag} {text!r}: allowed precisions are "
                            f"{', '.join(core.ACTOR_PRECISIONS)}, a precision policy file or "
-                           "a mixed:<choice>,... name (separated by ';')")
+                           "a mixed:<choice>,... name (separated by ';')"
+                           f"{uniform_hint(item)}")
     names.append(actor_precision(flag, item)[0])
   if len(set(names)) != len(names):
     raise cli.UsageError(f"{flag} {text!r} repeats a precision")

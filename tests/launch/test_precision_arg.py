@@ -35,8 +35,29 @@ def test_mixed_names_and_files_split_on_semicolons(tmp_path):
     (";", "no precisions"),
     ("fp32;mixed:fp16,int9", "int9"),
     ("fp32;no_such_policy.json", "no_such_policy.json"),
+    ("fp32;int4", "(int4 on every layer is the per-layer policy mixed:int4,int4,...: one "
+                  "label per parameter layer"),
 ])
 def test_bad_items_are_refused_with_what_is_allowed(text, fragment):
   with pytest.raises(cli.UsageError, match=None) as e:
     precision_arg.precision_items("--precisions", text)
   assert fragment in str(e.value) and str(e.value).startswith("--precisions")
+
+
+@pytest.mark.parametrize("text,hint", [
+    ("int4", "mixed:int4,int4,..."),
+    ("int8+p0.5", "mixed:int8+p0.5,int8+p0.5,..."),
+    ("int3/tensor", "mixed:int3/tensor,int3/tensor,..."),
+    ("int16", None),
+    ("fp64", None),
+])
+def test_a_layer_choice_as_actor_precision_is_refused_with_its_mixed_form(text, hint):
+  with pytest.raises(cli.UsageError) as e:
+    precision_arg.actor_precision("--actor-precision", text)
+  message = str(e.value)
+  assert message.startswith(f"--actor-precision {text!r} not allowed; allowed: fp32")
+  assert len(message.splitlines()) == 1
+  if hint is None:
+    assert "on every layer" not in message
+  else:
+    assert hint in message
