@@ -14,6 +14,7 @@ import importlib
 import math
 import os
 import sys
+import tempfile
 import warnings
 from typing import List, Optional
 
@@ -115,7 +116,8 @@ def print_report(render, directory: str) -> int:
 
 
 def ensure_writable_dir(path: str, flag: str = "--logdir") -> str:
-  """Creates `path` if needed and proves it writable with a probe file.
+  """Creates `path` if needed and proves it writable with a probe file (a name of its own,
+  so runs started together on one directory do not remove each other's probe).
 
   Call it after every other check, so a bad command leaves nothing behind.
 
@@ -129,9 +131,8 @@ def ensure_writable_dir(path: str, flag: str = "--logdir") -> str:
     raise UsageError(f"{flag} {path} exists and is not a directory")
   try:
     os.makedirs(path, exist_ok=True)
-    probe = os.path.join(path, ".actorq-write-probe")
-    with open(probe, "w") as f:
-      f.write("ok")
+    fd, probe = tempfile.mkstemp(prefix=".actorq-write-probe-", dir=path)
+    os.close(fd)
     os.remove(probe)
   except OSError as e:
     raise UsageError(f"{flag} {path} is not a writable directory ({e.strerror})") from None
