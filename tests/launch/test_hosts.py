@@ -325,7 +325,10 @@ def _nothing_left(pair, timeout_s=10):
 def test_dqn_trains_across_two_hosts(pair, tmp_path):
   before = pair.link_bytes(1)
   proc = subprocess.run(
-      _train_argv(pair, tmp_path, "--steps", "1500", "--eval-every", "750", "--start",
+      # 4000 steps: the program ends at the step limit without waiting for the evaluation
+      # due then, and 1500 steps (5 s on a fast CPU) once ended before the evaluator node
+      # had started (no eval.csv row); 4000 leave it 10+ s on any CPU seen so far.
+      _train_argv(pair, tmp_path, "--steps", "4000", "--eval-every", "1000", "--start",
                   _template(pair)), cwd=ROOT, capture_output=True, text=True, timeout=240)
   out = proc.stdout + proc.stderr
   assert proc.returncode == 0, out[-3000:]
