@@ -132,7 +132,7 @@ def main(argv=None) -> int:
     for precision in precisions:
       subprocess.run(export_argv(run, precision, args.episodes, args.seed), check=True)
       model = os.path.join(run, "export", export_cmd.default_file_name(precision))
-      with open(model[:-len(".tflite")] + ".json", encoding="utf-8") as f:
+      with open(export_cmd.report_path(model), encoding="utf-8") as f:
         report = json.load(f)
       report.pop("scales", None)
       src = report["source"]  # machine paths out: the run's folder name is what identifies it

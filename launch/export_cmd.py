@@ -171,6 +171,11 @@ def default_file_name(precision: str) -> str:
   return f"policy-{core.precision_slug(precision)}.tflite"
 
 
+def report_path(model_path: str) -> str:
+  """The JSON written beside a model: ``<name>.tflite`` -> ``<name>.json``."""
+  return model_path[:-len(".tflite")] + ".json"
+
+
 def export_precision(text: str, flag: str = "--precision"):
   """`--precision` (or `flag`) as `(precision, policy_file)`: "int8", "fp32" or a per-layer
   policy's ``"mixed:..."`` name (from the name itself, or read from a policy file, whose
@@ -221,16 +226,6 @@ def run(args) -> int:
   out = os.path.join(directory, os.path.basename(out))
   print(f"actorq export: {info['agent']} on {info['env']}, checkpoint {ckpt_path}; "
         f"{precision} model, parity on {args.episodes} episodes", flush=True)
-  model = litert_runtime.standalone_model(params, spec, precision)
-
-  action_range = 1.0
-  if isinstance(env_spec.actions, specs.BoundedArray) and not isinstance(
-      env_spec.actions, specs.DiscreteArray):
-    action_range = float(np.mean(np.asarray(env_spec.actions.maximum)
-                                 - np.asarray(env_spec.actions.minimum)))
-  parity = model_parity(model, params, spec, agent_policy.selector,
-                        lambda: environments.make_environment(info["env"], seed=args.seed),
-                        args.episodes, action_range)
   policy_block = {}
   if core.is_mixed(precision):
     precision_policy = mixed.policy_of(precision, spec)
@@ -248,6 +243,17 @@ def run(args) -> int:
     scales = _scales(payload)
     runtime_note = ("ai_edge_litert Interpreter (XNNPACK); int8 = dynamic-range int8 "
                     "weights, float32 activations quantized per row by the kernels")
+  # The model of the very payload whose scales and bytes the JSON reports.
+  model = litert_runtime.payload_model(payload, spec)
+
+  action_range = 1.0
+  if isinstance(env_spec.actions, specs.BoundedArray) and not isinstance(
+      env_spec.actions, specs.DiscreteArray):
+    action_range = float(np.mean(np.asarray(env_spec.actions.maximum)
+                                 - np.asarray(env_spec.actions.minimum)))
+  parity = model_parity(model, params, spec, agent_policy.selector,
+                        lambda: environments.make_environment(info["env"], seed=args.seed),
+                        args.episodes, action_range)
   report = {
       "format_version": FORMAT_VERSION,
       "model": {"file": os.path.basename(out), "bytes": len(model), "precision": precision,
@@ -275,7 +281,7 @@ def run(args) -> int:
   }
   with open(out, "wb") as f:
     f.write(model)
-  json_path = out[:-len(".tflite")] + ".json"
+  json_path = report_path(out)
   with open(json_path, "w", encoding="utf-8") as f:
     json.dump(report, f, indent=1)
   p = report["parity"]

@@ -388,21 +388,38 @@ def standalone_model(params, spec: ns.NetworkSpec, precision: str = "int8") -> b
     ValueError: another precision, a mixed name `mixed.policy_of` refuses for `spec`, or
       params that do not fit the spec.
   """
-  if precision == "int8":
-    runtime = LiteRTInt8Runtime(spec, warmup=False)
-    runtime.load(pl.make_payload(params, spec, "int8", 0))
-  elif precision == "fp32":
-    runtime = LiteRTMixedRuntime(spec, [l.name for l in spec.parameter_layers], warmup=False)
-    payload = pl.make_payload(params, spec, "fp32", 0)
-    pl.check_payload(payload, spec, ("fp32",))
-    runtime._install(payload)  # pylint: disable=protected-access
+  if precision in ("int8", "fp32"):
+    payload = pl.make_payload(params, spec, precision, 0)
   elif core.is_mixed(precision):
-    policy = mixed.policy_of(precision, spec)
-    runtime = LiteRTMixedRuntime(spec, policy.float_layers, warmup=False)
-    runtime.load(mixed.make_payload(params, spec, policy, 0))
+    payload = mixed.make_payload(params, spec, mixed.policy_of(precision, spec), 0)
   else:
     raise ValueError(f"a standalone model is int8, fp32 or {core.MIXED_FORM}, got "
                      f"{precision!r}")
+  return payload_model(payload, spec)
+
+
+def payload_model(payload: pl.Payload, spec: ns.NetworkSpec) -> bytes:
+  """The `.tflite` flatbuffer `standalone_model` describes, of an already encoded payload:
+  an "int8" one (`payload.make_payload`), an "fp32" one (every layer float32) or a
+  "mixed" one (`mixed.make_payload`; its float layers are those without a "scale").
+
+  Raises:
+    ValueError: a payload of another precision, or one that does not fit the spec.
+  """
+  if payload.precision == "int8":
+    runtime = LiteRTInt8Runtime(spec, warmup=False)
+    runtime.load(payload)
+  elif payload.precision == "fp32":
+    runtime = LiteRTMixedRuntime(spec, [l.name for l in spec.parameter_layers], warmup=False)
+    pl.check_payload(payload, spec, ("fp32",))
+    runtime._install(payload)  # pylint: disable=protected-access
+  elif payload.precision == mixed.MIXED:
+    float_layers = [n for n, l in payload.layers.items() if "scale" not in l]
+    runtime = LiteRTMixedRuntime(spec, float_layers, warmup=False)
+    runtime.load(payload)
+  else:
+    raise ValueError(f"a standalone model is of an int8, fp32 or mixed payload, got "
+                     f"{payload.precision!r}")
   return bytes(runtime._buf)  # pylint: disable=protected-access
 
 
