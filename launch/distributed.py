@@ -16,8 +16,9 @@ Groups (`describe(program)` lists them; `actorq train --dry-run` prints it):
   actor      N actors, each with its own seed (seed + 1 + i), environment, adder and
              variable client, acting in `components.loop.ActorLoop`;
   evaluator  greedy evaluation every `eval_every` actor steps (summed over actors, from the
-             counter), `<logdir>/eval.csv`;
-  limiter    ends the run at `num_steps` actor steps (summed over actors).
+             counter) and at `num_steps`, `<logdir>/eval.csv`;
+  limiter    ends the run at `num_steps` actor steps (summed over actors), once the
+             evaluation there is written (`final_eval_timeout_s` at most).
 
 Checkpoints (`<logdir>/checkpoints`, `components.checkpointing.save_run`, the same format
 as a single-process run): the learner node writes one every `checkpoint_every` minutes,
@@ -134,6 +135,9 @@ class DistributedOptions:
       takes a participant for dead (and a node the counter node) and stops the program.
     startup_timeout_s: (`hosts`) seconds a node may take to poll for the first time
       (its host runner starting, imports) before the program is stopped.
+    final_eval_timeout_s: at the step limit, the longest the limiter waits for the
+      evaluator's evaluation at the limit before it ends the run anyway (>= 0; 0: no wait,
+      the last evaluation is whichever came before the limit).
   """
   reverb_timeout_s: float = 120.0
   courier_timeout_s: float = 60.0
@@ -143,6 +147,7 @@ class DistributedOptions:
   heartbeat_s: float = 1.0
   silent_after_s: float = 15.0
   startup_timeout_s: float = 180.0
+  final_eval_timeout_s: float = 600.0
 
   def __post_init__(self):
     for name in ("reverb_timeout_s", "courier_timeout_s", "actor_stall_s", "actor_start_s",
@@ -152,6 +157,9 @@ class DistributedOptions:
     if not self.silent_after_s >= 3 * self.heartbeat_s:
       raise ValueError(f"silent_after_s must be >= 3 heartbeats ({3 * self.heartbeat_s} s), "
                        f"got {self.silent_after_s!r}")
+    if not self.final_eval_timeout_s >= 0:
+      raise ValueError(f"final_eval_timeout_s must be >= 0 seconds, got "
+                       f"{self.final_eval_timeout_s!r}")
     if not 0 < self.stop_grace_s <= 25:
       raise ValueError(f"stop_grace_s must be in (0, 25] seconds, got {self.stop_grace_s}")
 
@@ -310,8 +318,9 @@ def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *
 
   with program.group("limiter"):
     program.add_node(lp.PyClassNode(nodes_lib.StepsLimiter, counter, c.num_steps, c.logdir,
-                                    launcher_pid))
-  descriptions["limiter"] = [f"PyClassNode: StepsLimiter({c.num_steps} actor steps)"]
+                                    launcher_pid, options.final_eval_timeout_s))
+  descriptions["limiter"] = [f"PyClassNode: StepsLimiter({c.num_steps} actor steps, then waits "
+                             f"<= {options.final_eval_timeout_s:g} s for the evaluation there)"]
   assert [f"{label}/{i}" for label, nodes in program.groups.items()
           for i in range(len(nodes))] == _titles(num_actors)
   return DistributedProgram(program, c, num_actors, options, counter, replay, learner, actors,

@@ -9,9 +9,9 @@ and the learner's sampling (the builder's dataset, which has Reverb rate-limiter
 timeouts) runs in a helper thread the node does not wait on after a stop.
 
 Counter keys (one Counter node sums them): `actor_steps`, `actor_episodes`,
-`learner_steps` (via the learner's child counter, prefix ``learner``), `limit_reached`,
-and each actor's own steps, `actor_steps_key(i)` (the launcher notices an actor that
-stopped stepping by it).
+`learner_steps` (via the learner's child counter, prefix ``learner``), `final_evaluation`
+(the evaluator's evaluation at the step limit is written), `limit_reached`, and each actor's
+own steps, `actor_steps_key(i)` (the launcher notices an actor that stopped stepping by it).
 """
 from __future__ import annotations
 
@@ -39,6 +39,9 @@ ACTOR_STEPS = "actor_steps"
 ACTOR_EPISODES = "actor_episodes"
 LEARNER_STEPS = "learner_steps"
 LIMIT_REACHED = "limit_reached"
+FINAL_EVALUATION = "final_evaluation"
+# Keys that belong to one launch and are not carried into a resumed program.
+_PER_LAUNCH_KEYS = (LIMIT_REACHED, FINAL_EVALUATION)
 
 
 def actor_steps_key(actor_id: int) -> str:
@@ -118,11 +121,13 @@ def make_tables(config: experiment_lib.ExperimentConfig, launcher_pid: Optional[
 def restored_counts(state: Dict[str, Any]) -> Dict[str, float]:
   """The counter totals a resumed program starts from, from a run checkpoint (of a
   distributed or a single-process run): the saved counter's counts, with actor steps,
-  episodes and learner steps taken from the checkpoint itself and `limit_reached` dropped.
+  episodes and learner steps taken from the checkpoint itself and `limit_reached` and
+  `final_evaluation` dropped (they belong to the launch that wrote it).
   """
   saved = state.get("counter") or {}
   counts = dict(saved.get("counts", {})) if isinstance(saved, dict) else {}
-  counts.pop(LIMIT_REACHED, None)
+  for key in _PER_LAUNCH_KEYS:
+    counts.pop(key, None)
   counts[ACTOR_STEPS] = int(state["actor_steps"])
   counts[ACTOR_EPISODES] = int(state.get("episodes", counts.get(ACTOR_EPISODES, 0)))
   counts[LEARNER_STEPS] = int(state["learner_steps"])
@@ -296,7 +301,8 @@ class LearnerNode:
       return None
     with self._ckpt_lock, self._step_lock:
       counts = dict(self._counter_client.get_counts())
-      counts.pop(LIMIT_REACHED, None)
+      for key in _PER_LAUNCH_KEYS:
+        counts.pop(key, None)
       counts[LEARNER_STEPS] = int(self._learner.step_count)
       actor_steps = int(counts.get(ACTOR_STEPS, 0))
       state = experiment_lib.checkpoint_state(
@@ -473,9 +479,29 @@ def _cpu_key(seed: int):
     return jax.device_put(jax.random.PRNGKey(seed), cpu)
 
 
+def next_evaluation(actor_steps: int, every: int, limit: int) -> int:
+  """The actor-step count (summed over actors) at which the evaluator evaluates next, having
+  last looked at `actor_steps`: the next multiple of `every` above it, or the step limit
+  `limit` if that comes first (so the last evaluation is at the limit, as in a
+  single-process run, also when `limit` is no multiple of `every` or the run is shorter
+  than `every`). At or past the limit: `limit` (evaluate now)."""
+  if actor_steps >= limit:
+    return int(limit)
+  return int(min((actor_steps // every + 1) * every, limit))
+
+
 class EvaluatorNode:
   """Greedy evaluation every `config.eval_every` actor steps (summed over actors, read
-  from the counter), at the builder's evaluation precision. Writes `eval.csv`."""
+  from the counter) and once more at `config.num_steps` (`next_evaluation`), at the
+  builder's evaluation precision. Writes `eval.csv`.
+
+  After the evaluation at the limit is written it increments the counter's
+  `final_evaluation` and evaluates no more; the `StepsLimiter` waits for that before it
+  ends the run. Actors and learner go on meanwhile (a paused actor would starve the
+  learner's rate-limited sampling into its timeout): the row's `actor_steps` (>= the limit)
+  and `policy_version` say which policy was evaluated, the one the learner held when the
+  evaluation began.
+  """
 
   def __init__(self, config: experiment_lib.ExperimentConfig, learner, counter,
                launcher_pid: Optional[int] = None):
@@ -500,14 +526,16 @@ class EvaluatorNode:
   def run(self) -> None:
     if self._actor is None:
       return
-    every = self._config.eval_every
+    every, limit = int(self._config.eval_every), int(self._config.num_steps)
+    final_written = False
     try:
       # A resumed run starts past 0: the next evaluation is at the next multiple.
-      next_eval = (int(self._counter.get_counts().get(ACTOR_STEPS, 0)) // every + 1) * every
+      next_eval = next_evaluation(int(self._counter.get_counts().get(ACTOR_STEPS, 0)), every,
+                                  limit)
       while not self._stop.is_set():
         counts = self._counter.get_counts()
         actor_steps = int(counts.get(ACTOR_STEPS, 0))
-        if actor_steps < next_eval:
+        if final_written or actor_steps < next_eval:
           self._stop.wait(1.0)
           continue
         self._actor.update(wait=True)
@@ -522,7 +550,11 @@ class EvaluatorNode:
             stats, actor_steps=actor_steps, learner_steps=self._actor.policy_version,
             episodes=int(counts.get(ACTOR_EPISODES, 0)), wall_seconds=time.time() - self._start,
             precision=self._precision, policy_version=self._actor.policy_version))
-        next_eval = (actor_steps // every + 1) * every
+        if actor_steps >= limit:
+          # The row is on disk (rows are flushed as written) before the limiter is told.
+          self._counter.increment(**{FINAL_EVALUATION: 1})
+          final_written = True
+        next_eval = next_evaluation(actor_steps, every, limit)
     except NodeStopping:
       pass
     finally:
@@ -532,24 +564,34 @@ class EvaluatorNode:
 class StepsLimiter:
   """Ends the run at `max_actor_steps` (summed over actors, from the counter).
 
-  When the limit is reached it records `limit_reached` in the counter and returns;
-  the launcher takes that as the program's clean finish and stops every node. It
+  When the limit is reached it waits for the evaluator's evaluation at the limit (the
+  counter's `final_evaluation`, see `EvaluatorNode`) for at most `final_eval_timeout_s`
+  seconds (0: no wait), then records `limit_reached` in the counter and returns; the
+  launcher takes that as the program's clean finish and stops every node. A wait that
+  runs out is said in one line on stdout (the node's log) and the run still finishes. It
   also writes the counter's totals to `counter.csv` every few seconds.
+
+  Raises:
+    ValueError: `max_actor_steps` < 1 or `final_eval_timeout_s` < 0.
   """
 
   def __init__(self, counter, max_actor_steps: int, logdir: Optional[str],
-               launcher_pid: Optional[int] = None):
+               launcher_pid: Optional[int] = None, final_eval_timeout_s: float = 0.0):
     processes.watch_launcher(launcher_pid)
     if max_actor_steps < 1:
       raise ValueError(f"max_actor_steps must be >= 1, got {max_actor_steps}")
+    if not final_eval_timeout_s >= 0:
+      raise ValueError(f"final_eval_timeout_s must be >= 0 seconds, got {final_eval_timeout_s!r}")
     self._counter = counter
     self._max = int(max_actor_steps)
+    self._wait_s = float(final_eval_timeout_s)
     self._logger = logging_lib.make_logger_factory(logdir)("counter", time_delta=5.0)
 
   def run(self) -> None:
     stop = lp.stop_event()
     counter = StopAware(self._counter, stop)
     start = time.time()
+    reached_at: Optional[float] = None  # time.monotonic() when the limit was first seen
     try:
       while not stop.wait(0.5):
         try:
@@ -559,8 +601,20 @@ class StepsLimiter:
         self._logger.write({"wall_seconds": time.time() - start,
                             **{k: counts.get(k, 0) for k in (ACTOR_STEPS, ACTOR_EPISODES,
                                                              LEARNER_STEPS)}})
-        if counts.get(ACTOR_STEPS, 0) >= self._max:
+        if counts.get(ACTOR_STEPS, 0) < self._max:
+          continue
+        if reached_at is None:
+          reached_at = time.monotonic()
+        waited = time.monotonic() - reached_at
+        if counts.get(FINAL_EVALUATION, 0) < 1 and waited < self._wait_s:
+          continue
+        if counts.get(FINAL_EVALUATION, 0) < 1 and self._wait_s > 0:
+          print(f"actorq: no evaluation at the step limit within {self._wait_s:g} s; the run "
+                "ends without it", flush=True)
+        try:
           counter.increment(**{LIMIT_REACHED: 1})
-          return
+        except NodeStopping:
+          pass
+        return
     finally:
       self._logger.close()

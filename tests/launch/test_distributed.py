@@ -69,6 +69,24 @@ def test_dqn_program_with_two_actors_under_test_mt(tmp_path):
   assert any(n.startswith("replay-") for n in names)
 
 
+def test_the_last_evaluation_is_at_the_step_limit_under_test_mt(tmp_path):
+  """A run shorter than eval_every still ends with an evaluation at its limit (before the
+  limiter waited for it, it ended with none: eval.csv was empty)."""
+  config = _small_config()
+  experiment_config = experiment.ExperimentConfig(
+      dqn_builder.DQNBuilder(config), "gym:CartPole-v1", num_steps=600, logdir=str(tmp_path),
+      eval_every=100_000, eval_episodes=1)
+  result = distributed.launch(distributed.make_program(experiment_config, num_actors=2),
+                              "test_mt")
+  assert (result.exit_code, result.reason) == (0, "finished")
+  assert len(result.evaluations) == 1
+  final = result.evaluations[-1]
+  assert 600 <= final["actor_steps"] <= result.counts["actor_steps"]
+  assert final["policy_version"] > 0  # the learner had stepped (min replay 100)
+  assert result.counts["final_evaluation"] == 1 and result.counts["limit_reached"] == 1
+  assert len(_rows(tmp_path / "eval.csv")) == 1
+
+
 def test_vectorized_actors_write_to_reverb_under_test_mt(tmp_path):
   """Two actor nodes with 4 environments each (EnvPool CartPole), batched adders on Reverb."""
   config = _small_config()
