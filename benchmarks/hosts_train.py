@@ -33,6 +33,11 @@ Presets:
           dmc:cartpole-balance, 1 actor, 6k actor steps, one evaluation episode at the end:
           end-to-end throughput across the link, not learning (too few steps).
 
+`--busy N` runs N CPU-bound processes (Python busy loops, `busy_load`) beside every run, from
+before the first run to after the last, standing in for the other jobs of a shared machine:
+the program's nodes then get a smaller, varying share of the cores, as they did when this
+benchmark first ran on a loaded machine.
+
 Needs root (namespaces, tc); the namespaces are removed on every exit path. All nodes share this
 machine's cores, so the figures measure a program split over a link, not two machines' worth
 of CPU.
@@ -40,6 +45,7 @@ of CPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -232,6 +238,31 @@ def _rate(text: str) -> Optional[str]:
   return text
 
 
+@contextlib.contextmanager
+def busy_load(n: int):
+  """`n` CPU-bound child processes (each `while True: pass`) for the duration of the block;
+  each is killed and reaped on exit, also on an exception. Yields their pids."""
+  procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                            stdin=subprocess.DEVNULL) for _ in range(n)]
+  try:
+    yield [p.pid for p in procs]
+  finally:
+    for p in procs:
+      p.kill()
+    for p in procs:
+      p.wait()
+
+
+def _nonnegative(text: str) -> int:
+  try:
+    value = int(text)
+  except ValueError:
+    value = -1
+  if value < 0:
+    raise argparse.ArgumentTypeError(f"need an integer >= 0, got {text!r}")
+  return value
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--preset", choices=sorted(PRESETS), default="dqn")
@@ -240,6 +271,8 @@ def main(argv=None) -> int:
   parser.add_argument("--steps", type=int, default=None, help="actor steps (default: preset's)")
   parser.add_argument("--rate", type=_rate, default=None,
                       help="tc rate of the link, e.g. 100mbit or 1gbit (default: none)")
+  parser.add_argument("--busy", type=_nonnegative, default=0, metavar="N",
+                      help="CPU-bound background processes beside every run (default: 0)")
   parser.add_argument("--run-timeout", type=float, default=3600.0, help="seconds per run")
   parser.add_argument("--logdir", default=None, help="run directories (default: a temp dir)")
   parser.add_argument("--json", default=None, help="write runs, summary and settings here")
@@ -254,9 +287,10 @@ def main(argv=None) -> int:
     settings["eval_every"] = min(settings["eval_every"], args.steps)
   logdir = args.logdir or os.path.join("/tmp", f"hosts_train-{os.getpid()}")
   os.makedirs(logdir, exist_ok=True)
+  settings["busy_processes"] = args.busy
   load = os.getloadavg()
   runs = []
-  with netns.HostPair() as pair:
+  with netns.HostPair() as pair, busy_load(args.busy):
     pair.set_rate(args.rate)
     for precision, seed in sweep.plan(args.precisions, args.seeds):  # order rotated per seed
       run_dir = os.path.join(logdir, sweep.run_name(precision, seed))
@@ -267,7 +301,8 @@ def main(argv=None) -> int:
             flush=True)
   summary = summarize(runs, args.precisions, settings["target"])
   print(format_table(runs, summary, settings, args.rate))
-  print(f"load average at start {load[0]:.2f}, at end {os.getloadavg()[0]:.2f}")
+  print(f"load average at start {load[0]:.2f}, at end {os.getloadavg()[0]:.2f}"
+        + (f"; {args.busy} busy background process(es) throughout" if args.busy else ""))
   if args.json:
     with open(args.json, "w", encoding="utf-8") as f:
       json.dump({"settings": settings, "rate": args.rate, "runs": runs, "summary": summary,

@@ -1,5 +1,8 @@
 """benchmarks/hosts_train.py: the figures it reads from a run directory's CSVs, its
 summary paired by seed, and the launcher command it runs in the first namespace."""
+import time
+
+import psutil
 import pytest
 
 from actorq.benchmarks import hosts_train
@@ -76,9 +79,24 @@ def test_the_launcher_command_is_a_hosts_launch_in_the_first_namespace():
 
 
 @pytest.mark.parametrize("argv", [["--seeds", "a"], ["--seeds", "1,1"], ["--precisions", "int3"],
-                                  ["--rate", "fast"], ["--preset", "nope"]])
+                                  ["--rate", "fast"], ["--preset", "nope"], ["--busy", "-1"],
+                                  ["--busy", "two"]])
 def test_bad_flags_exit_2(argv, capsys):
   with pytest.raises(SystemExit) as e:
     hosts_train.main(argv)
   assert e.value.code == 2
   assert f"argument {argv[0]}" in capsys.readouterr().err
+
+
+def test_busy_load_runs_cpu_bound_processes_and_reaps_them():
+  with hosts_train.busy_load(2) as pids:
+    assert len(pids) == 2
+    procs = [psutil.Process(pid) for pid in pids]
+    deadline = time.time() + 20.0  # spinning, not sleeping: CPU time grows (a loaded CI too)
+    while time.time() < deadline and not all(
+        sum(p.cpu_times()[:2]) > 0.2 for p in procs):
+      time.sleep(0.2)
+    assert all(sum(p.cpu_times()[:2]) > 0.2 for p in procs)
+  assert not any(psutil.pid_exists(pid) for pid in pids)  # killed and reaped
+  with hosts_train.busy_load(0) as pids:
+    assert pids == []
