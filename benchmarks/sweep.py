@@ -5,13 +5,17 @@ Each run is one `actorq train` in a child process,
 
     python -m actorq.launch.cli train --agent A --env E --seed S --actor-precision P
         --steps N --eval-every K --eval-episodes M [--config F] [--set K=V ...]
-        --no-progress --logdir DIR/<P>-s<S>
+        [--launch local_mt|local_mp --num-actors N] --no-progress --logdir DIR/<P>-s<S>
 
 so the sweep depends only on the command line and the run directory it writes
 (`run.json`, `eval.csv`), never on the training internals. Runs are ordered seed by
 seed, each seed's precisions one after the other in an order rotated by one per seed
 (a slow drift of a shared machine hits every precision alike); `jobs` of them run at
-once. A run whose `eval.csv` already holds the final evaluation (at `steps`) and whose
+once. With `launch` (a Launchpad launch type) each run is a distributed program: its seed
+fixes every node's seed but not the asynchrony, so a run does not repeat, and its
+evaluations fall at or a little after each multiple of `eval_every` (the evaluator node
+reads the summed actor steps; the last one at or past `steps`). A run whose `eval.csv`
+already holds the final evaluation (at or past `steps`) and whose
 `run.json` has the sweep's settings is reused, so an interrupted sweep resumes; an
 unfinished run directory is discarded and its run started again.
 
@@ -100,6 +104,7 @@ def train_argv(settings: Dict[str, Any], precision: str, seed: int, run_dir: str
           "--env", settings["env"], "--seed", str(seed), "--actor-precision", precision,
           "--steps", str(settings["steps"]), "--eval-every", str(settings["eval_every"]),
           "--eval-episodes", str(settings["eval_episodes"]), "--no-progress", "--logdir", run_dir]
+  argv += launch_flags(settings)
   if settings.get("num_envs", 1) > 1:
     argv += ["--num-envs", str(settings["num_envs"])]
   if settings.get("config"):
@@ -107,6 +112,21 @@ def train_argv(settings: Dict[str, Any], precision: str, seed: int, run_dir: str
   for assignment in settings.get("set", []):
     argv += ["--set", assignment]
   return argv
+
+
+def launch_flags(settings: Dict[str, Any]) -> List[str]:
+  """`--launch L --num-actors N` of a sweep of distributed runs; [] for single-process."""
+  if settings.get("launch", "local") == "local":
+    return []
+  return ["--launch", settings["launch"], "--num-actors", str(settings["num_actors"])]
+
+
+def nominal_step(actor_steps: int, every: int, steps: int) -> int:
+  """The evaluation step an evaluation at `actor_steps` stands for: the multiple of `every`
+  at or below it, capped at `steps` (the last one). A single-process run evaluates exactly
+  there; a distributed run's evaluator a little after (see the module docstring), so its
+  seeds' curves are aligned on these steps."""
+  return int(min((actor_steps // every) * every, steps))
 
 
 def read_evaluations(run_dir: str) -> List[Dict[str, float]]:
@@ -121,15 +141,18 @@ def read_evaluations(run_dir: str) -> List[Dict[str, float]]:
 
 
 def finished(run_dir: str, steps: int) -> bool:
-  """Whether the run's eval.csv holds its final evaluation, at actor step `steps`."""
+  """Whether the run's eval.csv holds its final evaluation, at actor step `steps` (a
+  distributed run's: at or past it)."""
   evals = read_evaluations(run_dir)
-  return bool(evals) and int(evals[-1]["actor_steps"]) == steps
+  return bool(evals) and int(evals[-1]["actor_steps"]) >= steps
 
 
 def train_settings(settings: Dict[str, Any]) -> Dict[str, Any]:
   """The `train` entry a run of this sweep writes into its run.json (`num_envs` only when
   B > 1, as `actorq train` writes it)."""
   train = {k: settings[k] for k in ("steps", "eval_every", "eval_episodes")}
+  if settings.get("launch", "local") != "local":
+    train.update(launch=settings["launch"], num_actors=settings["num_actors"])
   if settings.get("num_envs", 1) > 1:
     train["num_envs"] = settings["num_envs"]
   return train
@@ -303,13 +326,19 @@ def format_table(result: Dict[str, Any], meta: Dict[str, Any]) -> str:
     out += "\n\n" + ab.markdown_table(header, rows)
   b = result["bootstrap"]
   m = meta["machine"]
+  distributed = meta.get("launch", "local") != "local"
+  repeat = ("distributed runs are asynchronous: a seed does not repeat them" if distributed else
+            "seeded per-seed values repeat on the same kind of CPU: XLA compiles for the host")
   cpu = (f" (family/model {m['cpu_family_model']}, AVX-512 {'yes' if m.get('avx512') else 'no'}"
-         "; seeded per-seed values repeat on the same kind of CPU: XLA compiles for the host)"
-         if "cpu_family_model" in m else "")
-  out += (f"\n\n{meta['agent']} on {meta['env']}, {meta['steps']:,} actor steps per run, "
+         f"; {repeat})" if "cpu_family_model" in m else "")
+  where = (f", each a Launchpad program (--launch {meta['launch']}, {meta['num_actors']} actor "
+           f"node{'s' if meta.get('num_actors') != 1 else ''}; steps summed over actors)"
+           if distributed else "")
+  at = "at or just past" if distributed else "at"
+  out += (f"\n\n{meta['agent']} on {meta['env']}, {meta['steps']:,} actor steps per run{where}, "
           f"seeds {seed_text(meta['seeds'])}; return = greedy evaluation, mean over "
           f"{meta['eval_episodes']} episodes, every {meta['eval_every']:,} steps; final = the "
-          f"evaluation at step {meta['steps']:,}, last-{ag.LAST_EVALS} = mean of the last "
+          f"evaluation {at} step {meta['steps']:,}, last-{ag.LAST_EVALS} = mean of the last "
           f"{ag.LAST_EVALS}. Intervals: {b['confidence']:.0%} {b['method']}, {b['reps']:,} "
           f"resamples, generator seed {b['seed']}. P(X > ref): Agarwal et al. 2021, ties 0.5; "
           f"difference: X - ref, mean over seeds. Machine: {m['nproc']} cores, {m['cpu_model']}"
@@ -329,6 +358,7 @@ def command(settings: Dict[str, Any]) -> str:
           seed_text(settings["seeds"]), "--precisions", precisions_text(settings["precisions"]),
           "--steps", str(settings["steps"]), "--eval-every", str(settings["eval_every"]),
           "--eval-episodes", str(settings["eval_episodes"])]
+  argv += launch_flags(settings)
   if settings.get("num_envs", 1) > 1:
     argv += ["--num-envs", str(settings["num_envs"])]
   if settings.get("config"):
@@ -363,8 +393,9 @@ def plot(path: str, runs: Sequence[Dict[str, Any]], meta: Dict[str, Any]) -> Non
               lw=0.7, alpha=0.35)
     if not curves:
       continue
-    steps = sorted(set.intersection(*[{e["actor_steps"] for e in ev} for ev in curves]))
-    by_step = [{e["actor_steps"]: e["episode_return"] for e in ev} for ev in curves]
+    at = lambda e: nominal_step(e["actor_steps"], meta["eval_every"], meta["steps"])
+    steps = sorted(set.intersection(*[{at(e) for e in ev} for ev in curves]))
+    by_step = [{at(e): e["episode_return"] for e in ev} for ev in curves]
     bands = [ag.interval([c[s] for c in by_step], "iqm", reps=CURVE_REPS) for s in steps]
     ax.plot(steps, [b[0] for b in bands], color=color, lw=2.4,
             label=f"{p}: IQM over {len(curves)} seeds")

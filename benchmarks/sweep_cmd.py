@@ -3,12 +3,15 @@ reported as aggregates over seeds with 95% confidence intervals.
 
     actorq sweep --agent dqn --env gym:CartPole-v1 --seeds 0-9 --precisions fp32,int8 \\
         --steps 100000 [--eval-every 5000] [--eval-episodes 10] [--config F] [--set K=V ...] \\
-        [--target 475] [--jobs 1] [--logdir DIR]
+        [--target 475] [--launch local_mp --num-actors 2] [--jobs 1] [--logdir DIR]
     actorq sweep --render DIR          # rewrite a finished sweep's report from its sweep.json
 
 `--precisions` also takes per-layer policies: `"fp32;int8;precision_policy.json"` (a file of
 `actorq quantize --search`, recorded as its `mixed:<choice>,...` name) or the names
 themselves, separated by ';' since a name has commas.
+
+`--launch local_mt|local_mp [--num-actors N]` makes each run a Launchpad program, as
+`actorq train --launch` does (for several hosts, `benchmarks/hosts_train.py`).
 
 Each run is `actorq train` in a child process (DIR/<precision>-s<seed>); an interrupted
 sweep run again with the same flags reuses its finished runs. See
@@ -35,6 +38,7 @@ from actorq.launch import precision_arg
 from actorq.launch import train_cmd
 
 DEFAULT_SEEDS = "0-9"
+SWEEP_LAUNCHES = ("local", "local_mt", "local_mp")
 DEFAULT_PRECISIONS = "fp32,int8"
 
 
@@ -62,6 +66,12 @@ def add_parser(subparsers):
   p.add_argument("--num-envs", type=cli.positive_int("--num-envs"), default=1, metavar="B",
                  help="environments each run's actor steps at once, as in 'actorq train' "
                       "(default: 1)")
+  p.add_argument("--launch", choices=SWEEP_LAUNCHES, default="local",
+                 help="local: each run in one process (default); local_mt / local_mp: each run "
+                      "a Launchpad program, as 'actorq train --launch'")
+  p.add_argument("--num-actors", type=cli.positive_int("--num-actors"), default=None,
+                 metavar="N", help="actor nodes of each run with --launch local_mt/local_mp "
+                                   f"(default: {train_cmd.DEFAULT_NUM_ACTORS})")
   p.add_argument("--config", default=None, metavar="FILE", help="the agent's config (JSON)")
   p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                  help="override one config field (repeatable), as in 'actorq train'")
@@ -102,6 +112,11 @@ def resolve(args) -> dict:
   except ValueError as e:
     raise cli.UsageError(f"--seeds {' '.join(args.seeds)}: {e}") from None
   precisions = list(precision_arg.precision_items("--precisions", args.precisions))
+  if args.launch == "local" and args.num_actors is not None:
+    raise cli.UsageError("--num-actors needs --launch local_mt or local_mp (a single-process "
+                         "run has one actor)")
+  num_actors = ((args.num_actors or train_cmd.DEFAULT_NUM_ACTORS) if args.launch != "local"
+                else None)
   config = os.path.abspath(args.config) if args.config else None
   assignments = [a.split("=", 1)[0].strip() for a in args.set]
   run_args = argparse.Namespace(agent=args.agent, env=args.env, seed=seeds[0], config=config,
@@ -127,7 +142,9 @@ def resolve(args) -> dict:
   return {"agent": args.agent, "env": args.env, "seeds": list(seeds), "precisions": precisions,
           "reference": "fp32" if "fp32" in precisions else precisions[0],
           "steps": args.steps, "eval_every": args.eval_every,
-          "eval_episodes": args.eval_episodes, "num_envs": args.num_envs, "config": config, "set": list(args.set),
+          "eval_episodes": args.eval_episodes, "num_envs": args.num_envs,
+          **({"launch": args.launch, "num_actors": num_actors} if num_actors else {}),
+          "config": config, "set": list(args.set),
           "target": None if target is None else float(target), "configs": configs}
 
 

@@ -105,6 +105,35 @@ def test_num_envs_reaches_each_run_and_its_reuse_check(tmp_path):
   assert sweep.mismatch(run_dir, settings, "fp32", 0) is None
 
 
+def test_a_sweep_of_distributed_runs_passes_its_launch_and_reuses_runs_past_the_limit(tmp_path):
+  settings = {"agent": "dqn", "env": "gym:CartPole-v1", "precisions": ["fp32"], "seeds": [0],
+              "steps": 10_000, "eval_every": 5_000, "eval_episodes": 1, "launch": "local_mp",
+              "num_actors": 3, "configs": {"fp32": {"actor_precision": "fp32"}}}
+  argv = sweep.train_argv(settings, "fp32", 0, "/r")
+  assert argv[argv.index("--launch"):argv.index("--launch") + 4] == [
+      "--launch", "local_mp", "--num-actors", "3"]
+  assert "--launch local_mp --num-actors 3" in sweep.command(settings)
+  info = {"agent": "dqn", "env": "gym:CartPole-v1", "seed": 0,
+          "config": {"actor_precision": "fp32"},
+          "train": {"steps": 10_000, "eval_every": 5_000, "eval_episodes": 1,
+                    "launch": "local_mp", "num_actors": 3}}  # as `actorq train` writes it
+  run_dir = str(tmp_path / "fp32-s0")
+  _write_run(run_dir, [5_048, 10_020], info)  # the evaluator node: a little past each step
+  assert sweep.finished(run_dir, 10_000) and not sweep.finished(run_dir, 10_100)
+  assert sweep.mismatch(run_dir, settings, "fp32", 0) is None
+  single = dict(settings, launch="local")
+  assert "--launch" not in sweep.train_argv(single, "fp32", 0, "/r")
+  assert sweep.mismatch(run_dir, single, "fp32", 0) == (
+      "train launch='local_mp', num_actors=3 (sweep: launch=None, num_actors=None)")
+
+
+@pytest.mark.parametrize("actor_steps,expected", [
+    (5_000, 5_000), (5_048, 5_000), (9_999, 5_000), (10_020, 10_000), (99_990, 95_000),
+    (100_000, 100_000), (102_067, 100_000)])
+def test_evaluations_are_aligned_on_their_nominal_step(actor_steps, expected):
+  assert sweep.nominal_step(actor_steps, 5_000, 100_000) == expected
+
+
 def test_a_failed_run_is_reported_with_its_log_and_the_others_still_run(tmp_path, monkeypatch):
   import sys
   ran = []
@@ -140,6 +169,8 @@ _run = run_cli
     (["--jobs", "0"], "--jobs must be a positive integer"),
     (["--num-envs", "0"], "--num-envs must be a positive integer"),
     (["--target", "high"], "--target must be a number"),
+    (["--num-actors", "2"], "--num-actors needs --launch local_mt or local_mp"),
+    (["--launch", "hosts"], "argument --launch: invalid choice: 'hosts'"),
 ])
 def test_bad_input_is_one_line_exit_2_nothing_written(argv, fragment, capsys, tmp_path):
   logdir = tmp_path / "sweep"
@@ -234,3 +265,30 @@ def test_sweep_with_a_per_layer_precision_policy(capsys, tmp_path):
   assert set(result["comparisons"]) == {name}  # compared with fp32, seed by seed
   assert f"{name} vs fp32" in out
   assert "--precisions 'fp32;mixed:fp16,int8'" in (logdir / "table.md").read_text()
+
+
+@pytest.mark.slow
+def test_sweep_of_launchpad_runs_end_to_end(capsys, tmp_path):
+  """Two seeds of DQN as Launchpad programs in threads (one actor node each): each run's
+  last evaluation is at or past its limit, and the curves and table are drawn from them."""
+  logdir = tmp_path / "sweep"
+  argv = ["sweep", "--seeds", "0-1", "--precisions", "fp32", "--launch", "local_mt",
+          "--num-actors", "1", "--logdir", str(logdir)] + TINY
+  code, out, err = _run(argv, capsys)
+  assert code == 0, err
+  data = json.loads((logdir / "sweep.json").read_text())
+  assert (data["settings"]["launch"], data["settings"]["num_actors"]) == ("local_mt", 1)
+  for run in data["runs"]:
+    steps = [e["actor_steps"] for e in run["evaluations"]]
+    assert steps[-1] >= 400 and steps == sorted(steps)
+    info = json.loads((logdir / sweep.run_name("fp32", run["seed"]) / "run.json").read_text())
+    assert (info["train"]["launch"], info["train"]["num_actors"]) == ("local_mt", 1)
+  assert (logdir / "curves.png").stat().st_size > 10_000
+  table = (logdir / "table.md").read_text()
+  assert "each a Launchpad program (--launch local_mt, 1 actor node;" in table
+  assert "a seed does not repeat them" in table and "final = the evaluation at or just past" in table
+  assert "--launch local_mt --num-actors 1" in table
+  # Run again: both runs are reused (nothing retrained), the same files come out.
+  code, out, err = _run(argv, capsys)
+  assert code == 0, err
+  assert json.loads((logdir / "sweep.json").read_text())["runs"] == data["runs"]
