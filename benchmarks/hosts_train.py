@@ -253,16 +253,6 @@ def busy_load(n: int):
       p.wait()
 
 
-def _nonnegative(text: str) -> int:
-  try:
-    value = int(text)
-  except ValueError:
-    value = -1
-  if value < 0:
-    raise argparse.ArgumentTypeError(f"need an integer >= 0, got {text!r}")
-  return value
-
-
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--preset", choices=sorted(PRESETS), default="dqn")
@@ -271,7 +261,7 @@ def main(argv=None) -> int:
   parser.add_argument("--steps", type=int, default=None, help="actor steps (default: preset's)")
   parser.add_argument("--rate", type=_rate, default=None,
                       help="tc rate of the link, e.g. 100mbit or 1gbit (default: none)")
-  parser.add_argument("--busy", type=_nonnegative, default=0, metavar="N",
+  parser.add_argument("--busy", type=cli.nonnegative_int("--busy"), default=0, metavar="N",
                       help="CPU-bound background processes beside every run (default: 0)")
   parser.add_argument("--run-timeout", type=float, default=3600.0, help="seconds per run")
   parser.add_argument("--logdir", default=None, help="run directories (default: a temp dir)")
