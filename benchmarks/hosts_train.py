@@ -56,6 +56,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from actorq.benchmarks import actorq_bench as ab
+from actorq.benchmarks import aggregate as ag
 from actorq.benchmarks import sweep
 from actorq.launch import cli
 from actorq.launch import netns
@@ -155,8 +156,11 @@ def _median(values):
 
 
 def summarize(runs: List[Dict[str, Any]], precisions, target) -> Dict[str, Dict[str, Any]]:
-  """Per precision: medians over seeds and how many seeds reached the target; with fp32
-  and int8 both present, int8/fp32 ratios paired by seed (median)."""
+  """Per precision: medians over seeds, how many seeds reached the target, and the final
+  return's IQM over seeds with its 95% stratified bootstrap interval (``final_iqm``:
+  [estimate, low, high], `benchmarks.aggregate.interval`, as `actorq sweep` reports it; None
+  without a final evaluation); with fp32 and int8 both present, int8/fp32 ratios paired by
+  seed (median)."""
   out = {}
   for p in precisions:
     mine = [r for r in runs if r["precision"] == p]
@@ -168,6 +172,8 @@ def summarize(runs: List[Dict[str, Any]], precisions, target) -> Dict[str, Dict[
                   "actor_sps", "learner_sps", "train_actor_sps", "train_learner_sps", "final",
                   "best", "first_target_steps",
                   "first_target_wall_s", "link_rx_Bps", "link_tx_Bps", "wall_s")}}
+    finals = [r["final"] for r in mine if r["final"] is not None]
+    out[p]["final_iqm"] = list(ag.interval(finals, "iqm")) if finals else None
   if "fp32" in precisions and "int8" in precisions:
     by_seed = {(r["precision"], r["seed"]): r for r in runs}
     for key in ("actor_sps", "train_actor_sps", "train_learner_sps", "link_rx_Bps"):
@@ -204,7 +210,11 @@ def format_table(runs, summary, settings, rate) -> str:
       continue
     lines.append(f"{p}: {s['finished']}/{s['seeds']} finished, {s['reached_target']}/"
                  f"{s['seeds']} reached {settings['target']:g}, final >= target on "
-                 f"{s['final_ge_target']}/{s['seeds']}; medians: actor steps/s "
+                 f"{s['final_ge_target']}/{s['seeds']}; "
+                 + (f"final IQM {s['final_iqm'][0]:.1f} [{s['final_iqm'][1]:.1f}, "
+                    f"{s['final_iqm'][2]:.1f}] (95% stratified bootstrap); "
+                    if s.get("final_iqm") else "") +
+                 f"medians: actor steps/s "
                  f"{_fmt(s['actor_sps'], 1)} (training window {_fmt(s['train_actor_sps'], 1)}), "
                  f"learner steps/s {_fmt(s['train_learner_sps'], 2)}, "
                  f"final {_fmt(s['final'], 1)}, first >= target at {_fmt(s['first_target_steps'])} "

@@ -5,6 +5,7 @@ import time
 import psutil
 import pytest
 
+from actorq.benchmarks import aggregate as ag
 from actorq.benchmarks import hosts_train
 
 
@@ -58,6 +59,12 @@ def test_summary_counts_seeds_and_pairs_int8_with_fp32_by_seed():
   table = hosts_train.format_table(runs, summary, dict(hosts_train.PRESETS["dqn"]), "100mbit")
   assert "| fp32 | 1 | 0 | 200.0 | 200.0 / 100.00 |" in table and "not reached" in table
   assert "link 100mbit" in table
+  # The final return's IQM over seeds with its interval, as `actorq sweep` computes it.
+  assert summary["fp32"]["final_iqm"] == list(ag.interval([500.0, 200.0], "iqm"))
+  assert summary["int8"]["final_iqm"][0] == pytest.approx(485.0)
+  assert "final IQM 485.0 [480.0, 490.0] (95% stratified bootstrap)" in table
+  none = hosts_train.summarize([dict(_run("fp32", 0, 1.0, None, None))], ["fp32"], 475.0)
+  assert none["fp32"]["final_iqm"] is None
 
 
 def test_the_launcher_command_is_a_hosts_launch_in_the_first_namespace():
