@@ -9,8 +9,10 @@ Namespace ``<prefix>n0`` holds ``10.231.0.1/24``, ``<prefix>n1`` holds ``10.231.
 (prefix ``aq<pid>``); each also has its loopback up. Nothing else is routed: traffic
 goes only between the two namespaces (and each one's loopback). `close()` (also on
 leaving the `with`, whatever happened) kills every process left in either namespace and
-deletes both, which removes the veth pair; namespaces of this kind left by a process
-that no longer exists are deleted when a new pair is made.
+deletes both, which removes the veth pair. Inside the `with` (in the main thread) SIGTERM
+raises `SystemExit(143)`, so a benchmark that is terminated leaves the `with` and cleans up
+too (Python's default for SIGTERM is to die at once, with no cleanup). Namespaces of this
+kind left by a process that no longer exists (SIGKILL) are deleted when a new pair is made.
 """
 from __future__ import annotations
 
@@ -19,11 +21,17 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from typing import Dict, List, Optional
 
 SUBNET = "10.231.0"
 _NAME = re.compile(r"aq(\d+)n[01]")
+
+
+def _exit_on_sigterm(signum, frame):
+  del frame
+  raise SystemExit(128 + signum)
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -104,10 +112,17 @@ class HostPair:
       raise RuntimeError(f"making the namespaces failed: {e} {detail.strip()}") from None
 
   def __enter__(self) -> "HostPair":
+    self._old_sigterm = None
+    if threading.current_thread() is threading.main_thread():
+      self._old_sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     return self
 
   def __exit__(self, *exc) -> None:
-    self.close()
+    try:
+      self.close()
+    finally:
+      if self._old_sigterm is not None:
+        signal.signal(signal.SIGTERM, self._old_sigterm)
 
   def exec_argv(self, index: int) -> List[str]:
     """The prefix that runs a command in namespace `index`."""

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -253,6 +254,27 @@ def pair():
     made.close()
   names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
   assert not any(name in names for name in made.names)
+
+
+@pytest.mark.slow  # a subprocess
+def test_a_terminated_benchmark_removes_its_namespaces(pair):
+  """SIGTERM to a process inside `with HostPair()` (a benchmark being stopped) leaves the
+  `with`: both namespaces and the process it started in one of them are gone."""
+  script = textwrap.dedent("""
+      import subprocess, sys, time
+      from actorq.launch import netns
+      with netns.HostPair() as p:
+        subprocess.Popen(p.exec_argv(1) + ["sleep", "300"])
+        print(" ".join(p.names), flush=True)
+        time.sleep(300)
+      """)
+  proc = subprocess.Popen([PYTHON, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+  names = proc.stdout.readline().split()
+  assert len(names) == 2, names
+  proc.send_signal(signal.SIGTERM)
+  assert proc.wait(timeout=60) == 143
+  listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+  assert not any(name in listed for name in names)
 
 
 def _train_argv(pair, logdir, *extra):
