@@ -265,6 +265,33 @@ def linear_schedule(start: float, end: float, steps: int) -> Callable[[int], flo
   return value
 
 
+def on_shared_schedule(selector: Selector, num_actors: int) -> Selector:
+  """`selector` with its step counted on the run's summed actor steps: one of `num_actors`
+  actors that step at about the same rate calls it at its own step k, and it runs at step
+  `k * num_actors`, about the steps all actors have taken together.
+
+  Every other schedule of a run counts summed actor steps: the step limit, the evaluations
+  and, through samples-per-insert, the learner steps that the learning-rate and
+  importance-sampling schedules count. An exploration schedule on each actor's own steps
+  (epsilon decay, a random warm-up) would instead stretch N-fold in those units with N
+  actors, and a distributed run would explore longer, relative to its learning, than the
+  single-process run of the same config. (RLlib's epsilon schedules count the global
+  timestep for the same reason.) With `num_actors` 1 it returns `selector` itself.
+
+  Raises:
+    ValueError: `num_actors` is not an int >= 1.
+  """
+  if isinstance(num_actors, bool) or not isinstance(num_actors, int) or num_actors < 1:
+    raise ValueError(f"num_actors must be an integer >= 1, got {num_actors!r}")
+  if num_actors == 1:
+    return selector
+
+  def select(outputs, rng: np.random.Generator, step: int):
+    return selector(outputs, rng, step * num_actors)
+
+  return select
+
+
 def epsilon_greedy(epsilon: Callable[[int], float]) -> Selector:
   """Epsilon-greedy over Q-values; `epsilon(actor_step)` in [0, 1]. Actions are int32."""
 

@@ -160,9 +160,10 @@ def uniform_warmup(selector, action_spec, steps: int):
 
   For actor steps `0 .. steps - 1` the action is `rng.uniform(minimum, maximum)` (float32,
   the action's shape; the policy's outputs are ignored, the extras are `()`); from actor
-  step `steps` on, `selector(outputs, rng, step)`. Actor steps are counted per actor
-  (`actors.Actor.num_steps`, restored on resume), so N distributed actors each start with
-  `steps` random actions. Fujimoto et al. 2018 (TD3), sec. 6.1: "a purely exploratory
+  step `steps` on, `selector(outputs, rng, step)`. The step is the actor's own
+  (`actors.Actor.num_steps`, restored on resume); a distributed actor node counts it on the
+  run's summed steps (`actors.on_shared_schedule`), so N actors together take about `steps`
+  random actions, as one single-process actor does. Fujimoto et al. 2018 (TD3), sec. 6.1: "a purely exploratory
   policy for the first 10000 time steps ... and the first 1000 time steps for the
   remaining environments", which removes the dependence on the initial policy.
 

@@ -14,7 +14,9 @@ Groups (`describe(program)` lists them; `actorq train --dry-run` prints it):
              converts each parameter version once per precision (int8 payloads are made on
              the learner, actors pull ``policy/<precision>``); it writes the run checkpoints;
   actor      N actors, each with its own seed (seed + 1 + i), environment, adder and
-             variable client, acting in `components.loop.ActorLoop`;
+             variable client, acting in `components.loop.ActorLoop`; exploration
+             schedules run on the summed actor steps (own steps x N,
+             `actors.on_shared_schedule`);
   evaluator  greedy evaluation every `eval_every` actor steps (summed over actors, from the
              counter) and at `num_steps`, `<logdir>/eval.csv`;
   limiter    ends the run at `num_steps` actor steps (summed over actors), once the
@@ -305,7 +307,8 @@ def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *
     for i in range(num_actors):
       actors.append(_with_timeout(program.add_node(lp.CourierNode(
           nodes_lib.ActorNode, c, i, seeds[i], replay, learner, counter,
-          options.reverb_timeout_s, launcher_pid, initial_steps=initial_steps)),
+          options.reverb_timeout_s, launcher_pid, initial_steps=initial_steps,
+          num_actors=num_actors)),
           options.courier_timeout_s))
   descriptions["actor"] = [f"CourierNode: ActorNode {i} (seed {seeds[i]}, {c.precision}"
                            + (f", from step {initial_steps}" if restored else "") + ")"

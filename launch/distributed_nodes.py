@@ -15,6 +15,7 @@ own steps, `actor_steps_key(i)` (the launcher notices an actor that stopped step
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -25,6 +26,7 @@ import launchpad as lp
 from acme.utils import counting
 
 from actorq import core
+from actorq.components import actors
 from actorq.components import checkpointing
 from actorq.components import logging as logging_lib
 from actorq.components import loop as loop_lib
@@ -403,7 +405,10 @@ class ActorNode:
   """One actor: its own environment (seeded), adder, variable client and policy.
 
   `initial_steps`: the actor's step count to start from (its exploration schedule
-  continues from there in a resumed run).
+  continues from there in a resumed run). `num_actors`: the program's actor nodes; the
+  policy's exploration schedule (epsilon decay, random warm-up) runs on this actor's steps
+  times `num_actors` (`actors.on_shared_schedule`), i.e. on the run's summed actor steps,
+  as every other schedule of the run and as in a single-process run.
 
   Courier methods `status() -> {"steps", "episodes", "policy_version"}`, `placement()` and
   `profile()` (`status()`, this node's `time.time()` and, with an instrumented builder,
@@ -414,7 +419,8 @@ class ActorNode:
 
   def __init__(self, config: experiment_lib.ExperimentConfig, actor_id: int, seed: int,
                replay, learner, counter, reverb_timeout_s: float,
-               launcher_pid: Optional[int] = None, *, initial_steps: int = 0):
+               launcher_pid: Optional[int] = None, *, initial_steps: int = 0,
+               num_actors: int = 1):
     processes.watch_launcher(launcher_pid)
     self._stop = lp.stop_event()
     self._config = config
@@ -422,6 +428,8 @@ class ActorNode:
     learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
     env = experiment_lib.make_training_environment(config, seed)
     parts = experiment_lib.agent_parts(config, experiment_lib.training_environment_spec(env))
+    parts.policy = dataclasses.replace(
+        parts.policy, selector=actors.on_shared_schedule(parts.policy.selector, num_actors))
     self._loop = None
     try:
       wait_for_learner(learner, self._stop)

@@ -4,8 +4,8 @@
 and SAC. `DPGConfig` adds what a deterministic policy needs (Gaussian exploration noise,
 dQ/da clipping): DDPG, D4PG and TD3 extend it; SAC extends `ActorCriticConfig`.
 
-Units per field: *actor steps* are environment steps taken by one actor; *learner
-steps* are gradient updates (one critic update and at most one policy update each)."""
+Units per field: *actor steps* are environment steps (of a distributed run: summed over its
+actors, as its step limit and the random warm-up count them); *learner steps* are gradient updates (one critic update and at most one policy update each)."""
 from __future__ import annotations
 
 import dataclasses
@@ -54,8 +54,9 @@ class ActorCriticConfig:
   # small tau is Polyak averaging.
   target_update_period: int = checks.field(100, ge=1)
   target_update_tau: float = checks.field(1.0, gt=0.0, le=1.0)
-  # Uniformly random actions for each actor's first steps (TD3's pure-exploration start,
-  # Fujimoto et al. 2018 sec. 6.1: 1000 on most tasks), then the policy (0: none).
+  # Uniformly random actions for the run's first actor steps (TD3's pure-exploration start,
+  # Fujimoto et al. 2018 sec. 6.1: 1000 on most tasks), then the policy (0: none); with N
+  # distributed actors, each takes about random_warmup_steps / N of them.
   random_warmup_steps: int = checks.field(0, ge=0)
   # Actor steps between parameter pulls.
   variable_update_period: int = checks.field(10, ge=1)

@@ -1,5 +1,6 @@
-"""DQN configuration. Units are given per field: actor steps are environment steps taken
-by one actor; learner steps are gradient updates."""
+"""DQN configuration. Units are given per field: actor steps are environment steps (of a
+distributed run: summed over its actors, as its step limit and exploration schedule count
+them); learner steps are gradient updates."""
 from __future__ import annotations
 
 import dataclasses
@@ -50,7 +51,8 @@ class DQNConfig:
   samples_per_insert: float = checks.field(32.0, gt=0.0)
   # Copy online -> target parameters every this many *learner* steps (case E5).
   target_update_period: int = checks.field(500, ge=1)
-  # Epsilon-greedy exploration, decayed linearly over *actor* steps.
+  # Epsilon-greedy exploration, decayed linearly over *actor* steps (summed over the
+  # actors of a distributed run: each of N actors counts its own steps times N).
   epsilon_start: float = checks.field(1.0, ge=0.0, le=1.0)
   epsilon_end: float = checks.field(0.01, ge=0.0, le=1.0)
   epsilon_decay_steps: int = checks.field(20_000, ge=0)

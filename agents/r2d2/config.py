@@ -1,5 +1,6 @@
-"""R2D2 configuration. Units are given per field: actor steps are environment steps taken
-by one actor; learner steps are gradient updates; a sequence is one replay item of
+"""R2D2 configuration. Units are given per field: actor steps are environment steps (of a
+distributed run: summed over its actors, as its step limit and exploration schedule count
+them); learner steps are gradient updates; a sequence is one replay item of
 `burn_in_length + trace_length + 1` consecutive steps of one episode."""
 from __future__ import annotations
 
@@ -80,8 +81,8 @@ class R2D2Config:
   importance_sampling_exponent: float = checks.field(0.6, ge=0.0, le=1.0)  # beta (0.6)
   max_priority_weight: float = checks.field(0.9, ge=0.0, le=1.0)  # eta (paper: 0.9)
   replay_table_name: str = checks.field("r2d2_sequences", nonempty=True)
-  # Epsilon-greedy exploration, decayed linearly over *actor* steps (one actor; the
-  # paper gives each of its 256 actors a fixed epsilon).
+  # Epsilon-greedy exploration, decayed linearly over *actor* steps (summed over the actors
+  # of a distributed run; the paper gives each of its 256 actors a fixed epsilon).
   epsilon_start: float = checks.field(1.0, ge=0.0, le=1.0)
   epsilon_end: float = checks.field(0.01, ge=0.0, le=1.0)
   epsilon_decay_steps: int = checks.field(10_000, ge=0)
