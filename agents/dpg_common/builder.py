@@ -44,7 +44,8 @@ class ActorCriticBuilder(builders.TransitionReplayBuilder):
   def behaviour_selector(self, selector: core.Selector,
                          environment_spec: specs.EnvironmentSpec) -> core.Selector:
     """The acting (not evaluation) selector: `selector` after `random_warmup_steps`
-    uniform actions per actor (`continuous.uniform_warmup`)."""
+    uniform actions (`continuous.uniform_warmup`; counted on a distributed run's summed
+    actor steps)."""
     return continuous.uniform_warmup(selector, environment_spec.actions,
                                      self.config.random_warmup_steps)
 

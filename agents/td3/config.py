@@ -17,8 +17,8 @@ class TD3Config(DPGConfig):
   actor step (`samples_per_insert = batch_size`), Polyak targets with tau 0.005 updated
   with the policy every `policy_delay = 2` learner steps, exploration noise 0.1 and target
   noise 0.2 clipped to 0.5 (units: half the action range, i.e. the tanh output's units).
-  Like the paper, each actor's first `random_warmup_steps = 1000` actions are uniformly
-  random ("the first 1000 time steps for the remaining environments", sec. 6.1); learning
+  Like the paper, the run's first `random_warmup_steps = 1000` actions (summed over a
+  distributed run's actors) are uniformly random ("the first 1000 time steps for the remaining environments", sec. 6.1); learning
   starts after `min_replay_size = 1000` transitions, i.e. on the random ones.
 
   3-step returns instead of the paper's 1-step, and the random warm-up, both against the
