@@ -38,7 +38,8 @@ from actorq.launch import precision_arg
 from actorq.launch import train_cmd
 
 DEFAULT_SEEDS = "0-9"
-SWEEP_LAUNCHES = ("local", "local_mt", "local_mp")
+# `actorq train --launch`'s choices but hosts (its runs need host lists: hosts_train.py).
+SWEEP_LAUNCHES = tuple(t for t in train_cmd.LAUNCH_CHOICES if t != "hosts")
 DEFAULT_PRECISIONS = "fp32,int8"
 
 

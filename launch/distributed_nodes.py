@@ -613,10 +613,10 @@ class StepsLimiter:
           continue
         if reached_at is None:
           reached_at = time.monotonic()
-        waited = time.monotonic() - reached_at
-        if counts.get(FINAL_EVALUATION, 0) < 1 and waited < self._wait_s:
+        evaluated = counts.get(FINAL_EVALUATION, 0) >= 1
+        if not evaluated and time.monotonic() - reached_at < self._wait_s:
           continue
-        if counts.get(FINAL_EVALUATION, 0) < 1 and self._wait_s > 0:
+        if not evaluated and self._wait_s > 0:
           print(f"actorq: no evaluation at the step limit within {self._wait_s:g} s; the run "
                 "ends without it", flush=True)
         try:
