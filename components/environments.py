@@ -6,7 +6,13 @@ Ids:
     position and the pole angle, float32 [2]);
   * ``dmc:<domain>-<task>``, e.g. ``dmc:cartpole-balance`` (dm_control suite; the
     observation dict is concatenated into one float32 vector);
-  * ``atari:<Game>``, e.g. ``atari:Pong`` (see `actorq.components.atari`).
+  * ``atari:<Game>``, e.g. ``atari:Pong`` (see `actorq.components.atari`);
+  * any of these with ``@repeat=K`` appended, e.g. ``dmc:cartpole-swingup@repeat=8``: action
+    repeat (frame skip), K >= 2 (`ActionRepeat`). One agent step is then K environment
+    steps of the base id (fewer at an episode's end): actorq's step counts (``--steps``,
+    `actor_steps`, evaluation points, episode lengths) count agent steps, so 100,000 base
+    environment steps at K = 8 are ``--steps 12500``. The PlaNet/DrQ convention for
+    dm_control at small budgets (cartpole K = 8, Hafner et al. 2019, Table/appendix A).
 
 Every adapter emits float32 rewards and discounts and observations of the spec's dtype
 (float32, or uint8 for images), on every timestep (first and last included).
@@ -19,11 +25,12 @@ here.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Tuple
 
 import dm_env
 import numpy as np
 from acme import specs
+from acme import wrappers as acme_wrappers
 from dm_env import specs as dm_specs
 
 from actorq import core
@@ -33,12 +40,14 @@ from actorq.components.gymnasium_adapter import (MAX_FLAT_ACTIONS, GymnasiumToDm
 
 __all__ = [
     "ALLOWED_PREFIXES", "MAX_FLAT_ACTIONS",
-    "DmControlFlat", "GymnasiumToDmEnv", "InvalidActionError",
+    "ActionRepeat", "DmControlFlat", "GymnasiumToDmEnv", "InvalidActionError",
     "UnknownEnvironmentError", "UnsupportedEnvironmentError", "UnsupportedSpaceError",
-    "environment_spec", "make_environment",
+    "environment_spec", "make_environment", "split_action_repeat",
 ]
 
 ALLOWED_PREFIXES = ("gym:", "dmc:", "atari:")
+
+REPEAT_SUFFIX = "@repeat="
 
 # The same classes as `actorq.core`'s (importable from here as they always were).
 UnknownEnvironmentError = core.UnknownEnvironmentError
@@ -117,17 +126,53 @@ def _KeepObservationEntries(env, keep):
   return KeepEntries(env)
 
 
+class ActionRepeat(acme_wrappers.ActionRepeatWrapper):
+  """Each action applied `num_repeats` times (or until the episode ends): Acme's
+  `ActionRepeatWrapper` (reward summed, each repeat's reward weighted by the product of the
+  earlier repeats' environment discounts; the discounts multiplied), with the reward and
+  discount cast back to float32 (Acme's sums come out float64).
+  """
+
+  def step(self, action) -> dm_env.TimeStep:
+    ts = super().step(action)
+    return ts._replace(reward=np.float32(ts.reward), discount=np.float32(ts.discount))
+
+
+def split_action_repeat(env_id: str) -> Tuple[str, int]:
+  """``"dmc:cartpole-swingup@repeat=8"`` -> ``("dmc:cartpole-swingup", 8)``; an id without
+  the suffix -> ``(env_id, 1)``.
+
+  Raises:
+    UnknownEnvironmentError: a suffix that is not ``@repeat=K`` with an integer K >= 2.
+  """
+  if not isinstance(env_id, str) or "@" not in env_id:
+    return env_id, 1
+  base, _, suffix = env_id.partition("@")
+  text = "@" + suffix
+  if not text.startswith(REPEAT_SUFFIX) or not text[len(REPEAT_SUFFIX):].isdigit():
+    raise UnknownEnvironmentError(
+        f"environment id {env_id!r}: the only suffix allowed is '@repeat=K' (action repeat, K an "
+        "integer >= 2), e.g. dmc:cartpole-swingup@repeat=8")
+  repeat = int(text[len(REPEAT_SUFFIX):])
+  if repeat < 2:
+    raise UnknownEnvironmentError(
+        f"environment id {env_id!r}: action repeat must be an integer >= 2 (leave the suffix "
+        "out for none), e.g. dmc:cartpole-swingup@repeat=8")
+  return base, repeat
+
+
 def make_environment(env_id: str, seed: int = 0, **kwargs: Any) -> dm_env.Environment:
   """Builds the environment named by `env_id` (see the module docstring).
 
   Args:
-    env_id: ``gym:<id>``, ``dmc:<domain>-<task>`` or ``atari:<Game>``.
+    env_id: ``gym:<id>``, ``dmc:<domain>-<task>`` or ``atari:<Game>``, each optionally
+      with ``@repeat=K`` (action repeat K).
     seed: seeds the environment's first episode.
     **kwargs: passed to `gymnasium.make`, `dm_control.suite.load` or `atari.make_atari`.
 
   Raises:
-    UnknownEnvironmentError: for an id with an unknown prefix or a name the backend
-      does not know; the message lists what is allowed.
+    UnknownEnvironmentError: for an id with an unknown prefix or suffix or a name the
+      backend does not know; the message lists what is allowed.
     UnsupportedSpaceError: (an `UnsupportedEnvironmentError`) for a Gymnasium env whose
       observation or action space cannot be mapped.
   """
@@ -135,6 +180,9 @@ def make_environment(env_id: str, seed: int = 0, **kwargs: Any) -> dm_env.Enviro
     raise UnknownEnvironmentError(
         f"unknown environment id {env_id!r}: use 'gym:<Gymnasium id>' (e.g. gym:CartPole-v1), "
         "'dmc:<domain>-<task>' (e.g. dmc:cartpole-balance) or 'atari:<Game>' (e.g. atari:Pong)")
+  base_id, repeat = split_action_repeat(env_id)
+  if repeat > 1:
+    return ActionRepeat(make_environment(base_id, seed=seed, **kwargs), num_repeats=repeat)
   kind, name = env_id.split(":", 1)
   if kind == "gym":
     import gymnasium

@@ -276,7 +276,10 @@ def _dmc_task(name: str) -> str:
 
 
 def vector_backend(env_id: str) -> Optional[str]:
-  """"envpool", "gymnasium" or None (no vector backend) for a well-formed `env_id`."""
+  """"envpool", "gymnasium" or None (no vector backend) for a well-formed `env_id`; None
+  for an action-repeat id (``@repeat=K``: the vector backends do not apply it)."""
+  if "@" in str(env_id):
+    return None
   kind, _, name = str(env_id).partition(":")
   if kind == "gym":
     return "envpool" if name in ENVPOOL_GYM_IDS and name in _envpool_ids() else "gymnasium"
@@ -297,7 +300,8 @@ def check_num_envs(env_id: str, num_envs: Any) -> int:
     raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
   if num_envs > 1 and vector_backend(env_id) is None:
     kind = str(env_id).partition(":")[0]
-    why = ("EnvPool's Atari preprocessing differs from actorq's atari: adapter"
+    why = ("action repeat (@repeat=K) runs only on the one-env path" if "@" in str(env_id)
+           else "EnvPool's Atari preprocessing differs from actorq's atari: adapter"
            if kind == "atari" else "EnvPool 0.8.4 does not ship this task")
     raise NoVectorBackendError(
         f"{env_id} has no vector backend ({why}); num_envs > 1 needs a gym: id (EnvPool or "

@@ -300,6 +300,8 @@ def test_no_vector_backend_and_bad_num_envs_are_refused():
   with pytest.raises(vector_env.NoVectorBackendError, match="atari:Pong has no vector backend"):
     vector_env.check_num_envs("atari:Pong", 4)
   assert vector_env.check_num_envs("atari:Pong", 1) == 1
+  with pytest.raises(vector_env.NoVectorBackendError, match="action repeat .* one-env path"):
+    vector_env.check_num_envs("dmc:cartpole-balance@repeat=4", 2)
   for bad in (0, -1, 1.5, True):
     with pytest.raises(ValueError, match="num_envs must be an integer >= 1"):
       vector_env.check_num_envs("gym:CartPole-v1", bad)
