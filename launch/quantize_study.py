@@ -3,6 +3,10 @@
 files (`actorq.launch.quantize_report`).
 
 Sweep files (in `--out`, default `RUN/quantize-sweep`):
+  runs/<run>.json  one checkpoint's rows and episodes with what made them (checkpoint path
+                and learner step, settings, evaluation seeds, latency options): a later
+                sweep into the same `--out` with the same options reuses it, so a long sweep
+                that stopped, or one a checkpoint is added to, computes only what is missing
   sweep.csv     one row per (run, setting): `compression_study.ROW_COLUMNS` + latency_ratio
   episodes.csv  one row per (run, setting, evaluation seed): return, length, a digest of the
                 first observation (equal across settings: the seeds are paired)
@@ -251,6 +255,41 @@ def _print_row(run_name: str, row: Dict[str, Any]) -> None:
         flush=True)
 
 
+def _run_cache_key(run: LoadedRun, settings: Sequence[cs.Setting], seeds: Sequence[int],
+                   args) -> Dict[str, Any]:
+  """What one checkpoint's rows depend on; a cached file is reused only when it matches."""
+  return {"path": os.path.abspath(run.path), "learner_steps": run.learner_steps,
+          "settings": [[s.name, s.execution, repr(s.policy)] for s in settings],
+          "seeds": [int(x) for x in seeds], "temperature": args.temperature,
+          "latency_repeats": args.latency_repeats, "latency_clock": args.latency_clock,
+          "max_reference_obs": args.max_reference_obs}
+
+
+def _load_cached_rows(path: str, key: Dict[str, Any]) -> Optional[List[Dict[str, Any]]]:
+  """The rows in `path` if it holds them for `key` (else None: absent, unreadable or made
+  with other options), with their episodes as `cs.Episode`s again."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      cached = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if cached.get("key") != json.loads(json.dumps(key, default=_json_default)):
+    return None
+  return [dict(row, _episodes=[cs.Episode(**e) for e in row.pop("_episodes")])
+          for row in cached["rows"]]
+
+
+def _save_cached_rows(path: str, key: Dict[str, Any], rows: Sequence[Dict[str, Any]]) -> None:
+  """Writes one checkpoint's rows atomically (a stopped sweep leaves no half file)."""
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  payload = {"key": key, "rows": [
+      dict(row, _episodes=[dataclasses.asdict(e) for e in row["_episodes"]]) for row in rows]}
+  tmp = f"{path}.tmp-{os.getpid()}"
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(payload, f, default=_json_default)
+  os.replace(tmp, path)
+
+
 def run_sweep(args) -> int:
   bits = parse_bits(args.sweep)
   granularities = parse_granularities(args.granularity)
@@ -286,11 +325,18 @@ def run_sweep(args) -> int:
   episode_rows: List[Dict[str, Any]] = []
   start = time.time()
   for r in runs:
-    ctx = cs.StudyContext(r.params, r.spec, r.env_fn, r.semantics, seeds,
-                          latency_repeats=args.latency_repeats,
-                          latency_clock=args.latency_clock,
-                          max_reference_observations=args.max_reference_obs)
-    rows = cs.run_study(ctx, settings, progress=lambda row, n=r.name: _print_row(n, row))
+    cache_path = os.path.join(out, "runs", f"{r.name}.json")
+    key = _run_cache_key(r, settings, seeds, args)
+    rows = _load_cached_rows(cache_path, key)
+    if rows is not None:
+      print(f"  {r.name}: reused {len(rows)} settings from {cache_path}", flush=True)
+    else:
+      ctx = cs.StudyContext(r.params, r.spec, r.env_fn, r.semantics, seeds,
+                            latency_repeats=args.latency_repeats,
+                            latency_clock=args.latency_clock,
+                            max_reference_observations=args.max_reference_obs)
+      rows = cs.run_study(ctx, settings, progress=lambda row, n=r.name: _print_row(n, row))
+      _save_cached_rows(cache_path, key, rows)
     for row in rows:
       episode_rows.extend(_episodes_rows(r.name, row))
     rows_by_run[r.name] = rows

@@ -85,6 +85,36 @@ def test_sweep_files_columns_bytes_and_paired_seeds(runs, capsys, tmp_path):
 
 
 @pytest.mark.slow  # trains two small runs (module fixture)
+def test_sweep_reuses_a_checkpoints_rows_only_for_the_same_options(runs, capsys, tmp_path):
+  out = tmp_path / "sweep"
+  base = ["quantize", "--sweep", "bits=8,2", "--latency-repeats", "5", "--out", str(out)]
+  code, stdout, _ = _main(base + ["--checkpoint", str(runs / "plain"), "--seeds", "7"], capsys)
+  assert code == 0, stdout
+  first = {r["setting"]: r for r in _rows(out / "sweep.csv")}
+  cached = json.loads((out / "runs" / "plain.json").read_text())
+  assert [r["setting"] for r in cached["rows"]] == ["fp32", "int8", "int2"]
+  assert cached["key"]["seeds"] == [7] and cached["key"]["learner_steps"] >= 0
+  # The same options with a checkpoint added: plain is reused as it was, qat4 computed.
+  code, stdout, _ = _main(base + ["--checkpoint", str(runs / "plain"), str(runs / "qat4"),
+                                  "--seeds", "7"], capsys)
+  assert code == 0, stdout
+  assert "plain: reused 3 settings" in stdout and "qat4: reused" not in stdout
+  rows = _rows(out / "sweep.csv")
+  again = {r["setting"]: r for r in rows if r["run"] == "plain"}
+  assert again == {k: dict(v) for k, v in first.items()}  # every value, latency included
+  assert sorted({r["run"] for r in rows}) == ["plain", "qat4"]
+  assert len(_rows(out / "episodes.csv")) == 6
+  # Other evaluation seeds: nothing reused. A broken file: recomputed, not an error.
+  code, stdout, _ = _main(base + ["--checkpoint", str(runs / "plain"), "--seeds", "8"], capsys)
+  assert code == 0 and "reused" not in stdout
+  assert {e["seed"] for e in _rows(out / "episodes.csv")} == {"8"}
+  (out / "runs" / "plain.json").write_text("{not json")
+  code, stdout, _ = _main(base + ["--checkpoint", str(runs / "plain"), "--seeds", "8"], capsys)
+  assert code == 0 and "reused" not in stdout
+  assert json.loads((out / "runs" / "plain.json").read_text())["key"]["seeds"] == [8]
+
+
+@pytest.mark.slow  # trains two small runs (module fixture)
 def test_qat_run_is_evaluated_with_its_training_quantizer(runs, capsys, tmp_path):
   """A qat_bits=4 run: the sweep's int4 setting (simulated) holds exactly the weights the
   QAT forward computed with, and runs the network the learner trained."""
