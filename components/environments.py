@@ -30,7 +30,6 @@ from typing import Any, Tuple
 import dm_env
 import numpy as np
 from acme import specs
-from acme import wrappers as acme_wrappers
 from dm_env import specs as dm_specs
 
 from actorq import core
@@ -126,16 +125,51 @@ def _KeepObservationEntries(env, keep):
   return KeepEntries(env)
 
 
-class ActionRepeat(acme_wrappers.ActionRepeatWrapper):
-  """Each action applied `num_repeats` times (or until the episode ends): Acme's
-  `ActionRepeatWrapper` (reward summed, each repeat's reward weighted by the product of the
-  earlier repeats' environment discounts; the discounts multiplied), with the reward and
-  discount cast back to float32 (Acme's sums come out float64).
+class ActionRepeat(dm_env.Environment):
+  """Each action applied `num_repeats` times, or until the episode ends: the reward is the
+  sum of the repeats' rewards, each weighted by the product of the earlier repeats'
+  environment discounts, and the discount is their product (float32 both).
+
+  Acme's `wrappers.ActionRepeatWrapper` computes the same; it is not used because importing
+  anything from `acme.wrappers` runs that package's `__init__`, which imports the
+  unmaintained `gym` (a warning on stderr at every start, breaking one-line CLI errors) and
+  the Atari wrappers.
   """
 
+  def __init__(self, environment: dm_env.Environment, num_repeats: int):
+    self._env = environment
+    self._num_repeats = int(num_repeats)
+
   def step(self, action) -> dm_env.TimeStep:
-    ts = super().step(action)
-    return ts._replace(reward=np.float32(ts.reward), discount=np.float32(ts.discount))
+    reward, discount = np.float32(0.0), np.float32(1.0)
+    for _ in range(self._num_repeats):
+      ts = self._env.step(action)
+      reward = np.float32(reward + discount * np.float32(ts.reward))
+      discount = np.float32(discount * np.float32(ts.discount))
+      if ts.last():
+        break
+    return ts._replace(reward=reward, discount=discount)
+
+  def reset(self) -> dm_env.TimeStep:
+    return self._env.reset()
+
+  def observation_spec(self):
+    return self._env.observation_spec()
+
+  def action_spec(self):
+    return self._env.action_spec()
+
+  def reward_spec(self):
+    return self._env.reward_spec()
+
+  def discount_spec(self):
+    return self._env.discount_spec()
+
+  def render(self, *args, **kwargs):
+    return self._env.render(*args, **kwargs)
+
+  def close(self):
+    self._env.close()
 
 
 def split_action_repeat(env_id: str) -> Tuple[str, int]:
