@@ -12,7 +12,7 @@ Ids:
     steps of the base id (fewer at an episode's end): actorq's step counts (``--steps``,
     `actor_steps`, evaluation points, episode lengths) count agent steps, so 100,000 base
     environment steps at K = 8 are ``--steps 12500``. The PlaNet/DrQ convention for
-    dm_control at small budgets (cartpole K = 8, Hafner et al. 2019, Table/appendix A).
+    dm_control at small budgets (cartpole K = 8: Hafner et al. 2019, PlaNet).
 
 Every adapter emits float32 rewards and discounts and observations of the spec's dtype
 (float32, or uint8 for images), on every timestep (first and last included).
@@ -181,13 +181,12 @@ def split_action_repeat(env_id: str) -> Tuple[str, int]:
   """
   if not isinstance(env_id, str) or "@" not in env_id:
     return env_id, 1
-  base, _, suffix = env_id.partition("@")
-  text = "@" + suffix
-  if not text.startswith(REPEAT_SUFFIX) or not text[len(REPEAT_SUFFIX):].isdigit():
+  base, sep, count = env_id.partition(REPEAT_SUFFIX)
+  if not sep or "@" in base or not count.isdigit():
     raise UnknownEnvironmentError(
         f"environment id {env_id!r}: the only suffix allowed is '@repeat=K' (action repeat, K an "
         "integer >= 2), e.g. dmc:cartpole-swingup@repeat=8")
-  repeat = int(text[len(REPEAT_SUFFIX):])
+  repeat = int(count)
   if repeat < 2:
     raise UnknownEnvironmentError(
         f"environment id {env_id!r}: action repeat must be an integer >= 2 (leave the suffix "

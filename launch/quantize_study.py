@@ -275,7 +275,7 @@ def _load_cached_rows(path: str, key: Dict[str, Any]) -> Optional[List[Dict[str,
     return None
   if cached.get("key") != json.loads(json.dumps(key, default=_json_default)):
     return None
-  return [dict(row, _episodes=[cs.Episode(**e) for e in row.pop("_episodes")])
+  return [{**row, "_episodes": [cs.Episode(**e) for e in row["_episodes"]]}
           for row in cached["rows"]]
 
 
