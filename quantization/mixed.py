@@ -410,16 +410,16 @@ def policy_of(name: str, spec: ns.NetworkSpec) -> PrecisionPolicy:
   """The `PrecisionPolicy` a ``"mixed:..."`` precision names for `spec`: its k-th label is
   the k-th parameter layer's choice.
 
+  For a `RecurrentSpec` the parameter layers are the torso's, the LSTM's gate matmul
+  (`RecurrentSpec.LSTM_LAYER`, [F + H, 4H]) and the head's, in that order (e.g.
+  ``"mixed:int8,int8,fp32"`` for R2D2's default network: int8 torso and gate matmul, fp32
+  head); `runtimes.RecurrentRuntime` runs each part under its labels.
+
   Raises:
-    ValueError: as `parse_precision_name`, a recurrent spec (per-layer policies run
-      feed-forward networks only), or a count of labels other than the spec's parameter
-      layers (naming both).
+    ValueError: as `parse_precision_name`, or a count of labels other than the spec's
+      parameter layers (naming both).
   """
   choices = parse_precision_name(name)
-  if isinstance(spec, ns.RecurrentSpec):
-    raise ValueError(f"precision {name!r}: per-layer precision policies run feed-forward "
-                     "policies only; a recurrent policy acts at one of "
-                     f"{', '.join(core.ACTOR_PRECISIONS)}")
   layers = [l.name for l in spec.parameter_layers]
   if len(choices) != len(layers):
     raise ValueError(f"precision {name!r} gives {len(choices)} layer choice(s); the policy "

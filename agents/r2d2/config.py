@@ -46,7 +46,10 @@ class R2D2Config:
     ([x_t, h_{t-1}] @ W, W [F + H, 4H]) and the head run LiteRT's dynamic-range int8
     kernels (int8 weights, per-channel scales); the LSTM cell's elementwise update
     (sigmoid/tanh, c_t, h_t) and the recurrent state stay float32
-    (`actorq.quantization.runtimes.recurrent`). The learner is float32 throughout.
+    (`actorq.quantization.runtimes.recurrent`). The learner is float32 throughout. A
+    per-layer policy's ``"mixed:<choice>,..."`` name gives each parameter layer its own
+    precision, in the order torso layers, gate matmul, head (``"mixed:int8,int8,fp32"``:
+    int8 torso and gate matmul, float32 head; see the README for why and what it costs).
 
   Defaults are small, for (partially observable) CartPole (`gym:CartPole-v1-po`, which
   hides the velocities); the paper's Atari values are in the comments. Every field is
@@ -88,10 +91,11 @@ class R2D2Config:
   epsilon_decay_steps: int = checks.field(10_000, ge=0)
   # Actor steps between parameter pulls (paper: 400).
   variable_update_period: int = checks.field(10, ge=1)
-  # Precision the actors act with: fp32, fp16, bf16, int8 (see the class docstring).
-  actor_precision: str = checks.field("fp32", choices=core.ACTOR_PRECISIONS)
+  # Precision the actors act with: fp32, fp16, bf16, int8 or a "mixed:<choice>,..." name
+  # (see the class docstring).
+  actor_precision: str = checks.precision_field("fp32")
   # None: same as the actors.
-  evaluation_precision: Optional[str] = checks.field(None, choices=core.ACTOR_PRECISIONS)
+  evaluation_precision: Optional[str] = checks.precision_field(None)
 
   RULES = (
       checks.Rule("need min_replay_size <= max_replay_size (learning starts once the "

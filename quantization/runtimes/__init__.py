@@ -10,7 +10,8 @@
 
 A `network_spec.RecurrentSpec` (R2D2's LSTM Q-network) runs in `make_runtime`'s
 `recurrent.RecurrentRuntime`: its torso, LSTM gate matmul and head at the precision
-above, the LSTM cell's elementwise update and its state in float32 numpy.
+above (a ``"mixed:..."`` name: each part under its own layers' labels), the LSTM cell's
+elementwise update and its state in float32 numpy.
 """
 from __future__ import annotations
 
@@ -44,13 +45,14 @@ def make_runtime(precision: str, spec: ns.NetworkSpec, num_threads: int = 1) -> 
     ValueError: an unknown precision, or a ``"mixed:..."`` one `mixed.policy_of` refuses
       for `spec` (bad labels, another layer count, a recurrent spec).
   """
+  if isinstance(spec, ns.RecurrentSpec):
+    if not core.is_mixed(precision):
+      core.check_precision(precision, "precision", RUNTIME_PRECISIONS)
+    return RecurrentRuntime(precision, spec, make_runtime, num_threads)
   if core.is_mixed(precision):
     policy = mixed.policy_of(precision, spec)
     return LiteRTMixedRuntime(spec, policy.float_layers, num_threads,
                               payload_precision=precision)
-  if isinstance(spec, ns.RecurrentSpec):
-    core.check_precision(precision, "precision", RUNTIME_PRECISIONS)
-    return RecurrentRuntime(precision, spec, make_runtime, num_threads)
   if precision in ("fp32", "fp16", "bf16"):
     return JaxRuntime(precision, spec, num_threads)
   if precision == "simulated-int8":

@@ -11,6 +11,12 @@ sequential Dense/Conv2D models. So `RecurrentRuntime` executes it in four pieces
     h_t   = sigmoid(o) tanh(c_t)
     q_t   = head(h_t)                           runtime of `spec.head` at `precision`
 
+A per-layer policy's ``"mixed:<choice>,..."`` name (`mixed.policy_of`: one label per
+parameter layer, torso layers, then the gate matmul, then head layers) runs each part as
+the `LiteRTMixedRuntime` of its own labels, e.g. ``"mixed:int8,int8,fp32"``: int8 torso
+and gate matmul, float32 head (the common practice of keeping the last layer in float:
+Choi et al. 2018, "PACT", sec. 4; Zhou et al. 2016, "DoReFa-Net", sec. 2.7).
+
 At "int8" the three matmul parts (torso, the LSTM's gate matmul, head) run LiteRT's
 dynamic-range int8 kernels (int8 weights with per-channel scales, activations quantized
 on the fly, float32 out); the cell's elementwise update and the recurrent state (h, c)
@@ -24,7 +30,9 @@ from typing import Tuple
 
 import numpy as np
 
+from actorq import core
 from actorq.quantization import forward
+from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization.runtimes import base
@@ -56,12 +64,14 @@ class RecurrentRuntime(base.PolicyRuntime):
   """Executes a `RecurrentSpec` one step at a time (see the module docstring).
 
   Args:
-    precision: "fp32", "fp16", "bf16" or "int8" (the matmul parts' precision).
+    precision: "fp32", "fp16", "bf16" or "int8" (the matmul parts' precision), or a
+      ``"mixed:<choice>,..."`` name with one label per parameter layer of `spec`.
     spec: the `RecurrentSpec`.
     make_runtime: `make_runtime(precision, NetworkSpec) -> PolicyRuntime`.
 
   `load(payload)` takes a payload of the whole spec (`payload.make_payload(params, spec,
-  runtime.payload_precision, version)`) and loads its three parts; `step(observation
+  runtime.payload_precision, version)`, or `mixed.make_payload` of the policy a
+  ``"mixed:..."`` precision names) and loads its three parts; `step(observation
   [B, ...], (h, c)) -> (outputs float32 [B, output_size], (h, c))`.
   """
 
@@ -69,11 +79,22 @@ class RecurrentRuntime(base.PolicyRuntime):
     if not isinstance(spec, ns.RecurrentSpec):
       raise ValueError(f"RecurrentRuntime needs a RecurrentSpec, got {type(spec).__name__}")
     super().__init__(spec, num_threads)
-    self._torso = make_runtime(precision, spec.torso)
-    self._gates = make_runtime(precision, spec.gates)
-    self._head = make_runtime(precision, spec.head)
-    self.precision = self._torso.precision
-    self.payload_precision = self._torso.payload_precision
+    if core.is_mixed(precision):
+      # One policy for the whole network, split by part; each part's runtime gets the
+      # "mixed:" name of its own layers (the gate matmul's layer is renamed in its spec).
+      policy = mixed.policy_of(precision, spec)
+      part = lambda names: core.MIXED_PREFIX + ",".join(policy.choice(n).label for n in names)
+      torso = part([l.name for l in spec.torso.parameter_layers])
+      gates = part([spec.LSTM_LAYER])
+      head = part([l.name for l in spec.head.parameter_layers])
+    else:
+      torso = gates = head = precision
+    self._torso = make_runtime(torso, spec.torso)
+    self._gates = make_runtime(gates, spec.gates)
+    self._head = make_runtime(head, spec.head)
+    mixed_name = core.is_mixed(precision)
+    self.precision = precision if mixed_name else self._torso.precision
+    self.payload_precision = precision if mixed_name else self._torso.payload_precision
     self.accepted_payloads = self._torso.accepted_payloads
     self.lstm_size = int(spec.lstm_size)
 

@@ -15,6 +15,7 @@ from actorq.agents.r2d2 import learning
 from actorq.agents.r2d2 import networks as networks_lib
 from actorq.components import environments, local_replay, loop
 from actorq.components import variable_client as vc
+from actorq.quantization import mixed
 from actorq.quantization import payload as payload_lib
 from actorq.quantization import runtimes
 
@@ -224,6 +225,49 @@ def test_recurrent_runtime_matches_the_haiku_lstm_fp32_and_int8():
   int8 = payload_lib.make_payload(params, nets.spec, "int8", 0)
   assert int8.layers["lstm/linear"]["w"].dtype == np.int8
   assert int8.layers["lstm/linear"]["w"].shape == (16 + 8, 32)
+
+
+def test_recurrent_runtime_runs_a_per_layer_policy_part_by_part():
+  """A "mixed:..." name gives each of torso, gate matmul and head its own precision: all
+  int8 labels compute what the int8 runtime does, all fp32 what the fp32 one does, and
+  "int8,int8,fp32" runs the head in float32 (its outputs are the float head applied to the
+  int8 parts' hidden state, and its payload ships the head's float32 weights)."""
+  spec = _cartpole_po_spec()
+  nets = networks_lib.make_networks(spec, (16,), 8, dueling=True)
+  params = jax.tree_util.tree_map(np.asarray, nets.init(jax.random.PRNGKey(2)))
+  obs = np.asarray(jax.random.normal(jax.random.PRNGKey(3), (5, 3, 2)))
+
+  def unroll(precision):
+    rt = runtimes.make_runtime(precision, nets.spec)
+    if precision.startswith("mixed:"):
+      payload = mixed.make_payload(params, nets.spec, mixed.policy_of(precision, nets.spec), 4)
+    else:
+      payload = payload_lib.make_payload(params, nets.spec, rt.payload_precision, 4)
+    rt.load(payload)
+    state, outs, hiddens = rt.initial_state(3), [], []
+    for t in range(5):
+      out, state = rt.step(obs[t], state)
+      outs.append(out)
+      hiddens.append(state[0])
+    assert rt.precision == precision and rt.payload_precision == precision and rt.version == 4
+    return np.stack(outs), np.stack(hiddens), payload
+
+  int8, int8_h, _ = unroll("int8")
+  fp32, _, _ = unroll("fp32")
+  all_int8, all_int8_h, _ = unroll("mixed:int8,int8,int8")
+  all_fp32, _, _ = unroll("mixed:fp32,fp32,fp32")
+  np.testing.assert_allclose(all_int8, int8, rtol=0, atol=1e-6)
+  np.testing.assert_allclose(all_int8_h, int8_h, rtol=0, atol=1e-6)
+  np.testing.assert_allclose(all_fp32, fp32, rtol=0, atol=1e-5)
+  float_head, float_head_h, payload = unroll("mixed:int8,int8,fp32")
+  np.testing.assert_allclose(float_head_h, int8_h, rtol=0, atol=1e-6)  # same int8 parts
+  head = params["head"]
+  np.testing.assert_allclose(float_head, float_head_h @ head["w"] + head["b"], rtol=1e-5,
+                             atol=1e-5)
+  assert payload.layers["head"]["w"].dtype == np.float32 and "scale" not in payload.layers["head"]
+  assert payload.layers["lstm/linear"]["w"].dtype == np.int8
+  with pytest.raises(ValueError, match=r"gives 2 layer choice\(s\); the policy network has 3"):
+    runtimes.make_runtime("mixed:int8,fp32", nets.spec)
 
 
 # --- builder, actor, adder, learner -------------------------------------------------------------

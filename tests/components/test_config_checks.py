@@ -155,9 +155,13 @@ _QUEUE = ("need batch_size <= max_queue_size (a learner step takes batch_size ro
     ("sac", {"actor_precision": "mixed:fp16,int9"},
      "SACConfig.actor_precision: precision choice 'int9' not understood; allowed: fp32, fp16, "
      "bf16, int2..int8, optionally /tensor and +p<sparsity>, e.g. int4/tensor+p0.5"),
-    # R2D2's recurrent runtime takes uniform precisions only.
-    ("r2d2", {"actor_precision": "mixed:int8,int8"},
-     "R2D2Config.actor_precision must be one of fp32, fp16, bf16, int8; got 'mixed:int8,int8'"),
+    # R2D2's recurrent runtime takes per-layer names too; their labels are checked here.
+    ("r2d2", {"actor_precision": "int4"},
+     "R2D2Config.actor_precision must be one of fp32, fp16, bf16, int8 or mixed:<choice>,... "
+     "(one per layer, e.g. mixed:fp16,int8,int8); got 'int4'"),
+    ("r2d2", {"evaluation_precision": "mixed:int8,int9,fp32"},
+     "R2D2Config.evaluation_precision: precision choice 'int9' not understood; allowed: fp32, "
+     "fp16, bf16, int2..int8, optionally /tensor and +p<sparsity>, e.g. int4/tensor+p0.5"),
     # A -inf support bound made NaN atoms; now it is refused at construction.
     ("d4pg", {"vmin": -math.inf}, "D4PGConfig.vmin must be a finite number in "
                                   "[-1e+30, 1e+30], got -inf"),

@@ -129,7 +129,7 @@ def test_litert_mixed_runtime_matches_its_reference():
 
 def test_precision_name_round_trip_and_errors():
   """A policy as an actor precision: "mixed:" + the labels in layer order, read back for
-  the same network; a wrong layer count, a bad label or a recurrent network is refused."""
+  the same network (a recurrent one's too); a wrong layer count or a bad label is refused."""
   spec = ns.mlp(4, [8, 8], 2)
   policy = mixed.PrecisionPolicy((("dense_0", mixed.parse_choice("fp16")),
                                   ("dense_1", mixed.parse_choice("int4/tensor+p0.5")),
@@ -147,8 +147,12 @@ def test_precision_name_round_trip_and_errors():
     mixed.parse_precision_name("mixed:int8,,int8")
   with pytest.raises(ValueError, match="not a per-layer policy"):
     mixed.parse_precision_name("int8")
+  # A recurrent network's layers: torso, the LSTM's gate matmul, head.
   recurrent = ns.RecurrentSpec(ns.mlp(4, [8], 8), 8, ns.mlp(8, [], 2, prefix="head"))
-  with pytest.raises(ValueError, match="feed-forward policies only"):
+  assert mixed.policy_of("mixed:int8,int4,int8,fp32", recurrent).names == (
+      "dense_0", "dense_1", "lstm/linear", "head_0")
+  with pytest.raises(ValueError, match=r"gives 2 layer choice\(s\); the policy network has 4 "
+                     r"parameter layers \(dense_0, dense_1, lstm/linear, head_0\)"):
     mixed.policy_of("mixed:int8,int8", recurrent)
 
 
