@@ -90,5 +90,5 @@ class DPGBuilder(ActorCriticBuilder):
     return learning.DPGLearner(
         networks, dataset, random_key, dummy, policy_opt, critic_opt, c.discount,
         critic_loss, q_value, c.target_update_period, c.target_update_tau, c.dqda_clipping,
-        self.params_transform(), logger=logger_fn("learner"), counter=counter,
-        **self.learner_options())
+        self.params_transform(), preactivation_penalty=c.preactivation_penalty,
+        logger=logger_fn("learner"), counter=counter, **self.learner_options())

@@ -91,3 +91,9 @@ class DPGConfig(ActorCriticConfig):
   sigma: float = checks.field(0.3, ge=0.0)
   # Clip dQ/da per sample to this L2 norm in the policy loss (None: no clip).
   dqda_clipping: Optional[float] = checks.field(None, gt=0.0)
+  # lambda of the policy loss's penalty lambda * mean_b sum_i z_bi^2 on the pre-tanh
+  # outputs z (u = tanh(z)): "to prevent tanh saturation and vanishing gradients"
+  # (Andrychowicz et al. 2017, "Hindsight Experience Replay", appendix A, coefficient 1).
+  # A saturated policy (|u| = 1 everywhere) gets no gradient through tanh; this term's
+  # gradient 2 lambda z pulls it back. 0: off (the default).
+  preactivation_penalty: float = checks.field(0.0, ge=0.0)

@@ -97,6 +97,27 @@ def dpg_policy_loss(a_t: jnp.ndarray, dqda_t: jnp.ndarray,
   return jnp.mean(jnp.sum(per_dim, axis=-1))
 
 
+def preactivation_penalty_loss(z_t: jnp.ndarray, penalty: float) -> jnp.ndarray:
+  """`penalty * mean_b sum_i z_bi^2`: the squared pre-tanh outputs of a deterministic
+  policy added to its loss "to prevent tanh saturation and vanishing gradients"
+  (Andrychowicz et al. 2017, "Hindsight Experience Replay", appendix A).
+
+  Args:
+    z_t: float32 [B, A], the policy's outputs before tanh (u = tanh(z)).
+    penalty: lambda >= 0.
+
+  Returns:
+    float32 scalar; its gradient in z is `2 penalty z / B`, which does not vanish where
+    tanh saturates.
+
+  Raises:
+    ValueError: z_t not [B, A].
+  """
+  if z_t.ndim != 2:
+    raise ValueError(f"z_t must be [B, A], got shape {z_t.shape}")
+  return penalty * jnp.mean(jnp.sum(jnp.square(z_t), axis=-1))
+
+
 def clipped_double_q_target(r_t: jnp.ndarray, discount_t: jnp.ndarray, q_t: jnp.ndarray,
                             alpha_log_pi_t: jnp.ndarray = 0.0) -> jnp.ndarray:
   """The twin-critic bootstrap target of one transition, under `stop_gradient`.
@@ -204,6 +225,9 @@ class DPGLearner(learners.JaxLearner):
     target_update_period: learner steps between target updates (see `target_update`).
     target_update_tau: in (0, 1]; 1 = hard copy.
     dqda_clipping: see `dpg_policy_loss`.
+    preactivation_penalty: lambda >= 0; adds `lambda * mean_b sum_i z_bi^2` over the
+      policy's pre-tanh outputs z to the policy loss (Andrychowicz et al. 2017, appendix
+      A), computed with `networks.policy_preactivation`; 0: the plain DPG loss.
     params_transform: applied to the policy params inside the loss (e.g. QAT fake quant).
     policy_delay: the policy (and its optimizer state) changes only on the learner steps
       that are multiples of it: steps d, 2d, ... counting from 1 (TD3: 2; 1: every step).
@@ -222,10 +246,17 @@ class DPGLearner(learners.JaxLearner):
                params_transform: Optional[Callable] = None,
                policy_delay: int = 1,
                target_policy_noise: Optional[Tuple[float, float]] = None,
+               preactivation_penalty: float = 0.0,
                logger: Optional[loggers.Logger] = None,
                counter: Optional[counting.Counter] = None):
     if policy_delay < 1:
       raise ValueError(f"policy_delay must be >= 1 learner step, got {policy_delay}")
+    penalty = float(preactivation_penalty)
+    if not penalty >= 0.0:
+      raise ValueError(f"preactivation_penalty must be >= 0, got {preactivation_penalty}")
+    if penalty > 0.0 and getattr(networks, "policy_preactivation", None) is None:
+      raise ValueError("preactivation_penalty > 0 needs a deterministic tanh policy "
+                       "(networks.policy_preactivation); this policy has none")
     self._iterator = iterator
     self._init_bookkeeping(counter, logger)
     transform = params_transform or (lambda p: p)
@@ -250,11 +281,18 @@ class DPGLearner(learners.JaxLearner):
       return critic_loss(out_tm1, transitions.reward, discount * transitions.discount, out_t)
 
     def policy_loss_fn(policy_params, critic_params, observation):
-      u = policy.apply(transform(policy_params), observation)
+      if penalty > 0.0:
+        z = networks.policy_preactivation.apply(transform(policy_params), observation)
+        u = jnp.tanh(z)
+      else:
+        u = policy.apply(transform(policy_params), observation)
       # Q of each sample depends only on its own action, so the gradient of the batch
       # sum is the per-sample dQ/da.
       dqda = jax.grad(lambda a: jnp.sum(q_value(critic.apply(critic_params, observation, a))))(u)
-      return dpg_policy_loss(u, dqda, dqda_clipping)
+      loss = dpg_policy_loss(u, dqda, dqda_clipping)
+      if penalty > 0.0:
+        loss = loss + preactivation_penalty_loss(z, penalty)
+      return loss
 
     def sgd_step(state: TrainingState, transitions: types.Transition):
       steps = state.steps + 1

@@ -31,12 +31,16 @@ class DPGNetworks:
   [-1, 1]) or `[B, 2A]` (stochastic: mean and unclipped log-std of the pre-tanh Gaussian).
   `critic`: `apply(params, obs[B, D], u[B, A]) -> float32[B, critic_output_size]`, or
   `[B, num_critics]` for several scalar critics.
-  `action_minimum`/`action_maximum`: float32 `[A]` bounds of the environment."""
+  `action_minimum`/`action_maximum`: float32 `[A]` bounds of the environment.
+  `policy_preactivation` (deterministic policies): the same network and parameters without
+  the final tanh, `apply(params, obs[B, D]) -> z float32[B, A]` with `u = tanh(z)`; None
+  for a stochastic policy."""
   spec: ns.NetworkSpec
   policy: hk.Transformed
   critic: hk.Transformed
   action_minimum: np.ndarray
   action_maximum: np.ndarray
+  policy_preactivation: Optional[hk.Transformed] = None
 
 
 def make_critic(hidden_sizes: Sequence[int], output_size: int,
@@ -118,12 +122,17 @@ def make_networks(environment_spec: specs.EnvironmentSpec, policy_hidden_sizes: 
   if len(obs_shape) != 1:
     raise UnsupportedEnvironmentError(
         f"observation shape {obs_shape} is not supported: use a vector [D]")
+  preactivation = None
   if stochastic_policy:
     spec = ns.mlp(obs_shape[0], policy_hidden_sizes, 2 * lo.shape[0])
   else:
     spec = ns.mlp(obs_shape[0], policy_hidden_sizes, lo.shape[0], output_activation="tanh")
+    # Same layer names, so the same parameters; the last layer without its tanh.
+    linear_out = ns.mlp(obs_shape[0], policy_hidden_sizes, lo.shape[0])
+    preactivation = networks_lib.haiku_network(linear_out, policy_output_init_scale)
   return DPGNetworks(spec=spec,
                      policy=networks_lib.haiku_network(spec, policy_output_init_scale),
                      critic=make_critic(critic_hidden_sizes, critic_output_size,
                                         critic_layer_norm, num_critics),
-                     action_minimum=lo, action_maximum=hi)
+                     action_minimum=lo, action_maximum=hi,
+                     policy_preactivation=preactivation)
