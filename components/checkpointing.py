@@ -23,11 +23,11 @@ import os
 import pickle
 import re
 import shutil
-import tempfile
 import warnings
 from typing import Any, Callable, List, Optional, Tuple
 
 from actorq import core
+from actorq.components import atomic
 
 _PATTERN = re.compile(r"ckpt-(\d+)\.pkl$")
 _MAGIC = b"ACTORQ-CKPT-1 "
@@ -61,28 +61,13 @@ def save(directory: str, state: Any, step: int, keep: int = 3) -> str:
   data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
   header = _MAGIC + hashlib.sha256(data).hexdigest().encode() + b" " + str(len(data)).encode() + b"\n"
   path = os.path.join(directory, f"ckpt-{int(step):012d}.pkl")
-  tmp = None
   try:
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".tmp", dir=directory)
-    with os.fdopen(fd, "wb") as f:
+    with atomic.atomic_write(path, "wb", permissions=0o644, durable=True) as f:
       f.write(header)
       f.write(data)
-      f.flush()
-      os.fsync(f.fileno())
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-      os.fsync(dir_fd)
-    finally:
-      os.close(dir_fd)
-  except BaseException as e:
-    if tmp is not None and os.path.exists(tmp):
-      os.remove(tmp)
-    if isinstance(e, OSError):
-      raise _write_failed(path, e) from e
-    raise
+  except OSError as e:  # the temporary file is already removed
+    raise _write_failed(path, e) from e
   for old in list_checkpoints(directory)[:-keep]:
     os.remove(old)
   return path

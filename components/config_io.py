@@ -23,6 +23,7 @@ from typing import Any, Dict, Mapping, Optional, Type, TypeVar
 
 import dacite
 
+from actorq.components import atomic
 from actorq.components import config_checks
 
 T = TypeVar("T")
@@ -202,10 +203,8 @@ def save(config: Any, path: str) -> None:
     text = _yaml().safe_dump(data, sort_keys=True)
   else:
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-  tmp = f"{path}.tmp-{os.getpid()}"
-  with open(tmp, "w", encoding="utf-8") as f:
+  with atomic.atomic_write(path) as f:
     f.write(text)
-  os.replace(tmp, path)
 
 
 def parse_assignment(text: str) -> tuple:

@@ -42,6 +42,7 @@ import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from actorq.components import atomic
 from actorq.launch import processes
 
 DEFAULT_PORT_BASE = 29150
@@ -295,11 +296,8 @@ def decode_functions(data: bytes) -> List[Any]:
 
 def write_program(path: str, data: bytes) -> str:
   """Writes `data` to `path` atomically, readable by its owner only; returns the path."""
-  tmp = f"{path}.tmp{os.getpid()}"
-  fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-  with os.fdopen(fd, "wb") as f:
+  with atomic.atomic_write(path, "wb", permissions=0o600) as f:
     f.write(data)
-  os.replace(tmp, path)
   return path
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 from typing import Any, Iterable, List, Mapping, Sequence
 
+from actorq.components import atomic
 from actorq.components import compression_study as cs
 
 
@@ -19,13 +19,11 @@ def _cell(value: Any) -> Any:
 
 def write_csv(path: str, rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
   """`rows` as CSV with `columns` (missing keys empty, NaN empty), atomically."""
-  tmp = f"{path}.tmp-{os.getpid()}"
-  with open(tmp, "w", newline="", encoding="utf-8") as f:
+  with atomic.atomic_write(path, newline="") as f:
     w = csv.writer(f)
     w.writerow(columns)
     for r in rows:
       w.writerow([_cell(r.get(c, "")) for c in columns])
-  os.replace(tmp, path)
 
 
 def _fmt(value: Any, digits: int = 3) -> str:

@@ -41,6 +41,7 @@ import numpy as np
 from acme import specs as acme_specs
 
 from actorq.agents.dqn import networks as dqn_networks
+from actorq.components import atomic
 from actorq.components import compression_study as cs
 from actorq.components import environments
 from actorq.components import precision_search as ps
@@ -284,10 +285,8 @@ def _save_cached_rows(path: str, key: Dict[str, Any], rows: Sequence[Dict[str, A
   os.makedirs(os.path.dirname(path), exist_ok=True)
   payload = {"key": key, "rows": [
       dict(row, _episodes=[dataclasses.asdict(e) for e in row["_episodes"]]) for row in rows]}
-  tmp = f"{path}.tmp-{os.getpid()}"
-  with open(tmp, "w", encoding="utf-8") as f:
+  with atomic.atomic_write(path) as f:
     json.dump(payload, f, default=_json_default)
-  os.replace(tmp, path)
 
 
 def run_sweep(args) -> int:

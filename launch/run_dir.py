@@ -11,7 +11,7 @@ import os
 import warnings
 from typing import Any, Dict, Tuple
 
-from actorq.components import checkpointing, config_io
+from actorq.components import atomic, checkpointing, config_io
 from actorq.launch import cli, registry
 from actorq.quantization import network_spec
 
@@ -22,10 +22,8 @@ CHECKPOINTS = "checkpoints"
 def write_info(logdir: str, info: Dict[str, Any]) -> None:
   """Writes `<logdir>/run.json` atomically."""
   path = os.path.join(logdir, RUN_INFO)
-  tmp = f"{path}.tmp-{os.getpid()}"
-  with open(tmp, "w", encoding="utf-8") as f:
+  with atomic.atomic_write(path) as f:
     json.dump(info, f, indent=2, sort_keys=True)
-  os.replace(tmp, path)
 
 
 def read_info(run_path: str) -> Dict[str, Any]:

@@ -1,0 +1,75 @@
+"""Atomic file writes: a reader sees the old file or the whole new one, never a part.
+
+`atomic_write(path)` yields a file open on a temporary file beside `path` (same
+directory, so the final `os.replace` is a rename on one filesystem, atomic on POSIX);
+when the block ends normally the temporary file replaces `path`, and when it raises the
+temporary file is removed and `path` is left as it was. With `durable=True` the data and
+the directory entry are fsynced first (a checkpoint survives a power loss, not only a
+crash of the process). Every file the project writes for a later reader goes through it:
+run.json, configs, CSV reports, checkpoints, sweep caches, Launchpad program files.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import threading
+from typing import IO, Iterator, Optional
+
+# A process-wide counter keeps temporary names unique across threads of one process (two
+# writers of the same path each get their own file; the last rename wins whole).
+_COUNTER = itertools.count()
+_LOCK = threading.Lock()
+
+
+def _temporary_name(path: str) -> str:
+  with _LOCK:
+    n = next(_COUNTER)
+  directory, name = os.path.split(os.path.abspath(path))
+  return os.path.join(directory, f".{name}.tmp-{os.getpid()}-{n}")
+
+
+@contextlib.contextmanager
+def atomic_write(path: str, mode: str = "w", *, encoding: Optional[str] = "utf-8",
+                 newline: Optional[str] = None, permissions: int = 0o666,
+                 durable: bool = False) -> Iterator[IO]:
+  """Opens a temporary file that replaces `path` when the `with` block ends normally.
+
+  Args:
+    path: the file to write; its directory must exist.
+    mode: "w" (text) or "wb" (bytes).
+    encoding, newline: text mode only, as `open`.
+    permissions: of the new file before the umask (0o666: as `open` makes files; 0o600:
+      readable by its owner only).
+    durable: fsync the file and its directory before returning.
+
+  Raises:
+    ValueError: a mode other than "w" or "wb".
+    OSError: from creating, writing or renaming (the temporary file is removed and
+      `path` keeps its old content); whatever the block raises, likewise.
+  """
+  if mode not in ("w", "wb"):
+    raise ValueError(f"atomic_write mode must be 'w' or 'wb', got {mode!r}")
+  tmp = _temporary_name(path)
+  fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, permissions)
+  try:
+    if mode == "wb":
+      f = os.fdopen(fd, "wb")
+    else:
+      f = os.fdopen(fd, "w", encoding=encoding, newline=newline)
+    with f:
+      yield f
+      if durable:
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+  except BaseException:
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(tmp)
+    raise
+  if durable:
+    dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+      os.fsync(dir_fd)
+    finally:
+      os.close(dir_fd)
