@@ -31,8 +31,9 @@ def _run(argv, capsys):
     (["train", "--actor-precision", "no/such/policy.json"],
      "--actor-precision no/such/policy.json: cannot read precision policy no/such/policy.json"),
     (["train", "--agent", "r2d2", "--env", "gym:CartPole-v1-po", "--actor-precision",
-      "mixed:int8,int8,int8"], "R2D2Config.actor_precision must be one of fp32, fp16, bf16, "
-                               "int8; got 'mixed:int8,int8,int8'"),
+      "mixed:int8,fp32"], "--actor-precision mixed:int8,fp32: precision 'mixed:int8,fp32' gives "
+                          "2 layer choice(s); the policy network has 3 parameter layers "
+                          "(torso_0, lstm/linear, head)"),
     (["train", "--num-envs", "0"], "--num-envs must be a positive integer, got '0'"),
     (["train", "--env", "atari:Pong", "--num-envs", "4"],
      "atari:Pong has no vector backend"),
