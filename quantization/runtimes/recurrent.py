@@ -15,7 +15,7 @@ A per-layer policy's ``"mixed:<choice>,..."`` name (`mixed.policy_of`: one label
 parameter layer, torso layers, then the gate matmul, then head layers) runs each part as
 the `LiteRTMixedRuntime` of its own labels, e.g. ``"mixed:int8,int8,fp32"``: int8 torso
 and gate matmul, float32 head (the common practice of keeping the last layer in float:
-Choi et al. 2018, "PACT", sec. 4; Zhou et al. 2016, "DoReFa-Net", sec. 2.7).
+Choi et al. 2018, "PACT"; Zhou et al. 2016, "DoReFa-Net").
 
 At "int8" the three matmul parts (torso, the LSTM's gate matmul, head) run LiteRT's
 dynamic-range int8 kernels (int8 weights with per-channel scales, activations quantized
