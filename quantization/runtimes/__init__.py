@@ -43,7 +43,7 @@ def make_runtime(precision: str, spec: ns.NetworkSpec, num_threads: int = 1) -> 
 
   Raises:
     ValueError: an unknown precision, or a ``"mixed:..."`` one `mixed.policy_of` refuses
-      for `spec` (bad labels, another layer count, a recurrent spec).
+      for `spec` (bad labels, another layer count than the spec's parameter layers).
   """
   if isinstance(spec, ns.RecurrentSpec):
     if not core.is_mixed(precision):

@@ -79,11 +79,13 @@ class RecurrentRuntime(base.PolicyRuntime):
     if not isinstance(spec, ns.RecurrentSpec):
       raise ValueError(f"RecurrentRuntime needs a RecurrentSpec, got {type(spec).__name__}")
     super().__init__(spec, num_threads)
-    if core.is_mixed(precision):
+    mixed_name = core.is_mixed(precision)
+    if mixed_name:
       # One policy for the whole network, split by part; each part's runtime gets the
       # "mixed:" name of its own layers (the gate matmul's layer is renamed in its spec).
       policy = mixed.policy_of(precision, spec)
-      part = lambda names: core.MIXED_PREFIX + ",".join(policy.choice(n).label for n in names)
+      part = lambda names: mixed.precision_name(
+          mixed.PrecisionPolicy(tuple((n, policy.choice(n)) for n in names)))
       torso = part([l.name for l in spec.torso.parameter_layers])
       gates = part([spec.LSTM_LAYER])
       head = part([l.name for l in spec.head.parameter_layers])
@@ -92,7 +94,6 @@ class RecurrentRuntime(base.PolicyRuntime):
     self._torso = make_runtime(torso, spec.torso)
     self._gates = make_runtime(gates, spec.gates)
     self._head = make_runtime(head, spec.head)
-    mixed_name = core.is_mixed(precision)
     self.precision = precision if mixed_name else self._torso.precision
     self.payload_precision = precision if mixed_name else self._torso.payload_precision
     self.accepted_payloads = self._torso.accepted_payloads
