@@ -1,6 +1,7 @@
 """Resuming a distributed run: a program run to N actor steps writes a checkpoint at its
 clean finish; a resumed program (same logdir) continues its counter, learner, replay and
-actors from that checkpoint up to 2N."""
+actors from that checkpoint up to 3N (2N more steps: an actor that starts late beside a busy neighbour still
+steps)."""
 import csv
 import os
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config
 from actorq.components import checkpointing
-from actorq.launch import distributed, experiment
+from actorq.launch import distributed, distributed_nodes, experiment
 
 pytestmark = pytest.mark.slow  # multi-process or several training runs
 
@@ -61,7 +62,7 @@ def test_resumed_program_continues_counter_learner_replay_and_actors(tmp_path):
   size1 = polls1[-1][1]  # replay items at the last poll (<= those at the checkpoint)
   assert size1 >= 100
 
-  dp = _program(builder, tmp_path, 2 * N, resume=True)
+  dp = _program(builder, tmp_path, 3 * N, resume=True)
   assert dp.resumed_from == path1
   assert dp.resumed_counts["actor_steps"] == ckpt1["actor_steps"]
   assert dp.resumed_counts["learner_steps"] == ckpt1["learner_steps"]
@@ -74,20 +75,31 @@ def test_resumed_program_continues_counter_learner_replay_and_actors(tmp_path):
   assert counts0["learner_steps"] >= ckpt1["learner_steps"]
   assert counts0.get("limit_reached", 0) == 0
   assert size0 >= size1
-  assert second.counts["actor_steps"] >= 2 * N
+  assert second.counts["actor_steps"] >= 3 * N
 
   _, ckpt2 = checkpointing.restore_latest(str(tmp_path / "checkpoints"),
                                           checkpointing.validate_run)
-  assert ckpt2["actor_steps"] >= 2 * N
+  assert ckpt2["actor_steps"] >= 3 * N
   assert ckpt2["learner_steps"] > ckpt1["learner_steps"]
-  # The learner restored its state: every policy the resumed actors acted with is at
-  # least the checkpoint's version, and each actor's step count (its epsilon schedule)
-  # went on from its share of the checkpoint's actor steps.
+  # Every actor stepped on from its own count at the checkpoint (the counter's per-actor
+  # totals). The learner restored its state: every policy the resumed actors acted with is
+  # at least the checkpoint's version, and each actor's step count (its epsilon schedule)
+  # went on from its share of the checkpoint's actor steps. Those two are read from the
+  # episodes an actor finished after resuming; an actor that starts late beside a busy
+  # neighbour may get too few of the resumed steps to finish one (actors start
+  # unsynchronised, as in Acme), so they are checked on each actor that finished one, and
+  # at least one must have.
+  with_episodes = 0
   for i in range(2):
+    key = distributed_nodes.actor_steps_key(i)
+    assert second.counts[key] > ckpt1["counter"]["counts"][key] > 0, i
     resumed_rows = _rows(tmp_path / f"actor_{i}.csv")[actor_rows1[i]:]
-    assert resumed_rows, f"actor {i} finished no episode after resuming"
+    if not resumed_rows:
+      continue
+    with_episodes += 1
     assert min(int(r["policy_version"]) for r in resumed_rows) >= ckpt1["learner_steps"]
     assert int(resumed_rows[0]["actor_steps"]) > ckpt1["actor_steps"] // 2
+  assert with_episodes >= 1, "no actor finished an episode after resuming"
 
 
 def test_cli_resume_of_a_run_without_checkpoints_is_a_usage_error(tmp_path):
