@@ -1,7 +1,7 @@
 """Resuming a distributed run: a program run to N actor steps writes a checkpoint at its
 clean finish; a resumed program (same logdir) continues its counter, learner, replay and
-actors from that checkpoint up to 3N (2N more steps: an actor that starts late beside a busy neighbour still
-steps)."""
+actors from that checkpoint up to 3N (2N more steps: an actor that starts late beside a
+busy neighbour still steps)."""
 import csv
 import os
 import subprocess
