@@ -275,10 +275,19 @@ def _dmc_task(name: str) -> str:
   return "".join(p[:1].upper() + p[1:] for p in re.split(r"[-_]", name) if p) + "-v1"
 
 
+def _action_repeat(env_id: Any) -> int:
+  """The id's action repeat (1: none), parsed where the suffix is defined."""
+  return environments.split_action_repeat(env_id)[1]
+
+
 def vector_backend(env_id: str) -> Optional[str]:
   """"envpool", "gymnasium" or None (no vector backend) for a well-formed `env_id`; None
-  for an action-repeat id (``@repeat=K``: the vector backends do not apply it)."""
-  if "@" in str(env_id):
+  for an action-repeat id (``@repeat=K``: the vector backends do not apply it).
+
+  Raises:
+    environments.UnknownEnvironmentError: a suffix other than ``@repeat=K``.
+  """
+  if _action_repeat(env_id) > 1:
     return None
   kind, _, name = str(env_id).partition(":")
   if kind == "gym":
@@ -300,7 +309,7 @@ def check_num_envs(env_id: str, num_envs: Any) -> int:
     raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
   if num_envs > 1 and vector_backend(env_id) is None:
     kind = str(env_id).partition(":")[0]
-    why = ("action repeat (@repeat=K) runs only on the one-env path" if "@" in str(env_id)
+    why = ("action repeat (@repeat=K) runs only on the one-env path" if _action_repeat(env_id) > 1
            else "EnvPool's Atari preprocessing differs from actorq's atari: adapter"
            if kind == "atari" else "EnvPool 0.8.4 does not ship this task")
     raise NoVectorBackendError(

@@ -13,7 +13,7 @@ from acme.adders import reverb as adders_reverb
 
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config_lib
-from actorq.components import actors, adders, local_replay, replay, vector_env
+from actorq.components import actors, adders, environments, local_replay, replay, vector_env
 from actorq.components import loop as loop_lib
 from actorq.launch import experiment, local
 from actorq.quantization import network_spec as ns
@@ -302,6 +302,12 @@ def test_no_vector_backend_and_bad_num_envs_are_refused():
   assert vector_env.check_num_envs("atari:Pong", 1) == 1
   with pytest.raises(vector_env.NoVectorBackendError, match="action repeat .* one-env path"):
     vector_env.check_num_envs("dmc:cartpole-balance@repeat=4", 2)
+  assert vector_env.vector_backend("dmc:cartpole-balance@repeat=4") is None
+  assert vector_env.vector_backend("dmc:cartpole-balance") == "envpool"
+  # The suffix is parsed where it is defined (environments.split_action_repeat): a
+  # malformed one is named, not taken for "no vector backend".
+  with pytest.raises(environments.UnknownEnvironmentError, match="only suffix allowed"):
+    vector_env.check_num_envs("dmc:cartpole-balance@frameskip=4", 2)
   for bad in (0, -1, 1.5, True):
     with pytest.raises(ValueError, match="num_envs must be an integer >= 1"):
       vector_env.check_num_envs("gym:CartPole-v1", bad)
