@@ -1,13 +1,14 @@
 #!/bin/bash
-# Evaluates the final checkpoint of every run of the 200k R2D2 sweep (agents/r2d2/README.md)
-# at fp32 and at int8 with `actorq eval`: 20 greedy episodes on each run's own evaluation
-# seed (seed + 10000). Separates what the int8 runtime costs a given policy from what
-# training with int8 actors costs the learner.
-#   SWEEP=DIR [OUT=FILE.csv] [TRAINED="fp32 int8"] [EVALS="fp32 int8"] scripts/r2d2_eval_precisions.sh
+# Evaluates the final checkpoint of every run (seeds 0-4) of an `actorq sweep` directory at
+# fp32 and at int8 with `actorq eval`: 20 greedy episodes on each run's own evaluation seed
+# (seed + 10000). Separates what the int8 runtime costs a given policy from what training
+# with int8 actors costs the learner (used for R2D2's and TD3's sweeps: agents/r2d2/README.md,
+# agents/td3/README.md).
+#   SWEEP=DIR [OUT=FILE.csv] [TRAINED="fp32 int8"] [EVALS="fp32 int8"] scripts/eval_precisions.sh
 # TRAINED: the sweep's run-directory prefixes (<prefix>-s<seed>, e.g. mixed-bd5ac0d9 for a
 # "mixed:..." precision); EVALS: the precisions to evaluate each checkpoint at.
 set -euo pipefail
-sweep=${SWEEP:?set SWEEP to the directory of the 200k R2D2 sweep}
+sweep=${SWEEP:?set SWEEP to a sweep directory (runs <precision>-s<seed>, seeds 0-4)}
 out=${OUT:-$PWD/eval_20_episodes.csv}
 actorq="$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/actorq"
 trained=${TRAINED:-fp32 int8}
