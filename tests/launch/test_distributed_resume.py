@@ -88,7 +88,9 @@ def test_resumed_program_continues_counter_learner_replay_and_actors(tmp_path):
   # episodes an actor finished after resuming; an actor that starts late beside a busy
   # neighbour may get too few of the resumed steps to finish one (actors start
   # unsynchronised, as in Acme), so they are checked on each actor that finished one, and
-  # at least one must have.
+  # at least one must have: every actor node gets the same `initial_steps` (the
+  # checkpoint's actor steps // num_actors, `distributed.make_program`) and pulls from the
+  # same learner, so one actor's rows exercise what every actor's would.
   with_episodes = 0
   for i in range(2):
     key = distributed_nodes.actor_steps_key(i)
