@@ -187,6 +187,49 @@ class ActorPolicy:
   evaluation: bool = False
 
 
+# What a policy network's outputs mean (a builder's `policy_outputs`): export, the
+# quantization study (agreement, KL) and the sensitivity reports read it instead of
+# branching on agent names.
+POLICY_OUTPUT_KINDS = ("q_values", "logits", "tanh_deterministic", "tanh_gaussian")
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyOutputs:
+  """What the rows a policy network outputs mean, declared by its builder.
+
+  Attributes:
+    kind: one of `POLICY_OUTPUT_KINDS`:
+      "q_values": one action value per discrete action (greedy action = argmax; a
+        distribution over actions is `softmax(Q / T)`);
+      "logits": unnormalised log-probabilities of a categorical policy;
+      "tanh_deterministic": a deterministic action in [-1, 1] per action dimension,
+        rescaled to the action spec's bounds (DDPG, D4PG, TD3);
+      "tanh_gaussian": a Gaussian mean (and scale) squashed by tanh (SAC, continuous
+        on-policy heads); the greedy action is tanh(mean) rescaled.
+    to_values: float32 `[N, output_size]` -> float `[N, A]`, the per-action values or
+      logits the kind speaks of, when the raw outputs are not those already: the dueling
+      combination `[V, A_1..A_n] -> Q`, the mean over quantiles of QR-DQN's
+      `[N, A * num_quantiles]`. None: the outputs are the values.
+    description: one line for reports and the exported file's JSON (e.g.
+      "argmax(y[1:]) (y = [V, A_1..A_n])").
+
+  Raises:
+    ValueError: `kind` is not one of `POLICY_OUTPUT_KINDS`.
+  """
+  kind: str
+  to_values: Optional[Callable[[np.ndarray], np.ndarray]] = None
+  description: str = ""
+
+  def __post_init__(self):
+    if self.kind not in POLICY_OUTPUT_KINDS:
+      raise ValueError(f"policy output kind {self.kind!r}; allowed: "
+                       f"{', '.join(POLICY_OUTPUT_KINDS)}")
+
+  def values(self, outputs: np.ndarray) -> np.ndarray:
+    """`to_values(outputs)` or the outputs themselves."""
+    return outputs if self.to_values is None else self.to_values(outputs)
+
+
 # ---------------------------------------------------------------------------------------
 # Contracts.
 
@@ -290,7 +333,8 @@ class Builder(Protocol):
       that should have run by then (e.g. `floor(actor_steps * samples_per_insert /
       batch_size)` off-policy, `items_written // batch_size` for a rollout queue);
 
-  and every builder has `config`, the agent's config dataclass.
+  and every builder has `config`, the agent's config dataclass, and says what its policy's
+  outputs mean with `policy_outputs(networks, environment_spec) -> PolicyOutputs`.
   """
   config: Any
 
