@@ -92,7 +92,7 @@ def check_precision(value: Any, name: str = "actor_precision",
 
 
 # ---------------------------------------------------------------------------------------
-# Learner placement (`actorq.components.placement` resolves a choice to a jax device).
+# Learner placement (`actorq.launch.placement` resolves a choice to a jax device).
 
 # auto: a GPU if jax sees one, else the CPU; gpu: a GPU or a one-line error; cpu: the CPU.
 LEARNER_DEVICES: Tuple[str, ...] = ("auto", "gpu", "cpu")
@@ -111,6 +111,12 @@ def check_learner_device(value: Any, name: str = "learner_device") -> str:
 
 # ---------------------------------------------------------------------------------------
 # Environment errors.
+
+
+class UsageError(Exception):
+  """Bad input (a command-line flag, a config value, a run directory that cannot be used):
+  the message names what is wrong and what is allowed. Every layer raises it; the CLI
+  prints it on one line and exits with status 2, before anything is written."""
 
 
 class UnknownEnvironmentError(ValueError):
@@ -137,7 +143,7 @@ class RunFailure(RuntimeError):
 
 
 class EnvironmentFailure(RunFailure):
-  """The environment raised in `reset()` or `step()` (`actorq.components.loop`)."""
+  """The environment raised in `reset()` or `step()` (`actorq.components.acting.loop`)."""
 
 
 class NonFiniteLossError(RunFailure, ValueError):
@@ -380,7 +386,7 @@ class VectorBuilder(Protocol):
   """A builder whose agent can act in B environments at once (`num_envs` > 1):
   `make_batched_adder(replay_client, environment_spec, policy, num_envs)` returns an
   adder that keeps one adder state per environment (see
-  `actorq.components.adders.BatchedNStepTransitionAdder` and `PerEnvAdders`)."""
+  `actorq.components.replay.adders.BatchedNStepTransitionAdder` and `PerEnvAdders`)."""
 
   def make_batched_adder(self, replay_client: Any, environment_spec: Any,
                          policy: ActorPolicy, num_envs: int) -> Any:

@@ -48,5 +48,5 @@ setuptools.setup(
         # Acme 0.4.0's own TF actors, the peer column of `actorq bench`.
         "peer": ["dm-sonnet==2.0.0", "trfl==1.2.0", "tensorflow-probability==0.16.0"],
     },
-    entry_points={"console_scripts": ["actorq=actorq.launch.cli:main"]},
+    entry_points={"console_scripts": ["actorq=actorq.cli.main:main"]},
 )

@@ -6,7 +6,7 @@ the actors' precision, measured side by side.
 
 Every (seed, precision) run is a fresh child process (`python -m
 actorq.benchmarks.actorq_bench --child JOB.json`) running `actorq.launch.local.run`
-with the agent's builder wrapped by `actorq.components.profiling.InstrumentedBuilder`.
+with the agent's builder wrapped by `actorq.launch.profiling.InstrumentedBuilder`.
 Runs of one seed are consecutive and their precision order rotates from seed to seed
 (interleaved: slow drifts of a shared machine hit every precision alike). The same
 seed gives every precision the same environment, network initialisation and replay
@@ -50,7 +50,6 @@ runs on a GPU) x `watts_per_gpu`. Idle power, DRAM, uncore and cooling are not c
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import json
 import math
@@ -70,10 +69,14 @@ import jax
 from acme import specs
 
 from actorq import core
-from actorq.benchmarks import aggregate as ag
-from actorq.components import actors, config_io, environments, profiling
-from actorq.components import loop as loop_lib
-from actorq.components import variable_client as vc
+from actorq.studies import aggregate as ag
+from actorq.studies.tables import PRECISION_COLORS, markdown_table, write_csv  # noqa: F401 (ab.* users)
+from actorq.components import config_io
+from actorq.components.acting import actors
+from actorq.components.envs import environments
+from actorq.launch import profiling
+from actorq.components.acting import loop as loop_lib
+from actorq.components.acting import variable_client as vc
 from actorq.launch import experiment, local, registry
 from actorq.quantization import network_spec as ns
 
@@ -446,15 +449,6 @@ def summarize(runs: List[Dict[str, Any]], precisions: Sequence[str]) -> Dict[str
   return out
 
 
-def write_csv(path, fieldnames, rows):
-  """`rows` (dicts; keys not in `fieldnames` ignored, None written empty) as a CSV file."""
-  with open(path, "w", newline="", encoding="utf-8") as f:
-    w = csv.DictWriter(f, fieldnames=fieldnames, extrasaction="ignore")
-    w.writeheader()
-    for row in rows:
-      w.writerow(row)
-
-
 def write_files(outdir, runs, peers, summary, meta):
   """runs.csv, breakdown.csv, curves.csv, acting.csv, summary.csv, bench.json."""
   write_csv(os.path.join(outdir, "runs.csv"), RUN_FIELDS,
@@ -488,11 +482,6 @@ def write_files(outdir, runs, peers, summary, meta):
             [dict(v, precision=k) for k, v in summary.items()])
   with open(os.path.join(outdir, "bench.json"), "w", encoding="utf-8") as f:
     json.dump({"meta": meta, "summary": summary, "runs": runs, "peers": peers}, f, indent=1)
-
-
-# One colour per actor precision, shared by the bench and sweep plots.
-PRECISION_COLORS = {"fp32": "tab:blue", "fp16": "tab:orange", "bf16": "tab:purple",
-                    "int8": "tab:green"}
 
 
 def plot(outdir, runs, peers, summary, meta) -> List[str]:
@@ -598,14 +587,6 @@ def _ratio(a, b):
 
 def _load(loadavg) -> str:
   return f"{loadavg[0]:.2f}" if loadavg else "unknown"
-
-
-def markdown_table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> str:
-  """A Markdown table, cells right-aligned to the widest of their column."""
-  widths = [max(len(str(r[i])) for r in [header] + list(rows)) for i in range(len(header))]
-  line = lambda r: "| " + " | ".join(str(c).rjust(w) for c, w in zip(r, widths)) + " |"
-  return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-                   + [line(r) for r in rows])
 
 
 def format_table(summary, peers, meta) -> str:

@@ -33,13 +33,13 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Sequence
 
-from actorq.benchmarks import aggregate
-from actorq.launch import cli, export_cmd, precision_arg
+from actorq.studies import aggregate
+from actorq.cli import main as cli, export as export_cmd, precision_arg
 
 
 def export_argv(run: str, precision: str, episodes: int, seed: int) -> List[str]:
   """The child's command line: `actorq export` of one run at one precision."""
-  return [sys.executable, "-m", "actorq.launch.cli", "export", "--checkpoint", run,
+  return [sys.executable, "-m", "actorq.cli.main", "export", "--checkpoint", run,
           "--precision", precision, "--episodes", str(episodes), "--seed", str(seed)]
 
 

@@ -1,5 +1,5 @@
 """Training across two hosts: `actorq train --launch hosts` with its nodes in two network
-namespaces (`launch/netns.py`: 10.231.0.1 runs replay, counter, learner and limiter, and
+namespaces (`testing/netns.py`: 10.231.0.1 runs replay, counter, learner and limiter, and
 the launcher; 10.231.0.2 the actors and the evaluator), over a veth link that `tc` may limit,
 at each actor precision and seed, side by side in one run.
 
@@ -56,10 +56,10 @@ import time
 from typing import Any, Dict, List, Optional
 
 from actorq.benchmarks import actorq_bench as ab
-from actorq.benchmarks import aggregate as ag
-from actorq.benchmarks import sweep
-from actorq.launch import cli
-from actorq.launch import netns
+from actorq.studies import aggregate as ag
+from actorq.studies import sweep
+from actorq.cli import main as cli
+from actorq.testing import netns
 
 PRESETS = {
     "dqn": dict(agent="dqn", env="gym:CartPole-v1", steps=100_000, num_actors=2,
@@ -116,7 +116,7 @@ def train_argv(pair: netns.HostPair, settings: Dict[str, Any], precision: str, s
                logdir: str) -> List[str]:
   """The launcher's command line, run in the first namespace."""
   argv = pair.exec_argv(0) + [
-      sys.executable, "-m", "actorq.launch.cli", "train", "--launch", "hosts",
+      sys.executable, "-m", "actorq.cli.main", "train", "--launch", "hosts",
       "--hosts", ",".join(pair.addresses),
       "--start", f"ip netns exec {pair.names[0][:-1]}{{index}}",
       "--num-actors", str(settings["num_actors"]), "--agent", settings["agent"],

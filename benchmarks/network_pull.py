@@ -1,6 +1,6 @@
 """Parameter pulls over a rate-limited link: fp32 vs int8, 3x256 and 3x2048 policies.
 
-Two network namespaces joined by a veth pair (`launch/netns.py`, root only) stand in for
+Two network namespaces joined by a veth pair (`testing/netns.py`, root only) stand in for
 a learner host (10.231.0.1) and an actor host (10.231.0.2); `tc ... tbf` limits both
 directions of the link to each rate in turn. The learner process serves a `PolicyServer`
 over Courier, as the learner node does (each parameter version converted once per
@@ -41,8 +41,8 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 
 # actor_inference pins XLA to one thread when imported (the actor's policy runtime).
 from actorq.benchmarks import actor_inference  # pylint: disable=g-import-not-at-top
-from actorq.components import variable_client  # pylint: disable=g-import-not-at-top
-from actorq.launch import netns  # pylint: disable=g-import-not-at-top
+from actorq.components.acting import variable_client  # pylint: disable=g-import-not-at-top
+from actorq.testing import netns  # pylint: disable=g-import-not-at-top
 from actorq.quantization import runtimes  # pylint: disable=g-import-not-at-top
 
 NETWORKS = ("mlp_3x256", "mlp_3x2048")

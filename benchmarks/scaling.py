@@ -25,7 +25,7 @@ The model (all times in seconds; p is the actor precision):
   (2) learner-bound: X_L = B / (SPI * t_L). Reverb's SampleToInsertRatio limiter keeps
       samples / inserts at SPI (within its error buffer); a learner step samples B items and
       each actor step inserts one n-step transition, so the actors may insert at most
-      B / SPI items per learner step (Acme's convention, `components/replay.py`).
+      B / SPI items per learner step (Acme's convention, `components/replay/reverb_replay.py`).
   (3) core-bound:    X_C = (C - e) / (t_a(p) + t_pull(p) / K + c_r + (SPI / B) * c_L): every
       actor step needs its own CPU, its share of replay work and SPI / B learner steps' host
       CPU, and together they cannot use more than the C - e free cores (core sharing).

@@ -23,7 +23,7 @@ from typing import List
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config
 from actorq.benchmarks import peer_sb3
-from actorq.components import adders, replay
+from actorq.components.replay import adders, reverb_replay as replay
 from actorq.launch import experiment, local
 
 ADDERS = ("acme", "single_env")

@@ -9,7 +9,7 @@ Config fields read: `replay_table_name`, `min_replay_size`, `max_replay_size`,
 `samples_per_insert` (sampled items per inserted item), `batch_size`, `n_step`,
 `discount`, `variable_update_period` (actor steps between parameter pulls).
 A policy passed to `make_actor` has `spec` (its `NetworkSpec`), `precision` and
-`selector` (see `actorq.components.actors`).
+`selector` (see `actorq.components.acting.actors`).
 """
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ from acme import specs
 
 from actorq import core
 
-from actorq.components import actors, adders, local_replay, replay
-from actorq.components import variable_client as vc
+from actorq.components.acting import actors
+from actorq.components.replay import adders, local_replay, reverb_replay as replay
+from actorq.components.acting import variable_client as vc
 
 
 class ReplayTableBuilder:

@@ -23,7 +23,7 @@ from acme import core as acme_core
 from acme.utils import counting, loggers
 
 from actorq import core
-from actorq.components import priorities as priorities_lib
+from actorq.components.replay import priorities as priorities_lib
 
 
 class PackedMetrics(Mapping):

@@ -31,7 +31,8 @@ from acme import core as acme_core
 from acme.utils import counting
 
 from actorq import core
-from actorq.components import actors, builders, networks
+from actorq.components import builders, networks
+from actorq.components.acting import actors
 from actorq.components import config_checks as checks
 from actorq.launch import distributed, experiment, local
 from actorq.quantization import network_spec as ns

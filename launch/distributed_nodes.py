@@ -26,14 +26,14 @@ import launchpad as lp
 from acme.utils import counting
 
 from actorq import core
-from actorq.components import actors
-from actorq.components import checkpointing
-from actorq.components import logging as logging_lib
-from actorq.components import loop as loop_lib
-from actorq.components import placement
-from actorq.components import profiling
-from actorq.components import reverb_timeouts
-from actorq.components import variable_client as vc
+from actorq.components.acting import actors
+from actorq.launch import checkpointing
+from actorq.launch import logging as logging_lib
+from actorq.components.acting import loop as loop_lib
+from actorq.launch import placement
+from actorq.launch import profiling
+from actorq.components.replay import reverb_timeouts
+from actorq.components.acting import variable_client as vc
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import processes
 

@@ -24,8 +24,10 @@ import jax
 from acme import specs
 
 from actorq import core
-from actorq.components import actors, checkpointing, environments, vector_env
-from actorq.components import loop as loop_lib
+from actorq.components.acting import actors
+from actorq.components.envs import environments, vector_env
+from actorq.launch import checkpointing
+from actorq.components.acting import loop as loop_lib
 
 # Seeds derived from `ExperimentConfig.seed`: the training actor (single process) uses
 # the seed itself, actor i of a distributed run `seed + 1 + i`, the evaluator
@@ -75,7 +77,7 @@ class ExperimentConfig:
   Attributes:
     builder: the agent's builder (`actorq.core.Builder`; stateless, so one builder
       serves every node of a distributed run).
-    env_id: environment id (`actorq.components.environments`).
+    env_id: environment id (`actorq.components.envs.environments`).
     num_steps: actor steps after which training ends (summed over actors).
     seed: seeds environments, networks, exploration and replay sampling.
     eval_every: actor steps between greedy evaluations (one more at the end of a
@@ -88,7 +90,7 @@ class ExperimentConfig:
     resume: continue from the newest readable checkpoint in `<logdir>/checkpoints`
       (`num_steps` stays the run's total).
     max_episode_steps: the step cap of every episode, training and evaluation
-      (`actorq.components.loop`): an episode reaching it ends as a truncation.
+      (`actorq.components.acting.loop`): an episode reaching it ends as a truncation.
     actor_precision: if set, replaces `builder.config.actor_precision` (the builder is
       rebuilt as `type(builder)(dataclasses.replace(builder.config, ...))`): one of
       `core.ACTOR_PRECISIONS` or a per-layer policy's ``"mixed:<choice>,..."`` name
@@ -103,7 +105,7 @@ class ExperimentConfig:
     learner_device: where the learner computes, one of `core.LEARNER_DEVICES`: "auto" (a GPU
       if jax sees one, else the CPU), "gpu" (a GPU, else `placement.NoAcceleratorError` when
       the learner starts), "cpu". Actors, evaluator and replay always use the CPU
-      (`actorq.components.placement`).
+      (`actorq.launch.placement`).
 
   Raises:
     ValueError: naming the field, the value and what is allowed.

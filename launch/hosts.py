@@ -131,7 +131,7 @@ class HostsConfig:
 
   def runner_argv(self, index: int, program: str = "-") -> List[str]:
     """The host runner's command line (without the start command)."""
-    return [self.python, "-m", "actorq.launch.cli", "node", "--program", program,
+    return [self.python, "-m", "actorq.cli.main", "node", "--program", program,
             "--host", str(index)]
 
 
@@ -429,7 +429,7 @@ def run_host(data: bytes, index: int, echo: bool = True) -> int:
   logdir = header.get("logdir")
   commands = [processes.Command(
       header["tasks"][k]["title"],
-      [sys.executable, "-m", "actorq.launch.cli", "node", "--program", "-", "--task", str(k)],
+      [sys.executable, "-m", "actorq.cli.main", "node", "--program", "-", "--task", str(k)],
       node_environment(header["tasks"][k]), data) for k in tasks]
   grace = float(header["stop_grace_s"])
   with processes.Signals((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as sigs:

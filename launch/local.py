@@ -1,5 +1,5 @@
 """Single-process training: an in-process replay, one actor and the learner, interleaved
-in one readable loop (`actorq.components.loop.ActorLoop` with hooks). Deterministic: the
+in one readable loop (`actorq.components.acting.loop.ActorLoop` with hooks). Deterministic: the
 same config (seed included) on the same machine gives the same run, step for step.
 
     result = local.run(ExperimentConfig(builder, "gym:CartPole-v1", num_steps=100_000))
@@ -18,7 +18,7 @@ network initialisation, exploration and replay sampling are seeded from
 every `checkpoint_every` minutes but change no state). Distributed runs stay on Reverb
 and asynchronous (`launch/distributed.py`).
 
-Checkpoints (`<logdir>/checkpoints`, see `actorq.components.checkpointing`) are written
+Checkpoints (`<logdir>/checkpoints`, see `actorq.launch.checkpointing`) are written
 every `checkpoint_every` minutes, at the end, and when the run is interrupted with
 Ctrl-C; each holds the learner's state (params, target params, optimizer state, step
 counter), the counters (actor steps, episodes, learner steps, the acme counter), the
@@ -40,13 +40,14 @@ import numpy as np
 from acme.utils import counting
 
 from actorq import core
-from actorq.components import actors, checkpointing
-from actorq.components import logging as logging_lib
-from actorq.components import local_replay
-from actorq.components import replay as replay_lib
-from actorq.components import loop as loop_lib
-from actorq.components import placement
-from actorq.components import variable_client as vc
+from actorq.components.acting import actors
+from actorq.launch import checkpointing
+from actorq.launch import logging as logging_lib
+from actorq.components.replay import local_replay
+from actorq.components.replay import reverb_replay as replay_lib
+from actorq.components.acting import loop as loop_lib
+from actorq.launch import placement
+from actorq.components.acting import variable_client as vc
 from actorq.launch import experiment as experiment_lib
 
 
@@ -120,7 +121,7 @@ def run(config: experiment_lib.ExperimentConfig, *,
 
   The learner computes on `placement.learner_device(config.learner_device)` (the run
   executes inside `jax.default_device` of it); the actor's and the evaluator's policy
-  runtimes compute on the CPU (`actorq.components.placement`).
+  runtimes compute on the CPU (`actorq.launch.placement`).
 
   Args:
     config: the experiment (see `ExperimentConfig`).

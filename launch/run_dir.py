@@ -6,16 +6,20 @@ type and actor count of a distributed run).
 """
 from __future__ import annotations
 
+import csv
 import json
 import os
 import warnings
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
-from actorq.components import atomic, checkpointing, config_io
-from actorq.launch import cli, registry
+from actorq.components import atomic, config_io
+from actorq.launch import checkpointing
+from actorq import core
+from actorq.launch import registry
 from actorq.quantization import network_spec
 
 RUN_INFO = "run.json"
+EVAL_CSV = "eval.csv"
 CHECKPOINTS = "checkpoints"
 
 
@@ -30,18 +34,18 @@ def read_info(run_path: str) -> Dict[str, Any]:
   """The run's `run.json`.
 
   Raises:
-    cli.UsageError: unreadable or not a run.json of `actorq train`.
+    core.UsageError: unreadable or not a run.json of `actorq train`.
   """
   path = os.path.join(run_path, RUN_INFO)
   try:
     with open(path, encoding="utf-8") as f:
       info = json.load(f)
   except (OSError, ValueError) as e:
-    raise cli.UsageError(f"cannot read {path}: {e}") from None
+    raise core.UsageError(f"cannot read {path}: {e}") from None
   missing = [k for k in ("agent", "env", "seed", "config") if not isinstance(info, dict)
              or k not in info]
   if missing:
-    raise cli.UsageError(f"{path} is not a run.json of 'actorq train' (missing "
+    raise core.UsageError(f"{path} is not a run.json of 'actorq train' (missing "
                          f"{', '.join(missing)})")
   return info
 
@@ -50,13 +54,13 @@ def resolve(path: str) -> Tuple[str, str]:
   """`(run_dir, checkpoint_dir)` for a run directory or its `checkpoints/` folder.
 
   Raises:
-    cli.UsageError: if neither holds a run.json.
+    core.UsageError: if neither holds a run.json.
   """
   path = os.path.abspath(path)
   for run_dir in (path, os.path.dirname(path)):
     if os.path.isfile(os.path.join(run_dir, RUN_INFO)):
       return run_dir, os.path.join(run_dir, CHECKPOINTS)
-  raise cli.UsageError(f"--checkpoint {path} is not a run directory of 'actorq train' "
+  raise core.UsageError(f"--checkpoint {path} is not a run directory of 'actorq train' "
                        f"(no {RUN_INFO} in it or its parent)")
 
 
@@ -66,7 +70,7 @@ def load(path: str) -> Tuple[Dict[str, Any], Dict[str, Any], str]:
   info = read_info(run_dir)
   ckpt_path, state = checkpointing.restore_latest(ckpt_dir)
   if state is None:
-    raise cli.UsageError(f"no readable checkpoint in {ckpt_dir}")
+    raise core.UsageError(f"no readable checkpoint in {ckpt_dir}")
   return info, state, ckpt_path
 
 
@@ -91,17 +95,17 @@ def make_builder(info: Dict[str, Any], **overrides):
   are dropped with a warning (`config_values`).
 
   Raises:
-    cli.UsageError: an unknown agent, or a value this version refuses.
+    core.UsageError: an unknown agent, or a value this version refuses.
   """
   try:
     config_cls, builder_cls = registry.get(info["agent"])
   except registry.UnknownAgentError as e:
-    raise cli.UsageError(f"run.json: {e}") from None
+    raise core.UsageError(f"run.json: {e}") from None
   values = config_values(info, config_cls)
   try:
     return builder_cls(config_io.from_dict(config_cls, values, overrides))
   except ValueError as e:
-    raise cli.UsageError(f"run.json: {e}") from None
+    raise core.UsageError(f"run.json: {e}") from None
 
 
 def check_feed_forward(networks, info: Dict[str, Any], command: str) -> None:
@@ -109,10 +113,34 @@ def check_feed_forward(networks, info: Dict[str, Any], command: str) -> None:
   policy (R2D2's `RecurrentSpec`) is refused in one line (`actorq eval` runs it).
 
   Raises:
-    cli.UsageError: naming the agent, the command and what does work.
+    core.UsageError: naming the agent, the command and what does work.
   """
   if isinstance(networks.spec, network_spec.RecurrentSpec):
-    raise cli.UsageError(
+    raise core.UsageError(
         f"actorq {command} does not support recurrent policies yet (agent "
         f"{info.get('agent')!r}: an LSTM Q-network); 'actorq eval --checkpoint RUN "
         "--precision P' evaluates it at fp32, fp16, bf16 or int8")
+
+
+def read_eval_csv(path: str) -> Dict[str, List[float]]:
+  """Columns of an eval.csv as float lists sorted by actor_steps (last row per step wins;
+  repeated header rows are skipped)."""
+  rows: Dict[int, dict] = {}
+  with open(path, newline="", encoding="utf-8") as f:
+    for row in csv.DictReader(f):
+      try:
+        step = int(float(row["actor_steps"]))
+        float(row["episode_return"])
+      except (KeyError, TypeError, ValueError):
+        continue  # a repeated header or a partial line
+      rows[step] = row
+  columns: Dict[str, List[float]] = {}
+  for step in sorted(rows):
+    for key in ("actor_steps", "episode_return", "episode_return_std", "wall_seconds",
+                "learner_steps"):
+      try:
+        value = float(rows[step].get(key, "nan"))
+      except (TypeError, ValueError):
+        value = float("nan")
+      columns.setdefault(key, []).append(value)
+  return columns

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence, Tuple
 
-from actorq.launch import cli
+from actorq.cli import main as cli
 
 
 def run_cli(argv: Sequence[str], capsys) -> Tuple[int, str, str]:

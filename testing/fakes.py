@@ -20,7 +20,7 @@ import numpy as np
 from acme import specs
 from dm_env import specs as dm_specs
 
-from actorq.components import vector_env
+from actorq.components.envs import vector_env
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload
 

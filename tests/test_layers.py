@@ -1,9 +1,12 @@
-"""The package's layers (ARCHITECTURE): imports flow one way,
+"""The package's floors (ARCHITECTURE): imports flow one way,
 
-    benchmarks -> launch (and testing) -> agents -> components -> quantization -> core,
+    cli -> benchmarks -> studies -> launch (and testing) -> agents -> components
+        -> quantization -> core,
 
-and no function-local import of an actorq module exists (such an import is how a cycle
-hides). Read from the source with `ast`, so it also holds for code no test imports."""
+no function-local import of an actorq module exists (such an import is how a cycle
+hides), and argparse lives in `cli/` only (besides the `__main__` scripts of benchmarks
+and examples, which are command lines of their own). Read from the source with `ast`, so
+it also holds for code no test imports."""
 import ast
 import os
 
@@ -11,9 +14,15 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYERS = {"core": 0, "quantization": 1, "components": 2, "agents": 3, "launch": 4,
-          "testing": 4, "benchmarks": 5, "examples": 6}
-# `python -m actorq.launch.cli` runs the module as __main__ and calls the imported copy.
-ALLOWED_LOCAL = {("launch/cli.py", "actorq.launch")}
+          "testing": 4, "studies": 5, "benchmarks": 6, "cli": 7, "examples": 8}
+# Modules that sit on another floor than their folder: command-line scripts that use the
+# CLI's argument types and commands (a benchmark's own `__main__`, the test driver of
+# `actorq`), so they stand beside `cli/`.
+MODULE_LAYERS = {"testing.cli": 7, "benchmarks.export_parity": 7, "benchmarks.hosts_train": 7}
+ALLOWED_LOCAL = set()
+# Folders whose modules may build an argparse parser (other than cli/): scripts with a
+# `__main__` of their own.
+ARGPARSE_FOLDERS = {"cli", "benchmarks", "examples"}
 
 
 def _modules():
@@ -45,7 +54,18 @@ def _actorq_imports(tree):
 
 def _layer(module: str):
   parts = module.split(".")
-  return LAYERS.get(parts[1]) if len(parts) > 1 else None
+  if len(parts) < 2:
+    return None
+  for depth in range(len(parts), 1, -1):
+    name = ".".join(parts[1:depth])
+    if name in MODULE_LAYERS:
+      return MODULE_LAYERS[name]
+  return LAYERS.get(parts[1])
+
+
+def _own_layer(folder: str, path: str) -> int:
+  rel = os.path.relpath(path, ROOT)[:-len(".py")].replace(os.sep, ".")
+  return MODULE_LAYERS.get(rel, LAYERS[folder])
 
 
 @pytest.mark.parametrize("folder,path", list(_modules()),
@@ -56,10 +76,29 @@ def test_imports_flow_down_and_none_is_function_local(folder, path):
   rel = os.path.relpath(path, ROOT)
   for module, top_level in _actorq_imports(tree):
     layer = _layer(module)
-    assert layer is None or layer <= LAYERS[folder], f"{rel} imports {module} (upward)"
+    assert layer is None or layer <= _own_layer(folder, path), f"{rel} imports {module} (upward)"
     if not top_level:
       assert (rel, module) in ALLOWED_LOCAL, f"{rel}: function-local import of {module}"
 
 
 def test_the_layers_are_all_there():
   assert sum(1 for _ in _modules()) > 50
+
+
+@pytest.mark.parametrize("folder,path", list(_modules()),
+                         ids=lambda v: os.path.relpath(v, ROOT) if os.sep in str(v) else v)
+def test_argparse_lives_in_cli(folder, path):
+  if folder in ARGPARSE_FOLDERS:
+    return
+  with open(path, encoding="utf-8") as f:
+    tree = ast.parse(f.read())
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      assert all(a.name != "argparse" for a in node.names), f"{path} imports argparse"
+    if isinstance(node, ast.ImportFrom):
+      assert node.module != "argparse", f"{path} imports from argparse"
+
+
+def test_the_floors_have_their_rooms():
+  for folder in ("cli", "studies", "components/acting", "components/replay", "components/envs"):
+    assert os.path.isfile(os.path.join(ROOT, folder, "__init__.py")), folder

@@ -20,7 +20,8 @@ from actorq import core
 from actorq.agents.dpg_common import config as config_lib
 from actorq.agents.dpg_common import learning
 from actorq.agents.dpg_common import networks as networks_lib
-from actorq.components import builders, continuous
+from actorq.components import builders
+from actorq.components.acting import continuous
 from actorq.quantization import qat
 
 

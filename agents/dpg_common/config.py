@@ -87,7 +87,7 @@ class ActorCriticConfig:
 class DPGConfig(ActorCriticConfig):
   """Deterministic policy gradient agent settings (Lillicrap et al. 2016)."""
   # Gaussian exploration noise, std in units of half the action range (= units of the
-  # policy's tanh output; see actorq.components.continuous).
+  # policy's tanh output; see actorq.components.acting.continuous).
   sigma: float = checks.field(0.3, ge=0.0)
   # Clip dQ/da per sample to this L2 norm in the policy loss (None: no clip).
   dqda_clipping: Optional[float] = checks.field(None, gt=0.0)

@@ -16,7 +16,7 @@ One learner step on a batch of n-step transitions (s_tm1, a_tm1, R, d, s_t):
   targets: `target <- tau * online + (1 - tau) * target` every K learner steps.
 
 Actions are stored in environment units and mapped to the policy's `[-1, 1]` units
-(`actorq.components.continuous.to_unit`) before they reach the critic.
+(`actorq.components.acting.continuous.to_unit`) before they reach the critic.
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ import rlax
 from acme import types
 from acme.utils import counting, loggers
 
-from actorq.components import continuous, learners
+from actorq.components import learners
+from actorq.components.acting import continuous
 
 # critic_loss(out_tm1[B, K], r_t[B], discount_t[B], out_t[B, K]) -> scalar
 CriticLoss = Callable[[jnp.ndarray, jnp.ndarray, jnp.ndarray, jnp.ndarray], jnp.ndarray]

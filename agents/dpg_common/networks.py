@@ -4,7 +4,7 @@ The policy is a `NetworkSpec` MLP so that actors can run it through any policy r
 int8 included: a deterministic policy ends in tanh (`u in [-1, 1]^A`), a stochastic one
 in a linear `[mean[A], log_std[A]]` head whose sampling and tanh squash happen in the
 actor's numpy selector. Actors rescale `u` to the action bounds
-(`actorq.components.continuous`). The critic is learner-only plain Haiku: an MLP over
+(`actorq.components.acting.continuous`). The critic is learner-only plain Haiku: an MLP over
 `concat(observation, u)`, with actions in the same `[-1, 1]` units; `num_critics=2` makes
 the twin critics of TD3 and SAC (two independent MLPs, clipped double Q).
 """
@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from acme import specs
 
-from actorq.components import continuous
+from actorq.components.acting import continuous
 from actorq.components import networks as networks_lib
 from actorq.core import UnsupportedEnvironmentError
 from actorq.quantization import network_spec as ns

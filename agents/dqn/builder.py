@@ -12,7 +12,9 @@ from acme import specs
 from actorq import core
 from actorq.agents.dqn import learning
 from actorq.agents.dqn import networks as networks_lib
-from actorq.components import actors, builders, replay
+from actorq.components import builders
+from actorq.components.acting import actors
+from actorq.components.replay import reverb_replay as replay
 from actorq.quantization import qat
 
 

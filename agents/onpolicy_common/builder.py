@@ -12,8 +12,9 @@ from acme.adders import base as adders_base
 from actorq import core
 from actorq.agents.onpolicy_common import learning
 from actorq.agents.onpolicy_common import networks as networks_lib
-from actorq.components import actors, adders, rollouts
-from actorq.components import variable_client as vc
+from actorq.components.acting import actors
+from actorq.components.replay import adders, rollouts
+from actorq.components.acting import variable_client as vc
 
 
 class OnPolicyBuilder:

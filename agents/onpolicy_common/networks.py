@@ -24,7 +24,7 @@ from acme import specs
 
 from actorq import core
 from actorq.components import networks as networks_lib
-from actorq.components.continuous import LOG_STD_MAX, LOG_STD_MIN, split_gaussian
+from actorq.components.acting.continuous import LOG_STD_MAX, LOG_STD_MIN, split_gaussian
 from actorq.core import UnsupportedEnvironmentError
 from actorq.quantization import network_spec as ns
 

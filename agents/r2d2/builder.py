@@ -21,8 +21,10 @@ from actorq import core
 from actorq.agents.dqn.builder import q_policy
 from actorq.agents.r2d2 import learning
 from actorq.agents.r2d2 import networks as networks_lib
-from actorq.components import actors, adders, builders, replay
-from actorq.components import variable_client as vc
+from actorq.components import builders
+from actorq.components.acting import actors
+from actorq.components.replay import adders, reverb_replay as replay
+from actorq.components.acting import variable_client as vc
 
 
 def extras_spec(lstm_size: int):

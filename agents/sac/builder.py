@@ -16,7 +16,7 @@ from actorq.agents.dpg_common.builder import ActorCriticBuilder
 from actorq.agents.sac import config as config_lib
 from actorq.agents.sac import learning
 from actorq.agents.sac import networks as networks_lib
-from actorq.components import continuous
+from actorq.components.acting import continuous
 
 
 class SACBuilder(ActorCriticBuilder):

@@ -33,7 +33,8 @@ from acme.utils import counting, loggers
 
 from actorq.agents.dpg_common.learning import (check_target_update, init_policy_and_critic,
                                                 target_update, twin_critic_loss)
-from actorq.components import continuous, learners
+from actorq.components import learners
+from actorq.components.acting import continuous
 
 
 def tanh_gaussian_log_prob(u: jnp.ndarray, mean: jnp.ndarray,

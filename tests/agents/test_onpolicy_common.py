@@ -9,7 +9,7 @@ import reverb
 from acme import specs
 
 from actorq.agents import onpolicy_common as onpolicy
-from actorq.components import replay, rollouts
+from actorq.components.replay import reverb_replay as replay, rollouts
 
 
 def _env_spec(discrete=True):

@@ -17,8 +17,9 @@ from actorq.agents.impala import config as impala_config
 from actorq.agents.onpolicy_common import networks as onpolicy
 from actorq.agents.ppo import builder as ppo_builder
 from actorq.agents.ppo import config as ppo_config
-from actorq.components import actors, adders, replay, rollouts
-from actorq.components import loop as loop_lib
+from actorq.components.acting import actors
+from actorq.components.replay import adders, reverb_replay as replay, rollouts
+from actorq.components.acting import loop as loop_lib
 from actorq.launch import experiment, local
 from actorq.testing import fakes
 

@@ -13,8 +13,8 @@ from actorq.agents.dpg_common import learning as dpg_learning
 from actorq.agents.sac import builder as builder_lib
 from actorq.agents.sac import config as config_lib
 from actorq.agents.sac import learning
-from actorq.components import continuous
-from actorq.components import variable_client as vc
+from actorq.components.acting import continuous
+from actorq.components.acting import variable_client as vc
 from actorq.launch import experiment, local
 from actorq.quantization import payload
 from actorq.testing import runs

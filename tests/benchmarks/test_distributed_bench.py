@@ -7,7 +7,7 @@ import math
 import pytest
 
 from actorq.benchmarks import distributed_bench as db
-from actorq.launch import cli
+from actorq.cli import main as cli
 
 NODES = {"replay/0", "counter/0", "learner/0", "actor/0", "evaluator/0", "limiter/0"}
 

@@ -5,7 +5,7 @@ import time
 import psutil
 import pytest
 
-from actorq.benchmarks import aggregate as ag
+from actorq.studies import aggregate as ag
 from actorq.benchmarks import hosts_train
 
 

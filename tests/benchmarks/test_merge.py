@@ -7,7 +7,7 @@ import pytest
 
 from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import merge
-from actorq.launch import cli
+from actorq.cli import main as cli
 
 
 def _run(precision, seed, final_return, time_to_target):

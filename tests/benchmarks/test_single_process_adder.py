@@ -4,7 +4,7 @@ from acme import specs
 
 from actorq.agents.dqn import config as dqn_config
 from actorq.benchmarks import single_process_adder as spa
-from actorq.components import adders, local_replay, replay
+from actorq.components.replay import adders, local_replay, reverb_replay as replay
 from actorq.testing import fakes
 
 

@@ -7,7 +7,8 @@ import pytest
 
 from actorq.agents.dqn.config import DQNConfig
 from actorq.components import config_io
-from actorq.launch import cli, registry
+from actorq.cli import main as cli
+from actorq.launch import registry
 
 
 @pytest.mark.parametrize("agent", registry.names())
@@ -94,7 +95,7 @@ def test_train_cli_rejects_an_unknown_key_before_writing_anything(tmp_path, caps
 
 
 def test_train_resolves_file_then_set_then_flag():
-  from actorq.launch import train_cmd
+  from actorq.cli import train as train_cmd
   import argparse
   args = argparse.Namespace(resume_info={"config": {"batch_size": 16, "actor_precision": "fp16"}},
                             config=None, set=["batch_size=8"], actor_precision="int8")

@@ -12,7 +12,7 @@ import pytest
 import psutil
 
 from actorq.agents.dqn import builder as dqn_builder
-from actorq.components import placement
+from actorq.launch import placement
 from actorq.agents.dqn import config as dqn_config
 from actorq.launch import distributed
 from actorq.launch import experiment
@@ -154,7 +154,7 @@ def _descendants(pid):
 def test_sigterm_to_the_launcher_leaves_no_process(tmp_path):
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
   proc = subprocess.Popen(
-      [PYTHON, "-m", "actorq.launch.cli", "train", "--launch", "local_mp", "--num-actors", "2",
+      [PYTHON, "-m", "actorq.cli.main", "train", "--launch", "local_mp", "--num-actors", "2",
        "--steps", "10000000", "--logdir", str(tmp_path), "--no-progress"],
       cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   try:

@@ -6,7 +6,7 @@ import pytest
 import reverb
 import tensorflow as tf
 
-from actorq.components import replay, reverb_timeouts
+from actorq.components.replay import reverb_replay as replay, reverb_timeouts
 
 
 def _table():

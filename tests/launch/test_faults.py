@@ -34,8 +34,9 @@ if HERE not in sys.path:  # faulty_envs: also what node processes import (PYTHON
 import faulty_envs  # pylint: disable=wrong-import-position
 
 from actorq.agents.dqn import learning as dqn_learning
-from actorq.components import checkpointing
-from actorq.launch import cli, distributed, processes
+from actorq.launch import checkpointing
+from actorq.cli import main as cli
+from actorq.launch import distributed, processes
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -196,7 +197,7 @@ def test_local_mt_an_actor_whose_environment_raises(base_run, tmp_path, capsys):
   shutil.copytree(base_run, logdir)
   mark = tmp_path / "fault_at"
   proc = subprocess.run(
-      [sys.executable, "-m", "actorq.launch.cli", "train", "--resume", str(logdir), "--launch",
+      [sys.executable, "-m", "actorq.cli.main", "train", "--resume", str(logdir), "--launch",
        "local_mt", "--num-actors", "1", "--steps", "100000", "--no-progress"],
       cwd=ROOT, env=_node_env(ACTORQ_FAULT="step:200", ACTORQ_FAULT_MARK=str(mark)),
       capture_output=True, text=True, timeout=300, check=False)

@@ -13,13 +13,13 @@ import pytest
 
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config
-from actorq.components import placement
-from actorq.launch import cli
+from actorq.launch import placement
+from actorq.cli import main as cli
 from actorq.launch import distributed
 from actorq.launch import distributed_nodes
 from actorq.launch import experiment
 from actorq.launch import hosts
-from actorq.launch import netns
+from actorq.testing import netns
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYTHON = sys.executable
@@ -262,7 +262,7 @@ def test_a_terminated_benchmark_removes_its_namespaces(pair):
   `with`: both namespaces and the process it started in one of them are gone."""
   script = textwrap.dedent("""
       import subprocess, sys, time
-      from actorq.launch import netns
+      from actorq.testing import netns
       with netns.HostPair() as p:
         subprocess.Popen(p.exec_argv(1) + ["sleep", "300"])
         print(" ".join(p.names), flush=True)
@@ -279,7 +279,7 @@ def test_a_terminated_benchmark_removes_its_namespaces(pair):
 
 def _train_argv(pair, logdir, *extra):
   return pair.exec_argv(0) + [
-      PYTHON, "-m", "actorq.launch.cli", "train", "--launch", "hosts",
+      PYTHON, "-m", "actorq.cli.main", "train", "--launch", "hosts",
       "--hosts", ",".join(pair.addresses), "--num-actors", "1", "--set", "hidden_sizes=[32]",
       "--set", "min_replay_size=100", "--eval-episodes", "1", "--logdir", str(logdir),
       "--no-progress", *extra]
@@ -389,7 +389,7 @@ def test_a_dead_actor_host_stops_the_program_without_the_launcher(pair, tmp_path
     for index in (0, 1):  # each runner's own lines (which node ended how) in a file
       with open(tmp_path / f"runner_{index}.out", "w", encoding="utf-8") as out:
         runners.append(subprocess.Popen(
-            pair.exec_argv(index) + [PYTHON, "-m", "actorq.launch.cli", "node", "--program",
+            pair.exec_argv(index) + [PYTHON, "-m", "actorq.cli.main", "node", "--program",
                                      str(program), "--host", str(index), "--no-echo"],
             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT))
     _wait_for_all_nodes(tmp_path, launcher)

@@ -11,8 +11,8 @@ import pytest
 import gymnasium
 import numpy as np
 
-from actorq.components import checkpointing
-from actorq.launch import cli
+from actorq.launch import checkpointing
+from actorq.cli import main as cli
 
 pytestmark = pytest.mark.slow  # multi-process or several training runs
 
@@ -63,7 +63,7 @@ def test_sigterm_checkpoints_exits_143_and_resumes(tmp_path):
   logdir = tmp_path / "run"
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu")
   proc = subprocess.Popen(
-      [sys.executable, "-m", "actorq.launch.cli", "train", "--steps", "1000000",
+      [sys.executable, "-m", "actorq.cli.main", "train", "--steps", "1000000",
        "--eval-every", "1000000", "--logdir", str(logdir), "--no-progress",
        "--checkpoint-every", "1000"] + SMALL,
       cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -17,7 +17,9 @@ import pytest
 from actorq import core
 from actorq.agents.dqn.builder import DQNBuilder
 from actorq.agents.dqn.config import DQNConfig
-from actorq.components import actors, checkpointing, config_io
+from actorq.components import config_io
+from actorq.components.acting import actors
+from actorq.launch import checkpointing
 from actorq.launch import experiment, local
 
 pytestmark = pytest.mark.slow  # multi-process or several training runs
@@ -57,7 +59,7 @@ def killed_run(tmp_path_factory):
   logdir = root / "run"
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu")
   proc = subprocess.Popen(
-      [sys.executable, "-m", "actorq.launch.cli", "train", "--config", str(config),
+      [sys.executable, "-m", "actorq.cli.main", "train", "--config", str(config),
        "--steps", str(STEPS), "--seed", "3", "--logdir", str(logdir), "--eval-every", "100000",
        "--eval-episodes", "1", "--checkpoint-every", "0.005", "--no-progress"],
       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -131,7 +133,7 @@ def test_resume_continues_counters_epsilon_optimizer_and_replay(killed_run, unin
 
 
 def test_cli_resume_keeps_the_runs_steps_and_evaluation_settings(killed_run):
-  from actorq.launch import cli, train_cmd
+  from actorq.cli import main as cli, train as train_cmd
   args = cli.build_parser().parse_args(["train", "--resume", str(killed_run)])
   train_cmd.apply_resume(args)
   assert (args.steps, args.eval_every, args.eval_episodes, args.seed) == (STEPS, 100_000, 1, 3)

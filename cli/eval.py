@@ -1,0 +1,160 @@
+"""`actorq eval`: greedy evaluation of a trained run's newest readable checkpoint.
+
+    actorq eval --checkpoint RUN_DIR [--episodes N] [--precision int8] [--video FILE.gif|.mp4]
+
+Prints the mean and standard deviation of the undiscounted episode return and the
+episode lengths. `--video` records the first episode: Gymnasium and Atari envs render
+`rgb_array` frames (Gymnasium's classic-control envs such as CartPole need pygame
+for that), dm_control renders offscreen through MuJoCo (MUJOCO_GL=egl unless set). GIFs are written with Pillow; MP4 needs
+imageio (with imageio-ffmpeg). When a video cannot be made (no offscreen rendering on
+this machine, or no MP4 writer installed), one line says why and the evaluation still
+runs and prints: the exit status is 0. A bad --video suffix is a usage error (exit 2)
+before anything runs.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import List, Optional
+
+import numpy as np
+
+from actorq import core
+from actorq.components.envs import environments
+from actorq.studies import reward_parity as evaluation
+from actorq.components.acting import loop as loop_lib
+from actorq.cli import main as cli, precision_arg
+from actorq.launch import run_dir
+
+VIDEO_SUFFIXES = (".gif", ".mp4")
+MAX_VIDEO_FRAMES = 5_000
+
+
+def add_parser(subparsers):
+  p = subparsers.add_parser("eval", help="evaluate a run's newest checkpoint (greedy)")
+  p.add_argument("--checkpoint", required=True,
+                 help="run directory of 'actorq train' (or its checkpoints/ folder)")
+  p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=10)
+  p.add_argument("--precision", default=None, metavar="PRECISION",
+                 help="precision the policy runs at (default: the run's evaluation "
+                      f"precision): {precision_arg.PRECISION_HELP}")
+  p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=12345,
+                 help="evaluation environment seed")
+  p.add_argument("--max-episode-steps", type=cli.positive_int("--max-episode-steps"),
+                 default=None, help="end an episode after this many steps (default: the "
+                 f"environment's own limit, at most {loop_lib.DEFAULT_MAX_EPISODE_STEPS})")
+  p.add_argument("--video", default=None, metavar="FILE",
+                 help="record the first episode to FILE.gif (Pillow) or FILE.mp4 (imageio); "
+                      "skipped with a message where the machine cannot render offscreen")
+  p.add_argument("--fps", type=cli.positive_int("--fps"), default=30, help="video frame rate")
+  return p
+
+
+def _env_kwargs(env_id: str, video: bool) -> dict:
+  if video and env_id.startswith(("gym:", "atari:")):
+    return {"render_mode": "rgb_array"}
+  return {}
+
+
+class FrameRecorder(loop_lib.Hook):
+  """Records the first episode's RGB frames (uint8 [H, W, 3]) until rendering fails (the
+  reason goes to `error`) or `MAX_VIDEO_FRAMES` frames are held."""
+
+  def __init__(self):
+    self.frames: List[np.ndarray] = []
+    self.error: Optional[str] = None
+
+  def _grab(self, loop) -> None:
+    if loop.episodes > 0 or self.error or len(self.frames) >= MAX_VIDEO_FRAMES:
+      return
+    try:
+      frame = loop.environment.render()
+    except Exception as e:  # no offscreen GL backend, no display, ...
+      self.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+      return
+    if frame is None:
+      self.error = "the environment returned no frame (no rgb_array render mode)"
+      return
+    self.frames.append(np.asarray(frame, dtype=np.uint8))
+
+  def on_episode_start(self, loop, timestep):
+    self._grab(loop)
+
+  def on_step(self, loop, action, timestep):
+    self._grab(loop)
+
+
+def write_video(path: str, frames: List[np.ndarray], fps: int) -> Optional[str]:
+  """Writes frames to a GIF (Pillow) or MP4 (imageio). Returns None, or why it could not."""
+  if not frames:
+    return "no frames were rendered"
+  if path.lower().endswith(".gif"):
+    from PIL import Image
+    images = [Image.fromarray(f) for f in frames]
+    images[0].save(path, save_all=True, append_images=images[1:],
+                   duration=max(int(1000 / fps), 20), loop=0)
+    return None
+  try:
+    import imageio
+  except ImportError:
+    return "writing .mp4 needs imageio (and imageio-ffmpeg), which is not installed; use a .gif path"
+  try:
+    imageio.mimsave(path, frames, fps=fps)
+  except Exception as e:  # e.g. no ffmpeg backend
+    return f"imageio could not write {path}: {e}"
+  return None
+
+
+def run(args) -> int:
+  if args.video is not None and not args.video.lower().endswith(VIDEO_SUFFIXES):
+    raise cli.UsageError(f"--video {args.video} must end in .gif or .mp4")
+  if args.video is not None:
+    directory = os.path.dirname(os.path.abspath(args.video))
+    if not os.path.isdir(directory):
+      raise cli.UsageError(f"--video {args.video}: directory {directory} does not exist")
+  precision, policy_file = precision_arg.actor_precision("--precision", args.precision)
+  info, state, path = run_dir.load(args.checkpoint)
+  if args.video is not None and info["env"].startswith("dmc:"):
+    # MuJoCo's headless GL backend (EGL); set MUJOCO_GL yourself to choose another.
+    os.environ.setdefault("MUJOCO_GL", "egl")
+  builder = run_dir.make_builder(info)
+  env = environments.make_environment(info["env"], seed=args.seed,
+                                      **_env_kwargs(info["env"], args.video is not None))
+  env_spec = environments.environment_spec(env)
+  networks = builder.make_networks(env_spec)
+  policy = builder.make_policy(networks, env_spec, evaluation=True)
+  precision_arg.check_policy_file("--precision", precision, policy_file, networks.spec)
+  precision = precision or policy.precision
+  actor = evaluation.fixed_policy_actor(state["policy_params"], networks.spec, precision,
+                                        policy.selector, seed=args.seed)
+  print(f"actorq: {info['agent']} on {info['env']}, checkpoint {path} (actor step "
+        f"{state.get('actor_steps', '?')}, learner step {state['learner_steps']}); "
+        f"{args.episodes} greedy episodes at {precision}", flush=True)
+  recorder = FrameRecorder()
+  start = time.time()
+  try:
+    episodes = loop_lib.ActorLoop(
+        env, actor, learn=False, hooks=[recorder] if args.video else [],
+        max_episode_steps=args.max_episode_steps or loop_lib.DEFAULT_MAX_EPISODE_STEPS,
+    ).run(num_episodes=args.episodes)
+  except core.EnvironmentFailure as e:
+    raise core.EnvironmentFailure(f"{info['env']}: {e}") from e
+  elapsed = time.time() - start
+  returns = [e.episode_return for e in episodes]
+  lengths = [e.episode_length for e in episodes]
+  env.close()
+  r, n = np.asarray(returns), np.asarray(lengths)
+  print(f"episode return: mean {r.mean():.2f}, std {r.std():.2f}, min {r.min():.2f}, "
+        f"max {r.max():.2f}")
+  print(f"episode length: mean {n.mean():.1f}, min {n.min()}, max {n.max()} steps"
+        + (f" (capped at {args.max_episode_steps})" if args.max_episode_steps else ""))
+  if len(returns) <= 20:
+    print("returns: " + ", ".join(f"{x:.1f}" for x in returns))
+  print(f"({sum(lengths)} steps in {elapsed:.1f} s)")
+  if args.video:
+    why = recorder.error or write_video(args.video, recorder.frames, args.fps)
+    if why is None:
+      print(f"video: {args.video} ({len(recorder.frames)} frames of the first episode)")
+    else:
+      print(f"video skipped: cannot record {info['env']} here: {why}")
+  return 0

@@ -1,0 +1,296 @@
+"""`actorq export`: a trained run's policy as a standalone `.tflite` file plus a JSON.
+
+    actorq export --checkpoint RUN_DIR [--precision int8|fp32|POLICY.json|mixed:...]
+                  [--out policy.tflite] [--episodes 10] [--seed 12345]
+
+The `.tflite` is the model the actors run (`litert_runtime.standalone_model`): int8 =
+dynamic-range int8 weights with per-channel scales (what ActorQ's int8 actors execute), fp32
+= the same graph with float32 weights, a per-layer precision policy (the
+precision_policy.json of `actorq quantize --search`, or its `mixed:<choice>,...` name) = the
+model its actors run: integer layers (2..8 bits) as int8 tensors with their scales, float
+layers as float32 tensors holding fp16/bf16/fp32-rounded values. Load it with
+`ai_edge_litert` alone (no JAX, no actorq): input float32 `[B, *observation shape]` of RAW
+observations (the spec's input_scale is folded into the first layer; the batch is dynamic),
+output float32 `[B, outputs]`; `action_rule` in the JSON turns outputs into the greedy
+action.
+
+The JSON (`<out>.json`, beside the model) holds: the model file and its bytes, the
+observation and action specs, the normalisation, the weight scales of every integer layer,
+for a per-layer policy the policy itself (`precision_policy`: a policy file's JSON object,
+readable by `mixed.from_json_dict`) and its stored bytes (`mixed.storage_report`), the
+source run (run directory, checkpoint, agent, environment, seed, steps) and the parity
+report: `--episodes` greedy episodes of the fp32 policy (JAX) and of the exported model
+itself (run by ai_edge_litert) on identically seeded environments (return mean/std each),
+the model's greedy-action agreement on every observation of the fp32 episodes, and the
+bytes (fp32 and exported payloads, the .tflite file).
+
+Default `--out`: `<run>/export/policy-<precision>.tflite` (a per-layer policy:
+`policy-mixed-<8 hex digits>.tflite`, `core.precision_slug`). Bad input (not a run
+directory, another precision, a policy that does not fit the run's policy network, an
+--out not ending in .tflite or not writable) is one line, exit 2, nothing written.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict
+
+import numpy as np
+from acme import specs
+
+from ai_edge_litert.interpreter import Interpreter
+
+from actorq import core
+from actorq.components.acting import actors
+from actorq.components.envs import environments
+from actorq.studies import reward_parity as evaluation
+from actorq.components.acting import loop as loop_lib
+from actorq.cli import main as cli, precision_arg
+from actorq.launch import run_dir
+from actorq.quantization import mixed
+from actorq.quantization import payload as pl
+from actorq.quantization.runtimes import litert_runtime
+
+EXPORT_PRECISIONS = ("int8", "fp32")  # and per-layer policies (files or mixed: names)
+FORMAT_VERSION = 1
+PRECISION_HELP = ("int8, fp32, a per-layer precision policy file (precision_policy.json of "
+                  "'actorq quantize --search') or its labels as mixed:<choice>,... (one per "
+                  "layer, e.g. mixed:fp16,int8,int8)")
+
+
+def add_parser(subparsers):
+  p = subparsers.add_parser("export", help="write a run's policy as a standalone .tflite "
+                            "(int8 or fp32) with a JSON of specs, scales and a parity report")
+  p.add_argument("--checkpoint", required=True,
+                 help="run directory of 'actorq train' (or its checkpoints/ folder)")
+  p.add_argument("--precision", default="int8",
+                 help="int8 (default): the int8 actors' model; fp32: float32 weights; a "
+                      "precision_policy.json or mixed:<choice>,...: that per-layer policy's "
+                      "model")
+  p.add_argument("--out", default=None, metavar="FILE.tflite",
+                 help="where to write the model (default: <run>/export/policy-<precision>"
+                      ".tflite); the JSON goes beside it as FILE.json")
+  p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=10,
+                 help="greedy episodes per precision of the parity report (default: 10)")
+  p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=12345,
+                 help="seed of the parity episodes' environments")
+  return p
+
+
+def _spec_json(spec) -> Dict[str, Any]:
+  out = {"shape": [int(d) for d in spec.shape], "dtype": np.dtype(spec.dtype).name}
+  if isinstance(spec, specs.DiscreteArray):
+    out.update(kind="discrete", num_values=int(spec.num_values))
+  elif isinstance(spec, specs.BoundedArray):
+    out.update(kind="continuous", minimum=np.broadcast_to(spec.minimum, spec.shape).tolist(),
+               maximum=np.broadcast_to(spec.maximum, spec.shape).tolist())
+  return out
+
+
+def action_rule(info: Dict[str, Any], builder, env_spec) -> Dict[str, Any]:
+  """How the greedy action follows from the model's outputs `y` (one row), as the agent's
+  evaluation selector computes it."""
+  actions = env_spec.actions
+  if info["agent"] == "dqn":
+    dueling = bool(getattr(builder.config, "dueling", False))
+    return {"kind": "argmax", "dueling": dueling,
+            "rule": ("argmax(y[1:]) (y = [V, A_1..A_n]; argmax Q = argmax A)" if dueling
+                     else "argmax(y)")}
+  if isinstance(actions, specs.BoundedArray) and info["agent"] in ("ddpg", "d4pg"):
+    return {"kind": "bounded", "minimum": np.broadcast_to(actions.minimum, actions.shape).tolist(),
+            "maximum": np.broadcast_to(actions.maximum, actions.shape).tolist(),
+            "rule": "clip(minimum + (y + 1) / 2 * (maximum - minimum), minimum, maximum)"}
+  return {"kind": "agent", "rule": f"the {info['agent']} agent's evaluation selector over y"}
+
+
+class ModelRuntime:
+  """A `.tflite` model's bytes behind the policy-runtime interface actors call (what the
+  exported file computes, run by `ai_edge_litert`), for the parity episodes."""
+  precision = "exported"
+  version = 0
+
+  def __init__(self, model: bytes):
+    self._interp = Interpreter(model_content=model)
+    self._in = self._interp.get_input_details()[0]["index"]
+    self._out = self._interp.get_output_details()[0]["index"]
+    self._batch = None
+
+  def __call__(self, observation) -> np.ndarray:
+    obs = np.asarray(observation, np.float32)
+    if obs.shape[0] != self._batch:
+      self._interp.resize_tensor_input(self._in, list(obs.shape))
+      self._interp.allocate_tensors()
+      self._batch = obs.shape[0]
+    self._interp.set_tensor(self._in, obs)
+    self._interp.invoke()
+    return self._interp.get_tensor(self._out)
+
+  def diagnose(self, observation) -> str:
+    del observation
+    return "the exported model's outputs"
+
+
+class _Recorder:
+  """Acts with `actor` and records each observation and the action taken."""
+
+  def __init__(self, actor):
+    self._actor, self.observations, self.actions = actor, [], []
+
+  def select_action(self, observation):
+    action = self._actor.select_action(observation)
+    self.observations.append(np.asarray(observation))
+    self.actions.append(np.asarray(action))
+    return action
+
+
+def model_parity(model: bytes, params, spec, selector, env_fn, episodes: int,
+                 action_range: float = 1.0) -> Dict[str, Any]:
+  """The exported model against the fp32 policy (JAX) on identically seeded environments:
+  `episodes` greedy episodes each (return mean and std), and the greedy-action agreement
+  of the model on every observation of the fp32 episodes (discrete: the fraction with the
+  same action; continuous: 1 - mean |a - a_fp32| / action_range)."""
+  reference = _Recorder(evaluation.fixed_policy_actor(params, spec, "fp32", selector))
+  ref = loop_lib.evaluate(env_fn(), reference, episodes)
+  exported = actors.FeedForwardActor(ModelRuntime(model), selector)
+  got = loop_lib.evaluate(env_fn(), exported, episodes)
+  mine = np.stack([np.asarray(exported.select_action(o)) for o in reference.observations])
+  theirs = np.stack(reference.actions)
+  if np.issubdtype(theirs.dtype, np.integer):
+    agreement, measure = float(np.mean(mine == theirs)), (
+        "fraction of the fp32 episodes' observations with the same greedy action")
+  else:
+    agreement = float(1.0 - np.mean(np.abs(mine - theirs)) / action_range)
+    measure = "1 - mean |a - a_fp32| / action range, on the fp32 episodes' observations"
+  return {"fp32_return_mean": ref["episode_return"], "fp32_return_std": ref["episode_return_std"],
+          "export_return_mean": got["episode_return"],
+          "export_return_std": got["episode_return_std"],
+          "greedy_action_agreement": agreement, "agreement_measure": measure,
+          "observations_compared": len(reference.observations)}
+
+
+def default_file_name(precision: str) -> str:
+  """The model's file name in `<run>/export/` when --out is not given:
+  ``policy-<precision>.tflite``, a per-layer policy named by `core.precision_slug`."""
+  return f"policy-{core.precision_slug(precision)}.tflite"
+
+
+def report_path(model_path: str) -> str:
+  """The JSON written beside a model: ``<name>.tflite`` -> ``<name>.json``."""
+  return model_path[:-len(".tflite")] + ".json"
+
+
+def export_precision(text: str, flag: str = "--precision"):
+  """`--precision` (or `flag`) as `(precision, policy_file)`: "int8", "fp32" or a per-layer
+  policy's ``"mixed:..."`` name (from the name itself, or read from a policy file, whose
+  path is returned for the shape check against the network).
+
+  Raises:
+    cli.UsageError: another precision (fp16, bf16: no standalone model), an unreadable or
+      invalid policy file, bad labels; one line naming the value and what is allowed.
+  """
+  if text in EXPORT_PRECISIONS:
+    return text, None
+  if text in core.ACTOR_PRECISIONS:
+    raise cli.UsageError(f"{flag} {text!r} not allowed; allowed: {PRECISION_HELP}")
+  return precision_arg.actor_precision(flag, text)
+
+
+def _scales(payload, labels=None) -> list:
+  """One entry per integer layer of `payload`: what its weights are and its float32 scales
+  (`labels`: a per-layer policy's choice labels by layer, e.g. "int4+p0.5")."""
+  out = []
+  for name, layer in payload.layers.items():
+    if "scale" not in layer:
+      continue
+    scale = np.asarray(layer["scale"], np.float32)
+    held = f"{labels[name]} held in int8" if labels else "int8"
+    out.append({"layer": name, "scale": scale.reshape(-1).tolist(),
+                "weights": held + (", per output channel" if scale.ndim else ", per tensor")})
+  return out
+
+
+def run(args) -> int:
+  precision, policy_file = export_precision(args.precision)
+  if args.out and not args.out.endswith(".tflite"):
+    raise cli.UsageError(f"--out {args.out} must end in .tflite")
+  info, state, ckpt_path = run_dir.load(args.checkpoint)
+  run_path, _ = run_dir.resolve(args.checkpoint)
+  out = args.out or os.path.join(run_path, "export", default_file_name(precision))
+  builder = run_dir.make_builder(info)
+  env = environments.make_environment(info["env"], seed=args.seed)
+  env_spec = environments.environment_spec(env)
+  env.close()
+  networks = builder.make_networks(env_spec)
+  run_dir.check_feed_forward(networks, info, "export")
+  precision_arg.check_policy_file("--precision", precision, policy_file, networks.spec)
+  agent_policy = builder.make_policy(networks, env_spec, evaluation=True)
+  spec, params = networks.spec, state["policy_params"]
+  directory = cli.ensure_writable_dir(os.path.dirname(os.path.abspath(out)), "--out")
+  out = os.path.join(directory, os.path.basename(out))
+  print(f"actorq export: {info['agent']} on {info['env']}, checkpoint {ckpt_path}; "
+        f"{precision} model, parity on {args.episodes} episodes", flush=True)
+  policy_block = {}
+  if core.is_mixed(precision):
+    precision_policy = mixed.policy_of(precision, spec)
+    layers = mixed.compress(params, spec, precision_policy)
+    payload = mixed.payload_of(layers)
+    scales = _scales(payload, {n: c.label for n, c in precision_policy.layers})
+    policy_block = {"precision_policy": mixed.to_json_dict(precision_policy, spec),
+                    "stored_bytes": mixed.storage_report(layers)}
+    runtime_note = (f"ai_edge_litert Interpreter (XNNPACK); layers "
+                    f"{list(precision_policy.float_layers)} "
+                    "float32 weights and kernels, the others dynamic-range int8 weights with "
+                    "float32 activations quantized per row by the kernels")
+  else:
+    payload = pl.make_payload(params, spec, precision, 0)
+    scales = _scales(payload)
+    runtime_note = ("ai_edge_litert Interpreter (XNNPACK); int8 = dynamic-range int8 "
+                    "weights, float32 activations quantized per row by the kernels")
+  # The model of the very payload whose scales and bytes the JSON reports.
+  model = litert_runtime.payload_model(payload, spec)
+
+  action_range = 1.0
+  if isinstance(env_spec.actions, specs.BoundedArray) and not isinstance(
+      env_spec.actions, specs.DiscreteArray):
+    action_range = float(np.mean(np.asarray(env_spec.actions.maximum)
+                                 - np.asarray(env_spec.actions.minimum)))
+  parity = model_parity(model, params, spec, agent_policy.selector,
+                        lambda: environments.make_environment(info["env"], seed=args.seed),
+                        args.episodes, action_range)
+  report = {
+      "format_version": FORMAT_VERSION,
+      "model": {"file": os.path.basename(out), "bytes": len(model), "precision": precision,
+                "runtime": runtime_note},
+      "input": {"shape": [-1] + [int(d) for d in spec.input_shape], "dtype": "float32",
+                "what": "raw observations (batch dynamic: resize_tensor_input)"},
+      "output": {"shape": [-1, int(spec.output_size)], "dtype": "float32"},
+      "normalisation": {"input_scale": float(spec.input_scale),
+                        "folded_into_model": True,
+                        "note": "the first layer's weights (or scales) are multiplied by "
+                                "input_scale: feed raw observations"},
+      "observation_spec": _spec_json(env_spec.observations),
+      "action_spec": _spec_json(env_spec.actions),
+      "action_rule": action_rule(info, builder, env_spec),
+      "scales": scales,
+      **policy_block,
+      "source": {"run": run_path, "checkpoint": ckpt_path, "agent": info["agent"],
+                 "env": info["env"], "seed": info.get("seed"),
+                 "actor_steps": int(state.get("actor_steps", -1)),
+                 "learner_steps": int(state["learner_steps"])},
+      "parity": dict(parity, episodes=args.episodes, env_seed=args.seed,
+                     fp32_payload_bytes=int(pl.make_payload(params, spec, "fp32", 0).nbytes),
+                     export_payload_bytes=int(payload.nbytes),
+                     tflite_bytes=len(model)),
+  }
+  with open(out, "wb") as f:
+    f.write(model)
+  json_path = report_path(out)
+  with open(json_path, "w", encoding="utf-8") as f:
+    json.dump(report, f, indent=1)
+  p = report["parity"]
+  print(f"model: {out} ({len(model):,} bytes, {precision}); specs and parity: {json_path}")
+  print(f"parity over {args.episodes} episodes: return fp32 {p['fp32_return_mean']:.1f} "
+        f"+- {p['fp32_return_std']:.1f}, exported {p['export_return_mean']:.1f} +- "
+        f"{p['export_return_std']:.1f}; greedy-action agreement "
+        f"{p['greedy_action_agreement']:.3f}")
+  return 0

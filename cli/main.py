@@ -1,0 +1,206 @@
+"""The `actorq` command line: `actorq {train,...} ...`.
+
+Each command lives in its own module with `add_parser(subparsers)` and `run(args) -> int`
+(listed in `COMMANDS`). Bad input (unknown agent or environment, a count that is not a
+positive integer, an unwritable directory, an agent that cannot act in the environment)
+prints one line naming what is wrong and what is allowed, and exits with status 2
+before anything is written. A fault part-way through a run (`actorq.core.RunFailure`)
+prints one line naming the cause (`actorq: stopped: ...`) and exits with status 1.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import os
+import sys
+import tempfile
+import warnings
+from typing import List, Optional
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# dm_control imports GLFW for on-screen rendering, which warns on headless machines.
+warnings.filterwarnings("ignore", message=".*DISPLAY environment variable is missing.*")
+
+# After the environment above (numpy only; `launch.experiment`, which loads TF and JAX, is
+# looked up in `main` instead, see `_experiment`).
+from actorq import core  # pylint: disable=wrong-import-position
+
+# Command name -> module with `add_parser(subparsers)` and `run(args) -> int`, reached by
+# name (as the registry reaches agents): `benchmarks/` builds on `launch/`, so the CLI
+# imports a benchmark command only when it is built, and nothing in launch imports it.
+COMMANDS = {
+    "train": "actorq.cli.train",
+    "quantize": "actorq.cli.quantize",
+    "eval": "actorq.cli.eval",
+    "export": "actorq.cli.export",
+    "plot": "actorq.cli.plot",
+    "bench": "actorq.cli.bench",
+    "sweep": "actorq.cli.sweep",
+    "node": "actorq.cli.node",
+}
+
+
+# A run stopped by a fault (`actorq.core.RunFailure`: the environment raised, a learner
+# step was not finite, the run directory cannot be written); bad input is 2.
+EXIT_RUN_FAILED = 1
+
+
+# Bad input, raised by every layer (`actorq.core.UsageError`); the name here is kept for
+# the commands, which say `cli.UsageError`.
+UsageError = core.UsageError
+
+
+def _argument_type(name: str, convert, ok, allowed: str):
+  """An argparse type: `convert(text)` if that works and `ok(value)`, else the one-line
+  error `<name> must be <allowed>, got '<text>'`."""
+  def parse(text):
+    try:
+      value = convert(text)
+    except ValueError:
+      value = None
+    if value is None or not ok(value):
+      raise argparse.ArgumentTypeError(f"{name} must be {allowed}, got {text!r}")
+    return value
+  return parse
+
+
+def positive_int(name):
+  """argparse type: an integer > 0 (underscores allowed)."""
+  return _argument_type(name, lambda t: int(t.replace("_", "")), lambda v: v > 0,
+                        "a positive integer")
+
+
+def positive_float(name):
+  """argparse type: a number > 0."""
+  return _argument_type(name, float, lambda v: v > 0, "a positive number")
+
+
+def number(name):
+  """argparse type: any finite number (a target return may be negative)."""
+  return _argument_type(name, float, math.isfinite, "a number (finite)")
+
+
+def nonnegative_int(name):
+  """argparse type: an integer >= 0."""
+  return _argument_type(name, int, lambda v: v >= 0, "an integer >= 0")
+
+
+def precision_list(flag: str, text: str, allowed, default=None) -> tuple:
+  """`--precisions fp32,int8` as a tuple (`default` when `text` is None).
+
+  Raises:
+    UsageError: an unknown or repeated precision, or none.
+  """
+  if text is None:
+    return tuple(default or ())
+  precisions = tuple(p.strip() for p in text.split(",") if p.strip())
+  if not precisions or any(p not in allowed for p in precisions):
+    raise UsageError(f"{flag} {text!r}: allowed precisions are {', '.join(allowed)}")
+  if len(set(precisions)) != len(precisions):
+    raise UsageError(f"{flag} {text!r} repeats a precision")
+  return precisions
+
+
+def print_report(render, directory: str) -> int:
+  """`--render DIR` of a benchmark command: prints `render(directory)`'s table.
+
+  Raises:
+    UsageError: DIR holds no finished report (`render` raised FileNotFoundError).
+  """
+  try:
+    _, table = render(directory)
+  except FileNotFoundError as e:
+    raise UsageError(f"--render: {e}") from None
+  print(table)
+  return 0
+
+
+def ensure_writable_dir(path: str, flag: str = "--logdir") -> str:
+  """Creates `path` if needed and proves it writable with a probe file (a name of its own,
+  so runs started together on one directory do not remove each other's probe).
+
+  Call it after every other check, so a bad command leaves nothing behind.
+
+  Returns:
+    the absolute path.
+  Raises:
+    UsageError: when it is not a directory or cannot be written.
+  """
+  path = os.path.abspath(path)
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise UsageError(f"{flag} {path} exists and is not a directory")
+  try:
+    os.makedirs(path, exist_ok=True)
+    fd, probe = tempfile.mkstemp(prefix=".actorq-write-probe-", dir=path)
+    os.close(fd)
+    os.remove(probe)
+  except OSError as e:
+    raise UsageError(f"{flag} {path} is not a writable directory ({e.strerror})") from None
+  return path
+
+
+class Parser(argparse.ArgumentParser):
+  """argparse, but errors are one line (`actorq: error: ...`) and exit status 2."""
+
+  def error(self, message):
+    self.exit(2, f"actorq: error: {message}\n")
+
+
+def _module(name):
+  return importlib.import_module(COMMANDS[name])
+
+
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+  """The parser of every command, or of command `only` alone (which then imports
+  only that command's module: `actorq node` starts a host runner without TF or JAX)."""
+  parser = Parser(prog="actorq", description="Acme-style RL with quantized (ActorQ) actors.")
+  sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}",
+                              parser_class=Parser)
+  sub.required = True
+  for name in COMMANDS if only is None else (only,):
+    _module(name).add_parser(sub)
+  return parser
+
+
+# Commands that run jax computations in this process without a learner (`train` chooses its
+# learner's device itself; the others compute nothing or start `train` children).
+_COMPUTE_IN_PROCESS = ("eval", "quantize", "bench", "export")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+  argv = sys.argv[1:] if argv is None else list(argv)
+  args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
+  if args.command in _COMPUTE_IN_PROCESS:  # train places its learner itself
+    # Looked up by name (loads JAX), like `_module`: a CUDA plugin without a GPU would
+    # otherwise stop jax from starting at all (launch/placement.py).
+    importlib.import_module("actorq.launch.placement").cpu_unless_gpu()
+  try:
+    return int(_module(args.command).run(args))
+  except UsageError as e:
+    print(f"actorq: error: {e}", file=sys.stderr)
+    return 2
+  except KeyboardInterrupt as e:
+    experiment = _experiment()
+    if experiment is not None and isinstance(e, experiment.Preempted):
+      print(f"actorq: stopped by signal {e.signum}", file=sys.stderr)
+      return 128 + e.signum
+    print("actorq: interrupted", file=sys.stderr)
+    return 130
+  except core.RunFailure as e:  # a fault part-way through a run (experiment.RunError too)
+    print(f"actorq: stopped: {e}", file=sys.stderr)
+    return EXIT_RUN_FAILED
+
+
+def _experiment():
+  """`launch.experiment` if a command has imported it (only runs, which import it, raise
+  its `Preempted`), else None: importing it here would load JAX and TF into every
+  command, `actorq node`'s light host runner included."""
+  return sys.modules.get("actorq.launch.experiment")
+
+
+if __name__ == "__main__":
+  # `python -m actorq.cli.main` (kept for scripts; `python -m actorq.cli` is the short
+  # form): `UsageError` lives in core, so this __main__ copy catches it as the imported
+  # module does.
+  sys.exit(main())

@@ -1,0 +1,185 @@
+"""`actorq sweep`: one configuration trained with several seeds at each actor precision,
+reported as aggregates over seeds with 95% confidence intervals.
+
+    actorq sweep --agent dqn --env gym:CartPole-v1 --seeds 0-9 --precisions fp32,int8 \\
+        --steps 100000 [--eval-every 5000] [--eval-episodes 10] [--config F] [--set K=V ...] \\
+        [--target 475] [--launch local_mp --num-actors 2] [--jobs 1] [--logdir DIR]
+    actorq sweep --render DIR          # rewrite a finished sweep's report from its sweep.json
+
+`--precisions` also takes per-layer policies: `"fp32;int8;precision_policy.json"` (a file of
+`actorq quantize --search`, recorded as its `mixed:<choice>,...` name) or the names
+themselves, separated by ';' since a name has commas.
+
+`--launch local_mt|local_mp [--num-actors N]` makes each run a Launchpad program, as
+`actorq train --launch` does (for several hosts, `benchmarks/hosts_train.py`).
+
+Each run is `actorq train` in a child process (DIR/<precision>-s<seed>); an interrupted
+sweep run again with the same flags reuses its finished runs. See
+`actorq.studies.sweep` for the files and `actorq.studies.aggregate` for the
+statistics (IQM, median, mean, stratified bootstrap intervals, paired comparisons).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+
+import gymnasium
+
+from actorq import core
+from actorq.benchmarks import actorq_bench as ab
+from actorq.studies import sweep
+from actorq.components.envs import vector_env
+from actorq.cli import main as cli
+from actorq.cli import precision_arg
+from actorq.cli import train as train_cmd
+
+DEFAULT_SEEDS = "0-9"
+# `actorq train --launch`'s choices but hosts (its runs need host lists: hosts_train.py).
+SWEEP_LAUNCHES = tuple(t for t in train_cmd.LAUNCH_CHOICES if t != "hosts")
+DEFAULT_PRECISIONS = "fp32,int8"
+
+
+def add_parser(subparsers):
+  p = subparsers.add_parser("sweep", help="train over several seeds at each actor precision; "
+                            "IQM/median/mean with 95%% CIs, paired comparisons")
+  p.add_argument("--agent", default=train_cmd.DEFAULT_AGENT, help="agent name (default: dqn)")
+  p.add_argument("--env", default=train_cmd.DEFAULT_ENV,
+                 help="environment id (default: gym:CartPole-v1)")
+  p.add_argument("--seeds", nargs="+", default=[DEFAULT_SEEDS], metavar="SEEDS",
+                 help="seeds as 0-9, 0,1,2 or 0 1 2 (default: 0-9)")
+  p.add_argument("--precisions", default=DEFAULT_PRECISIONS, metavar="P,P,...",
+                 help=f"actor precisions from {','.join(core.ACTOR_PRECISIONS)}, per-layer "
+                      "precision policy files or mixed:<choice>,... names (then separated by "
+                      "';', e.g. 'fp32;int8;policy.json'); the others are compared with fp32 "
+                      "(or the first listed) seed by seed (default: fp32,int8)")
+  p.add_argument("--steps", type=cli.positive_int("--steps"),
+                 default=train_cmd.TRAIN_DEFAULTS["steps"], help="actor steps per run")
+  p.add_argument("--eval-every", type=cli.positive_int("--eval-every"),
+                 default=train_cmd.TRAIN_DEFAULTS["eval_every"],
+                 help="actor steps between greedy evaluations (default: 5000)")
+  p.add_argument("--eval-episodes", type=cli.positive_int("--eval-episodes"),
+                 default=train_cmd.TRAIN_DEFAULTS["eval_episodes"],
+                 help="greedy episodes per evaluation (default: 10)")
+  p.add_argument("--num-envs", type=cli.positive_int("--num-envs"), default=1, metavar="B",
+                 help="environments each run's actor steps at once, as in 'actorq train' "
+                      "(default: 1)")
+  p.add_argument("--launch", choices=SWEEP_LAUNCHES, default="local",
+                 help="local: each run in one process (default); local_mt / local_mp: each run "
+                      "a Launchpad program, as 'actorq train --launch'")
+  p.add_argument("--num-actors", type=cli.positive_int("--num-actors"), default=None,
+                 metavar="N", help="actor nodes of each run with --launch local_mt/local_mp "
+                                   f"(default: {train_cmd.DEFAULT_NUM_ACTORS})")
+  p.add_argument("--config", default=None, metavar="FILE", help="the agent's config (JSON)")
+  p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                 help="override one config field (repeatable), as in 'actorq train'")
+  p.add_argument("--target", type=cli.number("--target"), default=None,
+                 help="target greedy return for the reached-target figures (default: the "
+                      "Gymnasium environment's reward_threshold, e.g. 475 for CartPole-v1; "
+                      "none for other environments)")
+  p.add_argument("--jobs", type=cli.positive_int("--jobs"), default=1,
+                 help="runs at once (default: 1; each run uses the cores it can)")
+  p.add_argument("--logdir", default=None,
+                 help="sweep directory (default: runs/sweep-<agent>-<env>-<time>)")
+  p.add_argument("--render", default=None, metavar="DIR",
+                 help="rewrite a finished sweep's CSVs, curves and table from its sweep.json "
+                      "(no runs)")
+  return p
+
+
+def _default_target(env_id: str):
+  """The Gymnasium environment's registered reward_threshold, else None."""
+  if not env_id.startswith("gym:"):
+    return None
+  try:
+    return gymnasium.spec(env_id.split(":", 1)[1]).reward_threshold
+  except gymnasium.error.Error:
+    return None
+
+
+def resolve(args) -> dict:
+  """The sweep's settings, validated the way `actorq train` validates one run (agent,
+  environment, their fit, config file and `--set`), for every precision.
+
+  Raises:
+    cli.UsageError: bad seeds or precisions, unknown agent or environment, an agent that
+      cannot act in the environment, an unknown config key or a bad value.
+  """
+  try:
+    seeds = sweep.parse_seeds(args.seeds)
+  except ValueError as e:
+    raise cli.UsageError(f"--seeds {' '.join(args.seeds)}: {e}") from None
+  precisions = list(precision_arg.precision_items("--precisions", args.precisions))
+  if args.launch == "local" and args.num_actors is not None:
+    raise cli.UsageError("--num-actors needs --launch local_mt or local_mp (a single-process "
+                         "run has one actor)")
+  num_actors = ((args.num_actors or train_cmd.DEFAULT_NUM_ACTORS) if args.launch != "local"
+                else None)
+  config = os.path.abspath(args.config) if args.config else None
+  assignments = [a.split("=", 1)[0].strip() for a in args.set]
+  run_args = argparse.Namespace(agent=args.agent, env=args.env, seed=seeds[0], config=config,
+                                set=list(args.set), actor_precision=precisions[0],
+                                resume_info=None)
+  builder = train_cmd.make_builder(run_args)  # agent, environment, their fit, config
+  try:
+    vector_env.check_num_envs(args.env, args.num_envs)
+  except ValueError as e:
+    raise cli.UsageError(f"--num-envs: {e}") from None
+  if "actor_precision" in assignments:  # a valid value; a bad one was refused above
+    value = args.set[assignments.index("actor_precision")].split("=", 1)[1]
+    raise cli.UsageError(f"--set actor_precision={value}: each run's actor precision comes "
+                         "from --precisions; use --precisions instead")
+  configs = {}
+  for p in precisions:
+    run_args.actor_precision = p
+    if core.is_mixed(p) and p != precisions[0]:  # its layers must fit the policy network
+      train_cmd.make_builder(run_args)
+    resolved = train_cmd.resolve_config(run_args, type(builder.config))
+    configs[p] = json.loads(json.dumps(dataclasses.asdict(resolved)))  # as run.json has it
+  target = args.target if args.target is not None else _default_target(args.env)
+  return {"agent": args.agent, "env": args.env, "seeds": list(seeds), "precisions": precisions,
+          "reference": "fp32" if "fp32" in precisions else precisions[0],
+          "steps": args.steps, "eval_every": args.eval_every,
+          "eval_episodes": args.eval_episodes, "num_envs": args.num_envs,
+          **({"launch": args.launch, "num_actors": num_actors} if num_actors else {}),
+          "config": config, "set": list(args.set),
+          "target": None if target is None else float(target), "configs": configs}
+
+
+def run(args) -> int:
+  if args.render:
+    return cli.print_report(sweep.render, args.render)
+  settings = resolve(args)
+  if args.logdir is None:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    args.logdir = os.path.join(
+        "runs", f"sweep-{settings['agent']}-{settings['env'].replace(':', '_')}-{stamp}")
+  try:
+    sweep.check_reusable(os.path.abspath(args.logdir), settings)
+  except ValueError as e:
+    raise cli.UsageError(f"--logdir: {e}") from None
+  outdir = cli.ensure_writable_dir(args.logdir)
+  n = len(settings["precisions"]) * len(settings["seeds"])
+  print(f"actorq sweep: {settings['agent']} on {settings['env']}, precisions "
+        f"{sweep.precisions_text(settings['precisions'])}, seeds {sweep.seed_text(settings['seeds'])}, "
+        f"{settings['steps']} actor steps per run ({n} runs, {args.jobs} at a time); "
+        f"output in {outdir}", flush=True)
+  settings["started"] = time.strftime("%Y-%m-%d %H:%M:%S")
+  failures = sweep.run_all(settings, outdir, jobs=args.jobs, log=lambda m: print(m, flush=True))
+  if failures:
+    for message in failures:
+      print(f"actorq sweep: {message}", file=sys.stderr)
+    print(f"actorq sweep: {len(failures)} of {n} runs failed; run the same command again to "
+          "retry them (finished runs are reused)", file=sys.stderr)
+    return 1
+  data = sweep.write_sweep_json(outdir, settings, sweep.collect(settings, outdir),
+                                ab.machine_info())
+  _, table = sweep.report(outdir, data)
+  print()
+  print(table)
+  print(f"\nfiles: {outdir}/{{sweep.json,seeds.csv,aggregate.csv,aggregate.json,curves.png,"
+        "table.md}")
+  return 0

@@ -1,0 +1,252 @@
+"""Environments as `dm_env.Environment`, from an id string.
+
+Ids:
+  * ``gym:<Gymnasium id>``, e.g. ``gym:CartPole-v1``, or a partially observable variant
+    of `PARTIALLY_OBSERVED`: ``gym:CartPole-v1-po`` (CartPole-v1 observing only the cart
+    position and the pole angle, float32 [2]);
+  * ``dmc:<domain>-<task>``, e.g. ``dmc:cartpole-balance`` (dm_control suite; the
+    observation dict is concatenated into one float32 vector);
+  * ``atari:<Game>``, e.g. ``atari:Pong`` (see `actorq.components.envs.atari`);
+  * any of these with ``@repeat=K`` appended, e.g. ``dmc:cartpole-swingup@repeat=8``: action
+    repeat (frame skip), K >= 2 (`ActionRepeat`). One agent step is then K environment
+    steps of the base id (fewer at an episode's end): actorq's step counts (``--steps``,
+    `actor_steps`, evaluation points, episode lengths) count agent steps, so 100,000 base
+    environment steps at K = 8 are ``--steps 12500``. The PlaNet/DrQ convention for
+    dm_control at small budgets (cartpole K = 8: Hafner et al. 2019, PlaNet).
+
+Every adapter emits float32 rewards and discounts and observations of the spec's dtype
+(float32, or uint8 for images), on every timestep (first and last included).
+
+Gymnasium environments go through `actorq.components.envs.gymnasium_adapter.GymnasiumToDmEnv`
+(spaces checked and mapped once, the terminated/truncated table of case E2).
+
+Episodes that never end are capped where episodes run (`actorq.components.acting.loop`), not
+here.
+"""
+from __future__ import annotations
+
+from typing import Any, Tuple
+
+import dm_env
+import numpy as np
+from acme import specs
+from dm_env import specs as dm_specs
+
+from actorq import core
+from actorq.components.envs import atari
+from actorq.components.envs.gymnasium_adapter import (MAX_FLAT_ACTIONS, GymnasiumToDmEnv,
+                                                 InvalidActionError, UnsupportedSpaceError)
+
+__all__ = [
+    "ALLOWED_PREFIXES", "MAX_FLAT_ACTIONS",
+    "ActionRepeat", "DmControlFlat", "GymnasiumToDmEnv", "InvalidActionError",
+    "UnknownEnvironmentError", "UnsupportedEnvironmentError", "UnsupportedSpaceError",
+    "environment_spec", "make_environment", "split_action_repeat",
+]
+
+ALLOWED_PREFIXES = ("gym:", "dmc:", "atari:")
+
+REPEAT_SUFFIX = "@repeat="
+
+# The same classes as `actorq.core`'s (importable from here as they always were).
+UnknownEnvironmentError = core.UnknownEnvironmentError
+UnsupportedEnvironmentError = core.UnsupportedEnvironmentError
+
+
+class DmControlFlat(dm_env.Environment):
+  """dm_control suite task with its observation dict flattened to float32 `[D]`.
+
+  Actions are float32 within the task's bounds; rewards and discounts float32.
+  """
+
+  def __init__(self, env):
+    self._env = env
+    obs_spec = env.observation_spec()
+    size = int(sum(int(np.prod(s.shape)) for s in obs_spec.values()))
+    self._observation_spec = dm_specs.Array((size,), np.float32, "observation")
+    a = env.action_spec()
+    self._action_spec = dm_specs.BoundedArray(
+        a.shape, np.float32, a.minimum.astype(np.float32), a.maximum.astype(np.float32), "action")
+
+  def _convert(self, ts: dm_env.TimeStep) -> dm_env.TimeStep:
+    obs = np.concatenate([np.asarray(v, np.float32).reshape(-1) for v in ts.observation.values()])
+    reward = None if ts.reward is None else np.float32(ts.reward)
+    discount = None if ts.discount is None else np.float32(ts.discount)
+    return ts._replace(observation=obs, reward=reward, discount=discount)
+
+  def reset(self):
+    return self._convert(self._env.reset())
+
+  def step(self, action):
+    return self._convert(self._env.step(np.asarray(action, np.float64)))
+
+  def observation_spec(self):
+    return self._observation_spec
+
+  def action_spec(self):
+    return self._action_spec
+
+  def reward_spec(self):
+    return dm_specs.Array((), np.float32, "reward")
+
+  def discount_spec(self):
+    return dm_specs.BoundedArray((), np.float32, 0.0, 1.0, "discount")
+
+  def render(self, height: int = 240, width: int = 320):
+    return self._env.physics.render(height=height, width=width, camera_id=0)
+
+  def close(self):
+    self._env.close()
+
+
+# Partially observable variants: ``gym:<name>`` -> (the Gymnasium id, the observation
+# entries kept). CartPole-v1's observation is (cart position, cart velocity, pole angle,
+# pole angular velocity); "-po" keeps (cart position, pole angle), so the velocities must
+# be inferred from the history (a recurrent agent's test bed, e.g. R2D2).
+PARTIALLY_OBSERVED = {"CartPole-v1-po": ("CartPole-v1", (0, 2))}
+
+
+def _KeepObservationEntries(env, keep):
+  """`env` (a Gymnasium env with a 1-d Box observation) observing only entries `keep`."""
+  import gymnasium
+  idx = np.asarray(keep, np.int64)
+  space = env.observation_space
+  low, high = np.asarray(space.low)[idx], np.asarray(space.high)[idx]
+
+  class KeepEntries(gymnasium.ObservationWrapper):
+
+    def __init__(self, inner):
+      super().__init__(inner)
+      self.observation_space = gymnasium.spaces.Box(low, high, dtype=space.dtype)
+
+    def observation(self, observation):
+      return np.asarray(observation)[idx]
+
+  return KeepEntries(env)
+
+
+class ActionRepeat(dm_env.Environment):
+  """Each action applied `num_repeats` times, or until the episode ends: the reward is the
+  sum of the repeats' rewards, each weighted by the product of the earlier repeats'
+  environment discounts, and the discount is their product (float32 both).
+
+  Acme's `wrappers.ActionRepeatWrapper` computes the same; it is not used because importing
+  anything from `acme.wrappers` runs that package's `__init__`, which imports the
+  unmaintained `gym` (a warning on stderr at every start, breaking one-line CLI errors) and
+  the Atari wrappers.
+  """
+
+  def __init__(self, environment: dm_env.Environment, num_repeats: int):
+    self._env = environment
+    self._num_repeats = int(num_repeats)
+
+  def step(self, action) -> dm_env.TimeStep:
+    reward, discount = np.float32(0.0), np.float32(1.0)
+    for _ in range(self._num_repeats):
+      ts = self._env.step(action)
+      reward = np.float32(reward + discount * np.float32(ts.reward))
+      discount = np.float32(discount * np.float32(ts.discount))
+      if ts.last():
+        break
+    return ts._replace(reward=reward, discount=discount)
+
+  def reset(self) -> dm_env.TimeStep:
+    return self._env.reset()
+
+  def observation_spec(self):
+    return self._env.observation_spec()
+
+  def action_spec(self):
+    return self._env.action_spec()
+
+  def reward_spec(self):
+    return self._env.reward_spec()
+
+  def discount_spec(self):
+    return self._env.discount_spec()
+
+  def render(self, *args, **kwargs):
+    return self._env.render(*args, **kwargs)
+
+  def close(self):
+    self._env.close()
+
+
+def split_action_repeat(env_id: str) -> Tuple[str, int]:
+  """``"dmc:cartpole-swingup@repeat=8"`` -> ``("dmc:cartpole-swingup", 8)``; an id without
+  the suffix -> ``(env_id, 1)``.
+
+  Raises:
+    UnknownEnvironmentError: a suffix that is not ``@repeat=K`` with an integer K >= 2.
+  """
+  if not isinstance(env_id, str) or "@" not in env_id:
+    return env_id, 1
+  base, sep, count = env_id.partition(REPEAT_SUFFIX)
+  if not sep or "@" in base or not count.isdigit():
+    raise UnknownEnvironmentError(
+        f"environment id {env_id!r}: the only suffix allowed is '@repeat=K' (action repeat, K an "
+        "integer >= 2), e.g. dmc:cartpole-swingup@repeat=8")
+  repeat = int(count)
+  if repeat < 2:
+    raise UnknownEnvironmentError(
+        f"environment id {env_id!r}: action repeat must be an integer >= 2 (leave the suffix "
+        "out for none), e.g. dmc:cartpole-swingup@repeat=8")
+  return base, repeat
+
+
+def make_environment(env_id: str, seed: int = 0, **kwargs: Any) -> dm_env.Environment:
+  """Builds the environment named by `env_id` (see the module docstring).
+
+  Args:
+    env_id: ``gym:<id>``, ``dmc:<domain>-<task>`` or ``atari:<Game>``, each optionally
+      with ``@repeat=K`` (action repeat K).
+    seed: seeds the environment's first episode.
+    **kwargs: passed to `gymnasium.make`, `dm_control.suite.load` or `atari.make_atari`.
+
+  Raises:
+    UnknownEnvironmentError: for an id with an unknown prefix or suffix or a name the
+      backend does not know; the message lists what is allowed.
+    UnsupportedSpaceError: (an `UnsupportedEnvironmentError`) for a Gymnasium env whose
+      observation or action space cannot be mapped.
+  """
+  if not isinstance(env_id, str) or not env_id.startswith(ALLOWED_PREFIXES):
+    raise UnknownEnvironmentError(
+        f"unknown environment id {env_id!r}: use 'gym:<Gymnasium id>' (e.g. gym:CartPole-v1), "
+        "'dmc:<domain>-<task>' (e.g. dmc:cartpole-balance) or 'atari:<Game>' (e.g. atari:Pong)")
+  base_id, repeat = split_action_repeat(env_id)
+  if repeat > 1:
+    return ActionRepeat(make_environment(base_id, seed=seed, **kwargs), num_repeats=repeat)
+  kind, name = env_id.split(":", 1)
+  if kind == "gym":
+    import gymnasium
+    base, keep = PARTIALLY_OBSERVED.get(name, (name, None))
+    try:
+      env = gymnasium.make(base, **kwargs)
+    except gymnasium.error.Error as e:
+      raise UnknownEnvironmentError(
+          f"unknown Gymnasium environment {name!r} in {env_id!r}: {e}") from None
+    if keep is not None:
+      env = _KeepObservationEntries(env, keep)
+    try:
+      return GymnasiumToDmEnv(env, seed=seed)
+    except UnsupportedSpaceError:
+      env.close()
+      raise
+  if kind == "dmc":
+    from dm_control import suite
+    if "-" not in name:
+      raise UnknownEnvironmentError(
+          f"dm_control id {env_id!r} must be 'dmc:<domain>-<task>', e.g. dmc:cartpole-balance")
+    domain, task = name.split("-", 1)
+    if (domain, task) not in suite.ALL_TASKS:
+      raise UnknownEnvironmentError(
+          f"unknown dm_control task {domain}-{task}; known e.g. cartpole-balance, walker-stand, "
+          "cheetah-run (see dm_control.suite.ALL_TASKS)")
+    env = suite.load(domain, task, task_kwargs={"random": seed}, **kwargs)
+    return DmControlFlat(env)
+  return atari.make_atari(name, seed=seed, **kwargs)
+
+
+def environment_spec(env: dm_env.Environment) -> specs.EnvironmentSpec:
+  """acme's `EnvironmentSpec` of an environment."""
+  return specs.make_environment_spec(env)

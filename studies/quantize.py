@@ -1,0 +1,577 @@
+"""`actorq quantize --sweep` and `--search`: load checkpoints, run the study
+(`actorq.studies.compression`, `actorq.studies.precision_search`), write its
+files (`actorq.studies.quantize_report`).
+
+Sweep files (in `--out`, default `RUN/quantize-sweep`):
+  runs/<run>.json  one checkpoint's rows and episodes with what made them (checkpoint path
+                and learner step, settings, evaluation seeds, latency options): a later
+                sweep into the same `--out` with the same options reuses it, so a long sweep
+                that stopped, or one a checkpoint is added to, computes only what is missing
+  sweep.csv     one row per (run, setting): `compression_study.ROW_COLUMNS` + latency_ratio
+  episodes.csv  one row per (run, setting, evaluation seed): return, length, a digest of the
+                first observation (equal across settings: the seeds are paired)
+  summary.csv   one row per setting over the runs (training seeds), Pareto flags
+  table.md      the summary table with the definitions; also printed
+  sweep.png     return vs stored bytes and vs latency, Pareto fronts, simulated hollow
+  sweep.json    settings, seeds, checkpoints (with their qat_bits), machine, every row
+
+Search files (in `--out`, default `RUN/precision-search`):
+  precision_policy.json  the chosen per-layer policy (format: docs/precision_policy.md),
+                         each layer's choice explained, the budgets and measured figures
+  search_trials.csv      every evaluated policy (`precision_search.TRIAL_COLUMNS`)
+  search_latency.csv     the LiteRT latency of every float/int8 layer pattern
+  search_eval.csv        fp32, the chosen policy (LiteRT mixed and simulated), uniform int8
+                         and uniform PTQ at the policy's integer widths, on the evaluation
+                         seeds (`ROW_COLUMNS`)
+  search.md              the same as a report
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import platform
+import re
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+from acme import specs as acme_specs
+
+from actorq.agents.dqn import networks as dqn_networks
+from actorq.components import atomic
+from actorq.studies import compression as cs
+from actorq.components.envs import environments
+from actorq.studies import precision_search as ps
+from actorq import core
+from actorq.launch import run_dir
+from actorq.studies import quantize_report
+from actorq.quantization import mixed
+
+
+# ----------------------------------------------------------------------------------------
+# Parsing (every check runs before anything is loaded or written).
+
+
+def parse_bits(text: str) -> List[Any]:
+  """`bits=8,6,4` -> [8, 6, 4] (ints 2..8 and fp32/fp16/bf16, order kept, no repeats).
+
+  Raises:
+    core.UsageError: one line naming what is wrong and what is allowed.
+  """
+  m = re.fullmatch(r"\s*bits\s*=\s*(.+)", str(text))
+  if not m:
+    raise core.UsageError(f"--sweep {text!r} not understood; allowed: bits=B,B,... with B an "
+                         "int 2..8 or fp32/fp16/bf16, e.g. --sweep bits=8,6,4,3,2")
+  out: List[Any] = []
+  for token in m.group(1).split(","):
+    token = token.strip()
+    if token in mixed.FLOAT_KINDS:
+      value: Any = token
+    elif re.fullmatch(r"[0-9]+", token) and 2 <= int(token) <= 8:
+      value = int(token)
+    else:
+      raise core.UsageError(f"--sweep bit width {token!r} is not supported; allowed: ints 2..8 "
+                           "and fp32, fp16, bf16")
+    if value not in out:
+      out.append(value)
+  return out
+
+
+def parse_granularities(text: str) -> List[str]:
+  out = []
+  for token in str(text).split(","):
+    token = token.strip()
+    if token not in mixed.GRANULARITIES:
+      raise core.UsageError(f"--granularity {token!r} unknown; allowed: per-channel, per-tensor")
+    if token not in out:
+      out.append(token)
+  return out
+
+
+def parse_fractions(text: str, flag: str) -> List[float]:
+  """`0,0.5,0.9` -> floats in [0, 1), order kept, no repeats."""
+  out = []
+  for token in str(text).split(","):
+    try:
+      value = float(token)
+    except ValueError:
+      raise core.UsageError(f"{flag} {token!r} is not a number; allowed: values in [0, 1) "
+                           "such as 0,0.5,0.9") from None
+    if not 0.0 <= value < 1.0:
+      raise core.UsageError(f"{flag} {token!r} is outside [0, 1)")
+    if value not in out:
+      out.append(value)
+  return out
+
+
+def parse_seeds(tokens: Optional[Sequence[str]], first: int, count: int) -> List[int]:
+  """`--seeds` tokens (`100-119`, `1,2,3`, `1 2 3`), else `first .. first + count - 1`."""
+  if not tokens:
+    return list(range(first, first + count))
+  out: List[int] = []
+  for token in ",".join(tokens).split(","):
+    token = token.strip()
+    m = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", token)
+    if not m or (m.group(2) and int(m.group(2)) < int(m.group(1))):
+      raise core.UsageError(f"--seeds {token!r} not understood; allowed: 100-119, 1,2,3 or 1 2 3 "
+                           "(integers >= 0)")
+    lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+    for s in range(lo, hi + 1):
+      if s not in out:
+        out.append(s)
+  return out
+
+
+def expand_checkpoints(paths: Sequence[str]) -> List[str]:
+  """Run directories: each path is a run directory (or its checkpoints/ folder), or a
+  directory whose sub-directories are runs (e.g. an `actorq sweep` directory).
+
+  Raises:
+    core.UsageError: a path that is neither.
+  """
+  out = []
+  for path in paths:
+    try:
+      found = [run_dir.resolve(path)[0]]
+    except core.UsageError:
+      found = []
+      if os.path.isdir(path):
+        for name in sorted(os.listdir(path)):
+          sub = os.path.join(path, name)
+          if os.path.isfile(os.path.join(sub, run_dir.RUN_INFO)):
+            found.append(os.path.abspath(sub))
+      if not found:
+        raise core.UsageError(f"--checkpoint {path} is neither a run directory of 'actorq train' "
+                             f"nor a directory of runs (no {run_dir.RUN_INFO} in it, its parent "
+                             "or its sub-directories)") from None
+    for f in found:
+      if f not in out:
+        out.append(f)
+  return out
+
+
+# ----------------------------------------------------------------------------------------
+# Loading a run.
+
+
+@dataclasses.dataclass
+class LoadedRun:
+  """A checkpoint with what the study needs."""
+  name: str
+  path: str
+  info: Dict[str, Any]
+  learner_steps: int
+  params: Any
+  spec: Any
+  semantics: cs.OutputSemantics
+  env_fn: Any
+
+  @property
+  def qat_bits(self) -> Optional[int]:
+    return self.info["config"].get("qat_bits")
+
+
+def output_semantics(networks, env_spec, selector, temperature: float) -> cs.OutputSemantics:
+  """What the policy's outputs are: on-policy heads (networks with a `head`) give logits
+  or a continuous Gaussian, other discrete agents (DQN) Q-values (dueling combined), other
+  continuous agents (DDPG, D4PG) deterministic actions."""
+  actions = env_spec.actions
+  discrete = isinstance(actions, acme_specs.DiscreteArray)
+  if discrete:
+    if hasattr(networks, "head"):
+      return cs.OutputSemantics("logits", selector)
+    transform = dqn_networks.dueling_q if getattr(networks, "dueling", False) else None
+    return cs.OutputSemantics("q_values", selector, transform, temperature)
+  lo = np.broadcast_to(np.asarray(actions.minimum, np.float64), actions.shape)
+  hi = np.broadcast_to(np.asarray(actions.maximum, np.float64), actions.shape)
+  return cs.OutputSemantics("continuous", selector, action_range=hi - lo)
+
+
+def load_run(path: str, temperature: float) -> LoadedRun:
+  """Raises core.UsageError for an unreadable run or checkpoint."""
+  info, state, ckpt = run_dir.load(path)
+  builder = run_dir.make_builder(info)
+  env_id = info["env"]
+  env_fn = lambda seed: environments.make_environment(env_id, seed=seed)
+  env = env_fn(0)
+  env_spec = environments.environment_spec(env)
+  env.close()
+  networks = builder.make_networks(env_spec)
+  run_dir.check_feed_forward(networks, info, "quantize")
+  policy = builder.make_policy(networks, env_spec, evaluation=True)
+  semantics = output_semantics(networks, env_spec, policy.selector, temperature)
+  del ckpt
+  return LoadedRun(os.path.basename(os.path.normpath(path)), path, info,
+                   int(state.get("learner_steps", -1)), state["policy_params"], networks.spec,
+                   semantics, env_fn)
+
+
+def _machine() -> Dict[str, Any]:
+  return {"platform": platform.platform(), "python": sys.version.split()[0],
+          "cpus": os.cpu_count(), "xla_flags": os.environ.get("XLA_FLAGS", ""),
+          "litert_threads": 1}
+
+
+def _qat_line(runs: Sequence[LoadedRun]) -> Optional[str]:
+  bits = sorted({r.qat_bits for r in runs if r.qat_bits is not None})
+  if not bits:
+    return None
+  return (f"trained with QAT at {', '.join(map(str, bits))} bits (qat.fake_quant_params: "
+          "symmetric, per-channel, min-max); the setting int<b> executed simulated reproduces "
+          "that training forward bit for bit")
+
+
+def _default_out(runs: Sequence[str], out: Optional[str], name: str) -> str:
+  if out:
+    return out
+  if len(runs) != 1:
+    raise core.UsageError("--out DIR is needed with several checkpoints")
+  return os.path.join(runs[0], name)
+
+
+# ----------------------------------------------------------------------------------------
+# The sweep.
+
+
+def run(args) -> int:
+  if args.search and args.sweep is not None:
+    raise core.UsageError("--sweep and --search are separate studies; give one of them")
+  if args.search:
+    return run_search(args)
+  return run_sweep(args)
+
+
+def _episodes_rows(run_name: str, row: Dict[str, Any]) -> List[Dict[str, Any]]:
+  return [{"run": run_name, "setting": row["setting"], "execution": row["execution"],
+           "seed": e.seed, "episode_return": e.episode_return, "length": e.length,
+           "first_observation": e.first_observation} for e in row["_episodes"]]
+
+
+def _print_row(run_name: str, row: Dict[str, Any]) -> None:
+  sim = " SIMULATED" if row["simulated"] else ""
+  print(f"  {run_name} {row['setting']:<16} {row['execution']}{sim}: return "
+        f"{row['return_mean']:.1f} (paired diff {row['paired_diff_mean']:+.1f}), agreement "
+        f"{row['agreement']:.3f}, {row['stored_bytes']} B, {row['latency_us']:.1f} us",
+        flush=True)
+
+
+def _run_cache_key(run: LoadedRun, settings: Sequence[cs.Setting], seeds: Sequence[int],
+                   args) -> Dict[str, Any]:
+  """What one checkpoint's rows depend on; a cached file is reused only when it matches."""
+  return {"path": os.path.abspath(run.path), "learner_steps": run.learner_steps,
+          "settings": [[s.name, s.execution, repr(s.policy)] for s in settings],
+          "seeds": [int(x) for x in seeds], "temperature": args.temperature,
+          "latency_repeats": args.latency_repeats, "latency_clock": args.latency_clock,
+          "max_reference_obs": args.max_reference_obs}
+
+
+def _load_cached_rows(path: str, key: Dict[str, Any]) -> Optional[List[Dict[str, Any]]]:
+  """The rows in `path` if it holds them for `key` (else None: absent, unreadable or made
+  with other options), with their episodes as `cs.Episode`s again."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      cached = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if cached.get("key") != json.loads(json.dumps(key, default=_json_default)):
+    return None
+  return [{**row, "_episodes": [cs.Episode(**e) for e in row["_episodes"]]}
+          for row in cached["rows"]]
+
+
+def _save_cached_rows(path: str, key: Dict[str, Any], rows: Sequence[Dict[str, Any]]) -> None:
+  """Writes one checkpoint's rows atomically (a stopped sweep leaves no half file)."""
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  payload = {"key": key, "rows": [
+      dict(row, _episodes=[dataclasses.asdict(e) for e in row["_episodes"]]) for row in rows]}
+  with atomic.atomic_write(path) as f:
+    json.dump(payload, f, default=_json_default)
+
+
+def run_sweep(args) -> int:
+  bits = parse_bits(args.sweep)
+  granularities = parse_granularities(args.granularity)
+  sparsities = parse_fractions(args.sparsity, "--sparsity")
+  seeds = parse_seeds(args.seeds, args.seed, args.episodes)
+  paths = expand_checkpoints(args.checkpoint)
+  out = _default_out(paths, args.out, "quantize-sweep")
+  runs = [load_run(p, args.temperature) for p in paths]
+  names = [r.name for r in runs]
+  if len(set(names)) != len(names):
+    for i, r in enumerate(runs):
+      r.name = f"{i}-{r.name}"
+  first = runs[0]
+  for r in runs[1:]:
+    if (r.info["agent"], r.info["env"], r.spec) != (first.info["agent"], first.info["env"],
+                                                    first.spec):
+      raise core.UsageError(f"checkpoints differ: {first.path} is {first.info['agent']} on "
+                           f"{first.info['env']}, {r.path} is {r.info['agent']} on "
+                           f"{r.info['env']} (or another network); sweep one configuration")
+  try:
+    settings = cs.sweep_settings(first.spec, bits, granularities, sparsities,
+                                 args.low_bit_runtime)
+  except ValueError as e:
+    raise core.UsageError(str(e)) from None
+  out = cli.ensure_writable_dir(out, "--out")
+  qat = _qat_line(runs)
+  print(f"actorq: quantize sweep of {len(runs)} checkpoint(s) ({first.info['agent']} on "
+        f"{first.info['env']}): {len(settings)} settings x {len(seeds)} paired evaluation "
+        f"seeds ({seeds[0]}..{seeds[-1]}); sub-8-bit settings {args.low_bit_runtime}", flush=True)
+  if qat:
+    print(f"actorq: {qat}", flush=True)
+  rows_by_run: Dict[str, List[Dict[str, Any]]] = {}
+  episode_rows: List[Dict[str, Any]] = []
+  start = time.time()
+  for r in runs:
+    cache_path = os.path.join(out, "runs", f"{r.name}.json")
+    key = _run_cache_key(r, settings, seeds, args)
+    rows = _load_cached_rows(cache_path, key)
+    if rows is not None:
+      print(f"  {r.name}: reused {len(rows)} settings from {cache_path}", flush=True)
+    else:
+      ctx = cs.StudyContext(r.params, r.spec, r.env_fn, r.semantics, seeds,
+                            latency_repeats=args.latency_repeats,
+                            latency_clock=args.latency_clock,
+                            max_reference_observations=args.max_reference_obs)
+      rows = cs.run_study(ctx, settings, progress=lambda row, n=r.name: _print_row(n, row))
+      _save_cached_rows(cache_path, key, rows)
+    for row in rows:
+      episode_rows.extend(_episodes_rows(r.name, row))
+    rows_by_run[r.name] = rows
+  summary = cs.summarize(rows_by_run)
+  flat = [dict({k: v for k, v in row.items() if not k.startswith("_")}, run=name)
+          for name, rows in rows_by_run.items() for row in rows]
+  columns = ("run",) + cs.ROW_COLUMNS + ("latency_ratio",)
+  quantize_report.write_csv(os.path.join(out, "sweep.csv"), flat, columns)
+  quantize_report.write_csv(os.path.join(out, "episodes.csv"), episode_rows,
+                            ("run", "setting", "execution", "seed", "episode_return", "length",
+                             "first_observation"))
+  quantize_report.write_csv(os.path.join(out, "summary.csv"), summary, cs.SUMMARY_COLUMNS)
+  title = (f"{first.info['agent']} on {first.info['env']}: {len(runs)} checkpoint(s), "
+           f"{len(seeds)} paired evaluation seeds")
+  extra = [f"Command: `actorq {' '.join(sys.argv[1:])}`" if sys.argv[1:] else "",
+           f"Checkpoints: {', '.join(f'{r.name} (learner step {r.learner_steps})' for r in runs)}",
+           f"Evaluation seeds: {', '.join(map(str, seeds))}",
+           f"Latency: median {args.latency_clock} time per batch-1 call "
+           f"({args.latency_repeats} calls; both clocks in sweep.csv)"]
+  if qat:
+    extra.append(f"Note: {qat}.")
+  quantize_report.write_table(os.path.join(out, "table.md"), title, summary,
+                              [e for e in extra if e])
+  quantize_report.plot(os.path.join(out, "sweep.png"), summary, title, args.latency_clock)
+  with open(os.path.join(out, "sweep.json"), "w", encoding="utf-8") as f:
+    json.dump({"agent": first.info["agent"], "env": first.info["env"],
+               "checkpoints": [{"name": r.name, "path": r.path, "learner_steps": r.learner_steps,
+                                "seed": r.info.get("seed"), "qat_bits": r.qat_bits}
+                               for r in runs],
+               "bits": bits, "granularities": granularities, "sparsities": sparsities,
+               "evaluation_seeds": seeds, "low_bit_runtime": args.low_bit_runtime,
+               "temperature": args.temperature, "output_kind": first.semantics.kind,
+               "latency_clock": args.latency_clock,
+               "executions": cs.EXECUTIONS, "machine": _machine(),
+               "seconds": time.time() - start, "summary": summary, "rows": flat},
+              f, indent=1, default=_json_default)
+  print("\n".join(quantize_report.table_lines(summary)))
+  print(f"actorq: wrote sweep.csv, episodes.csv, summary.csv, table.md, sweep.png, sweep.json "
+        f"to {out} ({time.time() - start:.0f} s)")
+  return 0
+
+
+def _json_default(value):
+  if isinstance(value, (np.integer,)):
+    return int(value)
+  if isinstance(value, (np.floating,)):
+    return float(value)
+  if isinstance(value, np.bool_):
+    return bool(value)
+  raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+# ----------------------------------------------------------------------------------------
+# The search.
+
+
+def measure_patterns(run: LoadedRun, cache: mixed.LayerCache, layers: Sequence[str],
+                     obs1: np.ndarray, repeats: int, clock: str, rounds: int = 3):
+  """`(LatencyTable, fp32 JAX latency us)`: every float/int8 pattern on LiteRT and the fp32
+  JAX runtime, measured in `rounds` interleaved rounds (median of the rounds' medians)."""
+  fp32_policy = mixed.PrecisionPolicy.uniform(run.spec, mixed.LayerChoice("fp32"))
+  pats = ps.LatencyTable.patterns(layers)
+  samples: Dict[Any, List[float]] = {p: [] for p in pats}
+  ref: List[float] = []
+  for _ in range(rounds):
+    rt = cs.make_runtime(run.params, run.spec, fp32_policy, cs.JAX_FP32, cache=cache)
+    ref.append(cs.measure_latency_us(rt, obs1, repeats, clock))
+    for p in pats:
+      policy = mixed.PrecisionPolicy(tuple(
+          (n, mixed.LayerChoice("fp32") if f else mixed.LayerChoice(mixed.INT, 8))
+          for n, f in zip(layers, p)))
+      rt = cs.make_runtime(run.params, run.spec, policy, cs.LITERT_MIXED, cache=cache)
+      samples[p].append(cs.measure_latency_us(rt, obs1, repeats, clock))
+  table = ps.LatencyTable(tuple(layers), {p: float(np.median(v)) for p, v in samples.items()},
+                          {p: True for p in pats})
+  return table, float(np.median(ref))
+
+
+def _policy_latency(run: LoadedRun, cache, policy, obs1, repeats, clock, rounds=3) -> float:
+  vals = []
+  for _ in range(rounds):
+    rt = cs.make_runtime(run.params, run.spec, policy, cs.LITERT_MIXED, cache=cache)
+    vals.append(cs.measure_latency_us(rt, obs1, repeats, clock))
+  return float(np.median(vals))
+
+
+def run_search(args) -> int:
+  if args.latency_budget is None and args.size_budget is None:
+    raise core.UsageError("--search needs --latency-budget FRACTION (of the fp32 JAX latency) "
+                         "and/or --size-budget FRACTION (of the fp32 bytes)")
+  try:
+    prune = parse_fractions(args.prune, "--prune")
+    choices = mixed.parse_choices(args.choices, prune)
+  except ValueError as e:
+    raise core.UsageError(f"--choices: {e}") from None
+  seeds = parse_seeds(args.seeds, args.seed, args.episodes)
+  paths = expand_checkpoints(args.checkpoint)
+  if len(paths) != 1:
+    raise core.UsageError(f"--search takes one checkpoint, got {len(paths)} runs")
+  out = _default_out(paths, args.out, "precision-search")
+  run = load_run(paths[0], args.temperature)
+  out = cli.ensure_writable_dir(out, "--out")
+  start = time.time()
+  layers = [l.name for l in run.spec.parameter_layers]
+  calib_seeds = list(range(args.calibration_seed, args.calibration_seed +
+                           args.calibration_episodes))
+  overlap = sorted(set(calib_seeds) & set(seeds))
+  print(f"actorq: precision search for {run.info['agent']} on {run.info['env']} "
+        f"({len(layers)} layers, {len(choices)} choices each), calibration seeds "
+        f"{calib_seeds[0]}..{calib_seeds[-1]}, evaluation seeds {seeds[0]}..{seeds[-1]}"
+        + (f" (overlapping: {overlap})" if overlap else ""), flush=True)
+  calib = cs.StudyContext(run.params, run.spec, run.env_fn, run.semantics, calib_seeds,
+                          max_reference_observations=args.max_reference_obs)
+  ref = cs.reference_run(calib)
+  obs1 = ref["observations"][:1]
+  cache = mixed.LayerCache(run.params, run.spec)
+  table, fp32_us = measure_patterns(run, cache, layers, obs1, args.latency_repeats,
+                                    args.latency_clock)
+  fp32_bytes = mixed.storage_report(mixed.compress(
+      run.params, run.spec, mixed.PrecisionPolicy.uniform(run.spec, mixed.LayerChoice("fp32"))
+  ))["bytes"]
+  lat_budget = None if args.latency_budget is None else args.latency_budget * fp32_us
+  size_budget = None if args.size_budget is None else args.size_budget * fp32_bytes
+  print(f"actorq: fp32 JAX batch-1 latency ({args.latency_clock} clock) {fp32_us:.1f} us; "
+        f"LiteRT all-int8 "
+        f"{table.latency_us[tuple([False] * len(layers))]:.1f} us, all-float "
+        f"{table.latency_us[tuple([True] * len(layers))]:.1f} us; budgets: "
+        f"{'-' if lat_budget is None else f'{lat_budget:.1f} us'} latency, "
+        f"{'-' if size_budget is None else f'{size_budget:.0f} B'} stored", flush=True)
+  execution = cs.LITERT_MIXED if args.search_runtime == "litert" else cs.SIMULATED
+
+  def evaluate(policy):
+    rt = cs.make_runtime(run.params, run.spec, policy, execution, cache=cache)
+    fid = cs.fidelity(ref["outputs"], cs.batched(rt, ref["observations"]), run.semantics)
+    if args.objective == "return":
+      eps = cs.run_episodes(run.env_fn, rt, run.semantics.selector, calib_seeds)
+      score = float(np.mean([e.episode_return for e in eps]))
+    elif args.objective == "kl":
+      score = -fid["kl"] if not math.isnan(fid["kl"]) else -fid["action_distance"]
+    else:
+      score = fid["agreement"]
+    return ps.Score(score, fid["agreement"], fid["kl"])
+
+  start_policy = mixed.PrecisionPolicy.uniform(run.spec, mixed.LayerChoice("fp32"))
+  def progress(t):
+    move = f"{t.layer} {t.from_choice} -> {t.to_choice}" if t.layer else t.policy
+    print(f"  {t.phase} (trial {t.trial}): {move}: score {t.score:.4f}, {t.latency_us:.1f} us, "
+          f"{t.stored_bytes} B, violation {t.violation:.3f}", flush=True)
+
+  result = ps.greedy_search(start_policy, choices, evaluate, table,
+                            ps.stored_bytes_fn(cache), lat_budget, size_budget,
+                            max_trials=args.max_trials, progress=progress)
+  measured_us = _policy_latency(run, cache, result.policy, obs1, args.latency_repeats,
+                                args.latency_clock)
+  meets = result.meets_budget and (lat_budget is None or measured_us <= lat_budget)
+  # Held-out evaluation on the evaluation seeds.
+  compare = [cs.Setting("fp32", start_policy, cs.JAX_FP32),
+             cs.Setting("search", result.policy, cs.LITERT_MIXED),
+             cs.Setting("search (simulated)", result.policy, cs.SIMULATED)]
+  int8 = mixed.PrecisionPolicy.uniform(run.spec, mixed.LayerChoice(mixed.INT, 8))
+  compare.append(cs.Setting("int8", int8, cs.LITERT_INT8))
+  for b in sorted({c.bits for c in result.policy.choices if c.kind == mixed.INT and c.bits < 8},
+                  reverse=True):
+    pol = mixed.PrecisionPolicy.uniform(run.spec, mixed.LayerChoice(mixed.INT, b))
+    compare.append(cs.Setting(f"int{b}", pol, cs.execution_for(pol, args.low_bit_runtime)))
+  ctx = cs.StudyContext(run.params, run.spec, run.env_fn, run.semantics, seeds,
+                        latency_repeats=args.latency_repeats,
+                        latency_clock=args.latency_clock,
+                        max_reference_observations=args.max_reference_obs)
+  eval_rows = cs.run_study(ctx, compare, progress=lambda row: _print_row(run.name, row))
+  search_row = eval_rows[1]
+  notes = {}
+  for name, choice in result.policy.layers:
+    layer = mixed.compress_layer(run.params[name]["w"], run.params[name]["b"], choice, name)
+    notes[name] = {"stored_bytes": layer.storage["bytes"], "storage_format":
+                   layer.storage["format"], "why": result.explanations.get(name, "")}
+  mixed.save(
+      os.path.join(out, "precision_policy.json"), result.policy, run.spec, notes=notes,
+      source={"checkpoint": run.path, "agent": run.info["agent"], "env": run.info["env"],
+              "learner_steps": run.learner_steps, "qat_bits": run.qat_bits},
+      search={"method": "greedy (actorq/studies/precision_search.py; HAQ problem, "
+                        "Wang et al. 2019)",
+              "objective": args.objective, "search_runtime": execution,
+              "choices": [c.label for c in choices], "calibration_seeds": calib_seeds,
+              "trials": len(result.trials), "max_trials": args.max_trials},
+      budget={"latency_fraction_of_fp32": args.latency_budget, "latency_us": lat_budget,
+              "latency_clock": args.latency_clock,
+              "size_fraction_of_fp32": args.size_budget, "stored_bytes": size_budget,
+              "fp32_jax_latency_us": fp32_us, "fp32_stored_bytes": fp32_bytes},
+      measured={"meets_budget": bool(meets), "latency_us_litert": measured_us,
+                "latency_us_table": result.latency_us, "stored_bytes": result.stored_bytes,
+                "calibration_score": result.score.score,
+                "calibration_agreement": result.score.agreement,
+                "calibration_kl": result.score.kl,
+                "evaluation": {r["setting"]: {k: r[k] for k in (
+                    "execution", "return_mean", "paired_diff_mean", "agreement", "kl",
+                    "stored_bytes", "latency_us")} for r in eval_rows}},
+      execution={"runtime": "litert-mixed", "float_layers": list(result.policy.float_layers),
+                 "note": "integer layers of any width run LiteRT int8 kernels (values held in "
+                         "int8); fp16/bf16 layers run float32 kernels on fp16/bf16-rounded "
+                         "weights"})
+  trials = [dataclasses.asdict(t) for t in result.trials]
+  quantize_report.write_csv(os.path.join(out, "search_trials.csv"), trials, ps.TRIAL_COLUMNS)
+  quantize_report.write_csv(
+      os.path.join(out, "search_latency.csv"),
+      [{"pattern": ",".join("float" if f else "int8" for f in p), "latency_us": v,
+        "measured": table.measured[p]} for p, v in table.latency_us.items()],
+      ("pattern", "latency_us", "measured"))
+  columns = cs.ROW_COLUMNS + ("latency_ratio",)
+  quantize_report.write_csv(os.path.join(out, "search_eval.csv"),
+                            [{k: v for k, v in r.items() if not k.startswith("_")}
+                             for r in eval_rows], columns)
+  lines = [f"# Precision search: {run.info['agent']} on {run.info['env']}", "",
+           f"Budgets: latency ({args.latency_clock} clock) {args.latency_budget} x fp32 JAX "
+           f"({fp32_us:.1f} us) = "
+           f"{'-' if lat_budget is None else f'{lat_budget:.1f} us'}; stored bytes "
+           f"{args.size_budget} x fp32 ({fp32_bytes} B) = "
+           f"{'-' if size_budget is None else f'{size_budget:.0f} B'}.",
+           f"Result: {'meets' if meets else 'DOES NOT meet'} the budgets; LiteRT latency "
+           f"{measured_us:.1f} us measured ({result.latency_us:.1f} us in the pattern table), "
+           f"{result.stored_bytes} B stored; {len(result.trials)} trials.", "",
+           "| layer | choice | why |", "|---|---|---|"]
+  for name, choice in result.policy.layers:
+    lines.append(f"| {name} | {choice.label} | {notes[name]['why']} |")
+  lines += ["", "Held-out evaluation (evaluation seeds):", ""]
+  summary = cs.summarize({run.name: eval_rows})
+  lines += quantize_report.table_lines(summary)
+  with open(os.path.join(out, "search.md"), "w", encoding="utf-8") as f:
+    f.write("\n".join(lines) + "\n\n" + quantize_report.DEFINITIONS)
+  print("\n".join(lines[2:]))
+  print(f"actorq: wrote precision_policy.json, search_trials.csv, search_latency.csv, "
+        f"search_eval.csv, search.md to {out} ({time.time() - start:.0f} s)")
+  if not meets:
+    print(f"actorq: the budgets were not met (search return {search_row['return_mean']:.1f}); "
+          "the policy file holds the closest policy found", file=sys.stderr)
+    return 1
+  return 0

@@ -1,0 +1,105 @@
+"""The reward-parity evaluation of a compressed policy (episodes run in
+`actorq.components.acting.loop`)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, List, Sequence
+
+import dm_env
+import numpy as np
+
+from actorq.components.acting import actors
+from actorq.components.acting import loop as loop_lib
+from actorq.components.acting import variable_client as vc
+from actorq.quantization import network_spec as ns
+
+
+def fixed_policy_actor(params, spec, precision: str, selector: actors.Selector,
+                       per_channel: bool = True, seed: int = 0) -> actors.FeedForwardActor:
+  """An actor executing `params` at `precision`, with no variable client and no adder.
+
+  For a `network_spec.RecurrentSpec` (R2D2's LSTM Q-network) it is a `RecurrentActor`,
+  whose (h, c) state starts from zeros and is reset at every episode's start (the loop's
+  `reset_state`), as in a training run's evaluation.
+  """
+  runtime = vc.make_runtime(precision, spec)
+  runtime.load(vc.make_payload(params, spec, precision, 0, per_channel=per_channel))
+  if isinstance(spec, ns.RecurrentSpec):
+    return actors.RecurrentActor(runtime, selector, seed=seed)
+  return actors.FeedForwardActor(runtime, selector, seed=seed)
+
+
+@dataclasses.dataclass
+class ParityRow:
+  """One precision's result. `action_agreement`: fraction of the reference run's
+  observations on which this policy's greedy action equals the reference's (discrete),
+  or 1 - mean |a - a_ref| / action range (continuous)."""
+  precision: str
+  episode_return: float
+  episode_return_std: float
+  action_agreement: float
+  model_bytes: int
+
+
+def reward_parity(env_fn: Callable[[], dm_env.Environment], params, spec,
+                  selector: actors.Selector, precisions: Sequence[str], episodes: int,
+                  per_channel: bool = True, action_range: float = 1.0) -> List[ParityRow]:
+  """Evaluates the same parameters at several precisions on identically seeded envs.
+
+  The first precision is the reference: its visited observations are replayed through
+  every other precision to measure greedy-action agreement.
+
+  Args:
+    env_fn: builds a fresh, identically seeded environment.
+    params: fp32 policy params of `spec`.
+    selector: a *greedy* (deterministic) selector.
+    precisions: e.g. ("fp32", "int8").
+    episodes: episodes per precision (>= 1).
+    action_range: for continuous actions, the width used to normalise differences.
+
+  Raises:
+    ValueError: `spec` is a `RecurrentSpec` (the agreement replays single observations,
+      which a recurrent policy cannot act on without their history).
+  """
+  if isinstance(spec, ns.RecurrentSpec):
+    raise ValueError("reward_parity replays single observations and needs a feed-forward "
+                     "NetworkSpec; a recurrent policy (RecurrentSpec) is evaluated per "
+                     "precision with fixed_policy_actor")
+  observations: List[np.ndarray] = []
+  reference_actions: List[np.ndarray] = []
+  rows: List[ParityRow] = []
+  for i, precision in enumerate(precisions):
+    actor = fixed_policy_actor(params, spec, precision, selector, per_channel)
+    if i == 0:
+      recorder = _Recorder(actor, observations, reference_actions)
+      stats = loop_lib.evaluate(env_fn(), recorder, episodes)
+      agreement = 1.0
+    else:
+      stats = loop_lib.evaluate(env_fn(), actor, episodes)
+      agreement = _agreement(actor, observations, reference_actions, action_range)
+    nbytes = vc.make_payload(params, spec, precision, 0, per_channel=per_channel).nbytes
+    rows.append(ParityRow(precision, stats["episode_return"], stats["episode_return_std"],
+                          agreement, int(nbytes)))
+  return rows
+
+
+class _Recorder:
+  def __init__(self, actor, observations, actions):
+    self._actor, self._obs, self._actions = actor, observations, actions
+
+  def select_action(self, observation):
+    action = self._actor.select_action(observation)
+    self._obs.append(np.asarray(observation))
+    self._actions.append(np.asarray(action))
+    return action
+
+
+def _agreement(actor, observations, reference_actions, action_range) -> float:
+  if not observations:
+    return float("nan")
+  actions = [np.asarray(actor.select_action(o)) for o in observations]
+  ref = np.stack(reference_actions)
+  got = np.stack(actions)
+  if np.issubdtype(ref.dtype, np.integer):
+    return float(np.mean(got == ref))
+  return float(1.0 - np.mean(np.abs(got - ref)) / action_range)

@@ -1,0 +1,460 @@
+"""A multi-seed sweep: one agent configuration trained with several seeds at each actor
+precision, and its aggregate with confidence intervals (`actorq sweep`).
+
+Each run is one `actorq train` in a child process,
+
+    python -m actorq.cli.main train --agent A --env E --seed S --actor-precision P
+        --steps N --eval-every K --eval-episodes M [--config F] [--set K=V ...]
+        [--launch local_mt|local_mp --num-actors N] --no-progress --logdir DIR/<P>-s<S>
+
+so the sweep depends only on the command line and the run directory it writes
+(`run.json`, `eval.csv`), never on the training internals. Runs are ordered seed by
+seed, each seed's precisions one after the other in an order rotated by one per seed
+(a slow drift of a shared machine hits every precision alike); `jobs` of them run at
+once. With `launch` (a Launchpad launch type) each run is a distributed program: its seed
+fixes every node's seed but not the asynchrony, so a run does not repeat, and its
+evaluations fall at or a little after each multiple of `eval_every` (the evaluator node
+reads the summed actor steps; the last one at or past `steps`). A run whose `eval.csv`
+already holds the final evaluation (at or past `steps`) and whose
+`run.json` has the sweep's settings is reused, so an interrupted sweep resumes; an
+unfinished run directory is discarded and its run started again.
+
+Output files (in the sweep directory):
+  sweep.json     settings, machine, each precision's resolved config, every run's
+                 evaluations (actor_steps, episode_return, episode_return_std)
+  seeds.csv      one row per run: precision, seed, final_return, last3_return,
+                 best_return, first_step_at_target, evaluations, wall_seconds, run_dir
+  aggregate.json `actorq.studies.aggregate.aggregate` of the seeds.csv rows
+  aggregate.csv  the same as rows (precision, vs, metric, statistic, value, ci_low, ...)
+  curves.png     each seed's curve thin, the IQM over seeds with its 95% stratified
+                 bootstrap interval thick, one colour per precision
+  table.md       the table printed at the end
+`render(outdir)` rewrites all but sweep.json from sweep.json (no runs).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import csv
+import json
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from actorq import core
+from actorq.studies import tables as ab
+from actorq.studies import aggregate as ag
+from actorq.launch import run_dir as plot_cmd
+
+SWEEP_JSON = "sweep.json"
+SEEDS_FIELDS = ("precision", "seed", "final_return", "last3_return", "best_return",
+                "first_step_at_target", "evaluations", "wall_seconds", "run_dir")
+CURVE_REPS = 2_000  # bootstrap resamples per evaluation step of the curves' bands
+TABLE_STATISTICS = ("iqm", "median", "mean")  # the table's column order
+
+
+def parse_seeds(tokens: Sequence[str]) -> Tuple[int, ...]:
+  """Seeds from `0-9`, `0,1,2`, `0 1 2` (one token or several) or a mix (`0-4,7`).
+
+  Raises:
+    ValueError: not an integer >= 0, a descending range, a repeated seed, or none.
+  """
+  seeds: List[int] = []
+  for token in tokens:
+    for part in token.replace(",", " ").split():
+      lo, sep, hi = part.partition("-")
+      try:
+        first, last = (int(lo), int(hi)) if sep else (int(part), int(part))
+      except ValueError:
+        raise ValueError(f"{part!r} is not a seed (an integer >= 0) or a range like 0-9") from None
+      if last < first:
+        raise ValueError(f"range {part!r} goes down; write it as {last}-{first}")
+      seeds.extend(range(first, last + 1))
+  if not seeds:
+    raise ValueError("no seeds given")
+  repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+  if repeated:
+    raise ValueError(f"seed {repeated[0]} is given twice")
+  return tuple(seeds)
+
+
+def run_name(precision: str, seed: int) -> str:
+  """The run's directory name: ``<precision>-s<seed>``; a per-layer ``mixed:...`` precision
+  is named by `core.precision_slug` (``mixed-<8 hex digits>-s<seed>``; its run.json and the
+  sweep's files keep the whole name)."""
+  return f"{core.precision_slug(precision)}-s{seed}"
+
+
+def plan(precisions: Sequence[str], seeds: Sequence[int]) -> List[Tuple[str, int]]:
+  """(precision, seed) runs: seed by seed, the precision order rotated by one per seed."""
+  out = []
+  for i, seed in enumerate(seeds):
+    k = i % len(precisions)
+    out += [(p, seed) for p in list(precisions[k:]) + list(precisions[:k])]
+  return out
+
+
+def train_argv(settings: Dict[str, Any], precision: str, seed: int, run_dir: str) -> List[str]:
+  """The child's command line: `actorq train` for one (precision, seed)."""
+  argv = [sys.executable, "-m", "actorq.cli.main", "train", "--agent", settings["agent"],
+          "--env", settings["env"], "--seed", str(seed), "--actor-precision", precision,
+          "--steps", str(settings["steps"]), "--eval-every", str(settings["eval_every"]),
+          "--eval-episodes", str(settings["eval_episodes"]), "--no-progress", "--logdir", run_dir]
+  argv += launch_flags(settings)
+  if settings.get("num_envs", 1) > 1:
+    argv += ["--num-envs", str(settings["num_envs"])]
+  if settings.get("config"):
+    argv += ["--config", settings["config"]]
+  for assignment in settings.get("set", []):
+    argv += ["--set", assignment]
+  return argv
+
+
+def launch_flags(settings: Dict[str, Any]) -> List[str]:
+  """`--launch L --num-actors N` of a sweep of distributed runs; [] for single-process."""
+  if settings.get("launch", "local") == "local":
+    return []
+  return ["--launch", settings["launch"], "--num-actors", str(settings["num_actors"])]
+
+
+def nominal_step(actor_steps: int, every: int, steps: int) -> int:
+  """The evaluation step an evaluation at `actor_steps` stands for: the multiple of `every`
+  at or below it, capped at `steps` (the last one). A single-process run evaluates exactly
+  there; a distributed run's evaluator a little after (see the module docstring), so its
+  seeds' curves are aligned on these steps."""
+  return int(min((actor_steps // every) * every, steps))
+
+
+def read_evaluations(run_dir: str) -> List[Dict[str, float]]:
+  """A run's evaluations from its eval.csv (step order; [] without one)."""
+  path = os.path.join(run_dir, plot_cmd.EVAL_CSV)
+  if not os.path.isfile(path):
+    return []
+  cols = plot_cmd.read_eval_csv(path)
+  keys = ("episode_return", "episode_return_std", "wall_seconds")
+  return [dict({k: cols[k][i] for k in keys}, actor_steps=int(step))
+          for i, step in enumerate(cols.get("actor_steps", []))]
+
+
+def finished(run_dir: str, steps: int) -> bool:
+  """Whether the run's eval.csv holds its final evaluation, at actor step `steps` (a
+  distributed run's: at or past it)."""
+  evals = read_evaluations(run_dir)
+  return bool(evals) and int(evals[-1]["actor_steps"]) >= steps
+
+
+def train_settings(settings: Dict[str, Any]) -> Dict[str, Any]:
+  """The `train` entry a run of this sweep writes into its run.json (`num_envs` only when
+  B > 1, as `actorq train` writes it)."""
+  train = {k: settings[k] for k in ("steps", "eval_every", "eval_episodes")}
+  if settings.get("launch", "local") != "local":
+    train.update(launch=settings["launch"], num_actors=settings["num_actors"])
+  if settings.get("num_envs", 1) > 1:
+    train["num_envs"] = settings["num_envs"]
+  return train
+
+
+def mismatch(run_dir: str, settings: Dict[str, Any], precision: str, seed: int) -> Optional[str]:
+  """What in a finished run's run.json differs from the sweep's settings, or None."""
+  try:
+    with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as f:
+      info = json.load(f)
+  except (OSError, ValueError):
+    return "no readable run.json"
+  want = {"agent": settings["agent"], "env": settings["env"], "seed": seed,
+          "config": settings["configs"][precision],
+          "train": train_settings(settings)}
+  for key, value in want.items():
+    if info.get(key) != value:
+      if key in ("config", "train"):
+        got = info.get(key) or {}
+        diff = sorted(k for k in set(value) | set(got) if value.get(k) != got.get(k))
+        return f"{key} {', '.join(f'{k}={got.get(k)!r}' for k in diff)} (sweep: " + ", ".join(
+            f"{k}={value.get(k)!r}" for k in diff) + ")"
+      return f"{key} {info.get(key)!r} (sweep: {value!r})"
+  return None
+
+
+def check_reusable(outdir: str, settings: Dict[str, Any]) -> None:
+  """Refuses a sweep directory holding finished runs of other settings, or a non-empty
+  directory where a run would go that `actorq train` did not write (it would be replaced).
+
+  Raises:
+    ValueError: naming the run and the first setting that differs.
+  """
+  for precision, seed in plan(settings["precisions"], settings["seeds"]):
+    run_dir = os.path.join(outdir, run_name(precision, seed))
+    if (os.path.isdir(run_dir) and os.listdir(run_dir)
+        and not os.path.isfile(os.path.join(run_dir, "run.json"))):
+      raise ValueError(f"{run_dir} is not a run directory of 'actorq train' (no run.json) and "
+                       "a run would replace it; give a new --logdir")
+    if finished(run_dir, settings["steps"]):
+      why = mismatch(run_dir, settings, precision, seed)
+      if why:
+        raise ValueError(f"{run_dir} is a finished run of other settings: {why}; "
+                         "give a new --logdir")
+
+
+def _run_one(settings, outdir, precision, seed) -> Tuple[str, int, Optional[str], float]:
+  """Trains one (precision, seed) in a child; (precision, seed, error or None, seconds)."""
+  name = run_name(precision, seed)
+  run_dir = os.path.join(outdir, name)
+  if os.path.exists(run_dir):  # an interrupted run: start it again
+    shutil.rmtree(run_dir)
+  os.makedirs(os.path.join(outdir, "logs"), exist_ok=True)
+  log_path = os.path.join(outdir, "logs", f"{name}.log")
+  start = time.time()
+  with open(log_path, "w", encoding="utf-8") as logf:
+    proc = subprocess.run(train_argv(settings, precision, seed, run_dir), stdout=logf,
+                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), check=False)
+  seconds = time.time() - start
+  if proc.returncode != 0 or not finished(run_dir, settings["steps"]):
+    with open(log_path, encoding="utf-8") as f:
+      tail = "".join(f.readlines()[-10:])
+    why = (f"exit {proc.returncode}" if proc.returncode else
+           f"exit 0 but no evaluation at step {settings['steps']} in its eval.csv")
+    return precision, seed, f"{name} failed ({why}); last lines of {log_path}:\n{tail}", seconds
+  return precision, seed, None, seconds
+
+
+def run_all(settings: Dict[str, Any], outdir: str, jobs: int = 1,
+            log: Callable[[str], None] = print) -> List[str]:
+  """Trains every (precision, seed) of the sweep not already finished in `outdir`,
+  `jobs` at a time; returns the failures' messages (empty: all runs finished)."""
+  todo, total = [], 0
+  for precision, seed in plan(settings["precisions"], settings["seeds"]):
+    total += 1
+    if finished(os.path.join(outdir, run_name(precision, seed)), settings["steps"]):
+      log(f"  {run_name(precision, seed)}: finished before, reused")
+    else:
+      todo.append((precision, seed))
+  failures = []
+  done = total - len(todo)
+  with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+    futures = [pool.submit(_run_one, settings, outdir, p, s) for p, s in todo]
+    for future in concurrent.futures.as_completed(futures):
+      precision, seed, error, seconds = future.result()
+      done += 1
+      if error:
+        failures.append(error)
+        log(f"[{done}/{total}] {run_name(precision, seed)}: FAILED after {seconds:.0f} s")
+        continue
+      evals = read_evaluations(os.path.join(outdir, run_name(precision, seed)))
+      log(f"[{done}/{total}] {run_name(precision, seed)}: final return "
+          f"{evals[-1]['episode_return']:.1f} ({seconds:.0f} s)")
+  return failures
+
+
+def collect(settings: Dict[str, Any], outdir: str) -> List[Dict[str, Any]]:
+  """Every run's evaluations, in plan order, for sweep.json."""
+  return [{"precision": p, "seed": s, "run_dir": run_name(p, s),
+           "evaluations": read_evaluations(os.path.join(outdir, run_name(p, s)))}
+          for p, s in plan(settings["precisions"], settings["seeds"])]
+
+
+# ---------------------------------------------------------------------------------
+# Report: seeds.csv, aggregate.{json,csv}, curves.png, table.md.
+# ---------------------------------------------------------------------------------
+def seed_rows(runs: Sequence[Dict[str, Any]], target: Optional[float]) -> List[Dict[str, Any]]:
+  """One row per run (SEEDS_FIELDS), sorted by precision order of appearance and seed."""
+  rows = []
+  for r in runs:
+    ev = r["evaluations"]
+    scores = ag.run_scores([e["actor_steps"] for e in ev], [e["episode_return"] for e in ev],
+                           target)
+    rows.append(dict(scores, precision=r["precision"], seed=r["seed"], evaluations=len(ev),
+                     wall_seconds=ev[-1].get("wall_seconds", math.nan), run_dir=r["run_dir"]))
+  order = {p: i for i, p in enumerate(dict.fromkeys(r["precision"] for r in runs))}
+  return sorted(rows, key=lambda row: (order[row["precision"]], row["seed"]))
+
+
+def read_seeds_csv(path: str) -> List[Dict[str, Any]]:
+  """seeds.csv back as typed rows (floats written with repr read back exactly)."""
+  with open(path, newline="", encoding="utf-8") as f:
+    rows = list(csv.DictReader(f))
+  for row in rows:
+    row["seed"] = int(row["seed"])
+    for key in ("final_return", "last3_return", "best_return", "wall_seconds"):
+      row[key] = float(row[key])
+    row["evaluations"] = int(row["evaluations"])
+    step = row["first_step_at_target"]
+    row["first_step_at_target"] = int(step) if step else None
+  return rows
+
+
+def _ci_cell(entry: Dict[str, float], digits: int = 1) -> str:
+  v, lo, hi = (entry[k] for k in ("value", "ci_low", "ci_high"))
+  return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def format_table(result: Dict[str, Any], meta: Dict[str, Any]) -> str:
+  """Markdown: per precision the IQM, median and mean of the final and last-3 returns with
+  95% intervals and the target figures; then each precision vs the reference, paired."""
+  target = result["target"]
+  header = ["precision", "seeds", "final IQM [95% CI]", "final median", "final mean",
+            f"last-{ag.LAST_EVALS} IQM [95% CI]", f"last-{ag.LAST_EVALS} median",
+            f"last-{ag.LAST_EVALS} mean"]
+  if target is not None:
+    header += [f"reached {target:g}", f"median step to {target:g}"]
+  rows = []
+  for p, e in result["precisions"].items():
+    row = [p, str(e["n"])]
+    for metric in ag.METRICS:
+      row += [_ci_cell(e[metric][s]) for s in TABLE_STATISTICS]
+    if target is not None:
+      t = e["target"]
+      row += [f"{t['reached']}/{t['runs']}",
+              "not reached" if t["median_first_step"] is None else f"{t['median_first_step']:,.0f}"]
+    rows.append(row)
+  out = ab.markdown_table(header, rows)
+  if result["comparisons"]:
+    header = ["paired by seed", "seeds", "final: mean difference [95% CI]",
+              "final: P(X > ref) [95% CI]", f"last-{ag.LAST_EVALS}: mean difference [95% CI]",
+              f"last-{ag.LAST_EVALS}: P(X > ref) [95% CI]"]
+    rows = []
+    for p, c in result["comparisons"].items():
+      row = [f"{p} vs {c['reference']}", str(c["n"])]
+      for metric in ag.METRICS:
+        row += [_ci_cell(c[metric]["difference"]),
+                _ci_cell(c[metric]["probability_of_improvement"], 2)]
+      rows.append(row)
+    out += "\n\n" + ab.markdown_table(header, rows)
+  b = result["bootstrap"]
+  m = meta["machine"]
+  distributed = meta.get("launch", "local") != "local"
+  repeat = ("distributed runs are asynchronous: a seed does not repeat them" if distributed else
+            "seeded per-seed values repeat on the same kind of CPU: XLA compiles for the host")
+  cpu = (f" (family/model {m['cpu_family_model']}, AVX-512 {'yes' if m.get('avx512') else 'no'}"
+         f"; {repeat})" if "cpu_family_model" in m else "")
+  where = (f", each a Launchpad program (--launch {meta['launch']}, {meta['num_actors']} actor "
+           f"node{'s' if meta.get('num_actors') != 1 else ''}; steps summed over actors)"
+           if distributed else "")
+  at = "at or just past" if distributed else "at"
+  out += (f"\n\n{meta['agent']} on {meta['env']}, {meta['steps']:,} actor steps per run{where}, "
+          f"seeds {seed_text(meta['seeds'])}; return = greedy evaluation, mean over "
+          f"{meta['eval_episodes']} episodes, every {meta['eval_every']:,} steps; final = the "
+          f"evaluation {at} step {meta['steps']:,}, last-{ag.LAST_EVALS} = mean of the last "
+          f"{ag.LAST_EVALS}. Intervals: {b['confidence']:.0%} {b['method']}, {b['reps']:,} "
+          f"resamples, generator seed {b['seed']}. P(X > ref): Agarwal et al. 2021, ties 0.5; "
+          f"difference: X - ref, mean over seeds. Machine: {m['nproc']} cores, {m['cpu_model']}"
+          f"{cpu}.\n\nReproduce: {command(meta)}")
+  return out
+
+
+def precisions_text(precisions: Sequence[str]) -> str:
+  """`--precisions` as given back to `actorq sweep`: comma-separated, or ';'-separated when a
+  ``mixed:...`` name (with commas of its own) is among them."""
+  return (";" if any(core.is_mixed(p) for p in precisions) else ",").join(precisions)
+
+
+def command(settings: Dict[str, Any]) -> str:
+  """The `actorq sweep` command line that reproduces the sweep's runs."""
+  argv = ["actorq", "sweep", "--agent", settings["agent"], "--env", settings["env"], "--seeds",
+          seed_text(settings["seeds"]), "--precisions", precisions_text(settings["precisions"]),
+          "--steps", str(settings["steps"]), "--eval-every", str(settings["eval_every"]),
+          "--eval-episodes", str(settings["eval_episodes"])]
+  argv += launch_flags(settings)
+  if settings.get("num_envs", 1) > 1:
+    argv += ["--num-envs", str(settings["num_envs"])]
+  if settings.get("config"):
+    argv += ["--config", settings["config"]]
+  for assignment in settings.get("set", []):
+    argv += ["--set", assignment]
+  if settings.get("target") is not None:
+    argv += ["--target", f"{settings['target']:g}"]
+  return shlex.join(argv)
+
+
+def seed_text(seeds: Sequence[int]) -> str:
+  """`0-9` for a run of consecutive seeds, else `0,3,7`."""
+  seeds = list(seeds)
+  if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+    return f"{seeds[0]}-{seeds[-1]}"
+  return ",".join(map(str, seeds))
+
+
+def plot(path: str, runs: Sequence[Dict[str, Any]], meta: Dict[str, Any]) -> None:
+  """curves.png: each seed's evaluations thin, per precision the IQM over seeds at each
+  evaluation step with its 95% stratified bootstrap interval as a band (thick)."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(7.5, 4.5))
+  for p in meta["precisions"]:
+    color = ab.PRECISION_COLORS.get(p, "grey")
+    curves = [r["evaluations"] for r in runs if r["precision"] == p and r["evaluations"]]
+    for ev in curves:
+      ax.plot([e["actor_steps"] for e in ev], [e["episode_return"] for e in ev], color=color,
+              lw=0.7, alpha=0.35)
+    if not curves:
+      continue
+    at = lambda e: nominal_step(e["actor_steps"], meta["eval_every"], meta["steps"])
+    steps = sorted(set.intersection(*[{at(e) for e in ev} for ev in curves]))
+    by_step = [{at(e): e["episode_return"] for e in ev} for ev in curves]
+    bands = [ag.interval([c[s] for c in by_step], "iqm", reps=CURVE_REPS) for s in steps]
+    ax.plot(steps, [b[0] for b in bands], color=color, lw=2.4,
+            label=f"{p}: IQM over {len(curves)} seeds")
+    ax.fill_between(steps, [b[1] for b in bands], [b[2] for b in bands], color=color,
+                    alpha=0.2, linewidth=0)
+  if meta.get("target") is not None:
+    ax.axhline(meta["target"], color="grey", ls="--", lw=1, label=f"target {meta['target']:g}")
+  ax.set_xlabel("actor steps")
+  ax.set_ylabel(f"greedy return (mean of {meta['eval_episodes']} episodes)")
+  ax.set_title(f"{meta['agent']} on {meta['env']}: seeds thin, IQM with 95% stratified "
+               "bootstrap CI thick", fontsize=9)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8, loc="best")
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def report(outdir: str, data: Dict[str, Any]) -> Tuple[Dict[str, Any], str]:
+  """seeds.csv, aggregate.json, aggregate.csv, curves.png and table.md from sweep.json's
+  contents; returns (aggregate, table)."""
+  meta, runs = data["settings"], data["runs"]
+  rows = seed_rows(runs, meta.get("target"))
+  ab.write_csv(os.path.join(outdir, "seeds.csv"), SEEDS_FIELDS, rows)
+  # Aggregated from seeds.csv as written, so the files agree to the last digit.
+  result = ag.aggregate(read_seeds_csv(os.path.join(outdir, "seeds.csv")),
+                        target=meta.get("target"), reference=meta["reference"])
+  with open(os.path.join(outdir, "aggregate.json"), "w", encoding="utf-8") as f:
+    json.dump(result, f, indent=1)
+  ab.write_csv(os.path.join(outdir, "aggregate.csv"), ag.CSV_FIELDS, ag.flat_rows(result))
+  plot(os.path.join(outdir, "curves.png"), runs, meta)
+  meta = dict(meta, machine=data["machine"])
+  table = format_table(result, meta)
+  with open(os.path.join(outdir, "table.md"), "w", encoding="utf-8") as f:
+    f.write(table + "\n")
+  return result, table
+
+
+def write_sweep_json(outdir: str, settings: Dict[str, Any], runs, machine) -> Dict[str, Any]:
+  data = {"settings": settings, "machine": machine, "runs": runs}
+  with open(os.path.join(outdir, SWEEP_JSON), "w", encoding="utf-8") as f:
+    json.dump(data, f, indent=1)
+  return data
+
+
+def load(outdir: str) -> Dict[str, Any]:
+  """A finished sweep's sweep.json.
+
+  Raises:
+    FileNotFoundError: `outdir` has none.
+  """
+  path = os.path.join(outdir, SWEEP_JSON)
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"{outdir}: no {SWEEP_JSON} there (not the directory of a finished "
+                            "'actorq sweep')")
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def render(outdir: str) -> Tuple[Dict[str, Any], str]:
+  """Rewrites a finished sweep's report from its sweep.json (no runs)."""
+  return report(outdir, load(outdir))

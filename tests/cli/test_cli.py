@@ -1,0 +1,150 @@
+"""`actorq` CLI: bad input gives one line, exit status 2, and nothing written."""
+import os
+import threading
+
+import pytest
+
+from actorq.cli import main as cli
+from actorq.testing.cli import run_cli
+
+
+def _run(argv, capsys):
+  code, _, err = run_cli(argv, capsys)
+  return code, err
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["train", "--agent", "nope"], "unknown agent 'nope'; allowed: "),
+    (["train", "--env", "CartPole-v1"], "unknown environment id 'CartPole-v1': use 'gym:"),
+    (["train", "--env", "gym:NoSuchEnv-v9"], "unknown Gymnasium environment 'NoSuchEnv-v9'"),
+    (["train", "--steps", "-5"], "--steps must be a positive integer, got '-5'"),
+    (["train", "--steps", "ten"], "--steps must be a positive integer, got 'ten'"),
+    (["train", "--env", "dmc:cartpole-balance"], "DQN needs discrete actions"),
+    (["train", "--actor-precision", "int3"], "--actor-precision 'int3' not allowed; allowed: "
+                                              "fp32, fp16, bf16, int8, a per-layer precision "
+                                              "policy file"),
+    (["train", "--actor-precision", "mixed:fp16,int8"],
+     "--actor-precision mixed:fp16,int8: precision 'mixed:fp16,int8' gives 2 layer choice(s); "
+     "the policy network has 3 parameter layers (dense_0, dense_1, dense_2)"),
+    (["train", "--actor-precision", "mixed:fp16,int1,int8"],
+     "--actor-precision: precision choice 'int1' not understood"),
+    (["train", "--actor-precision", "no/such/policy.json"],
+     "--actor-precision no/such/policy.json: cannot read precision policy no/such/policy.json"),
+    (["train", "--agent", "r2d2", "--env", "gym:CartPole-v1-po", "--actor-precision",
+      "mixed:int8,fp32"], "--actor-precision mixed:int8,fp32: precision 'mixed:int8,fp32' gives "
+                          "2 layer choice(s); the policy network has 3 parameter layers "
+                          "(torso_0, lstm/linear, head)"),
+    (["train", "--num-envs", "0"], "--num-envs must be a positive integer, got '0'"),
+    (["train", "--env", "atari:Pong", "--num-envs", "4"],
+     "atari:Pong has no vector backend"),
+    (["bench", "--num-envs", "1,0"], "--num-envs '1,0': give distinct integers >= 1"),
+    (["bench", "--num-envs", "1,8", "--agent", "dqn", "--env", "atari:Pong", "--target", "1"],
+     "atari:Pong has no vector backend"),
+    (["train", "--learner-device", "tpu"], "invalid choice: 'tpu'"),
+    # No GPU for jax in the tests (JAX_PLATFORMS=cpu, conftest), whatever the machine has;
+    # local_mp asks a child process with the launcher's environment.
+    (["train", "--learner-device", "gpu"], "--learner-device gpu: jax sees no GPU here ("),
+    (["train", "--learner-device", "gpu", "--launch", "local_mp"],
+     "--learner-device gpu: jax sees no GPU here ("),
+])
+def test_bad_input_is_one_line_exit_2_nothing_written(argv, fragment, capsys, tmp_path):
+  logdir = tmp_path / "run"
+  code, err = _run(argv + ["--logdir", str(logdir)], capsys)
+  assert code == 2
+  assert fragment in err
+  assert err.strip().count("\n") == 0 and "Traceback" not in err
+  assert not logdir.exists()
+
+
+def test_unwritable_logdir(capsys, tmp_path):
+  blocker = tmp_path / "file"
+  blocker.write_text("x")
+  code, err = _run(["train", "--logdir", str(blocker / "sub")], capsys)
+  assert code == 2 and "is not a writable directory" in err
+  code, err = _run(["train", "--logdir", str(blocker)], capsys)
+  assert code == 2 and "exists and is not a directory" in err
+
+
+def test_help_lists_commands(capsys):
+  with pytest.raises(SystemExit) as e:
+    cli.main(["--help"])
+  assert e.value.code == 0
+  out = capsys.readouterr().out
+  for command in ("train", "quantize"):
+    assert command in out
+
+
+@pytest.mark.slow
+def test_train_and_quantize_end_to_end(capsys, tmp_path):
+  """A short run writes the documented files; quantize reads them back."""
+  logdir = tmp_path / "run"
+  code = cli.main(["train", "--steps", "1500", "--eval-every", "1500", "--eval-episodes", "2",
+                   "--logdir", str(logdir), "--no-progress", "--actor-precision", "int8"])
+  out = capsys.readouterr().out
+  assert code == 0 and "final evaluation return:" in out
+  for name in ("run.json", "train.csv", "learner.csv", "eval.csv"):
+    assert (logdir / name).exists(), name
+  header, row = (logdir / "eval.csv").read_text().splitlines()[:2]
+  values = dict(zip(header.split(","), row.split(",")))
+  assert values["actor_precision"] == "int8" and int(values["actor_steps"]) == 1500
+  assert 0 < int(values["payload_bytes"]) < 0.27 * 4 * (4 * 256 + 256 * 256 + 256 * 2 + 514)
+  code = cli.main(["quantize", "--checkpoint", str(logdir), "--episodes", "2"])
+  out = capsys.readouterr().out
+  assert code == 0 and "int8/fp32: return ratio" in out and "model bytes ratio 0.26" in out
+
+
+@pytest.mark.slow
+def test_python_dash_m_usage_error_is_one_line_exit_2(tmp_path):
+  """`python -m actorq.cli.main` runs the module as __main__; a command's UsageError
+  (raised with the imported module's class) must still be caught: exit 2, one line."""
+  import subprocess
+  import sys
+  logdir = tmp_path / "run"
+  proc = subprocess.run([sys.executable, "-m", "actorq.cli.main", "train", "--agent", "nope",
+                         "--logdir", str(logdir)], capture_output=True, text=True, check=False,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu"))
+  assert proc.returncode == 2, proc.stderr
+  assert "unknown agent 'nope'; allowed: " in proc.stderr and "Traceback" not in proc.stderr
+  assert not logdir.exists()
+
+
+@pytest.mark.slow
+def test_learner_device_gpu_without_a_gpu_is_one_line_exit_2(tmp_path):
+  """The real detection (no JAX_PLATFORMS in the environment): on a machine where jax sees
+  no GPU, `actorq train --learner-device gpu` exits 2 with one line and writes nothing."""
+  import subprocess
+  import sys
+  from actorq.launch import placement
+  env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+  if placement.probe_gpu(env=env) is not None:
+    pytest.skip("jax sees a GPU on this machine")
+  logdir = tmp_path / "run"
+  proc = subprocess.run([sys.executable, "-m", "actorq.cli.main", "train", "--learner-device",
+                         "gpu", "--logdir", str(logdir)], capture_output=True, text=True,
+                        check=False, env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"))
+  assert proc.returncode == 2, proc.stderr
+  lines = proc.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith("actorq: error: --learner-device gpu: jax sees "
+                                                 "no GPU here ("), proc.stderr
+  assert "Traceback" not in proc.stderr and not logdir.exists()
+
+
+def test_ensure_writable_dir_is_safe_when_runs_start_together(tmp_path):
+  # Two sweeps started at once (one per core) create and probe one logdir at the same time;
+  # a shared probe name let one remove the other's probe (FileNotFoundError -> UsageError).
+  path = str(tmp_path / "logdir")
+  errors = []
+
+  def probe():
+    for _ in range(200):
+      try:
+        cli.ensure_writable_dir(path)
+      except cli.UsageError as e:
+        errors.append(str(e))
+
+  threads = [threading.Thread(target=probe) for _ in range(4)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  assert errors == [] and os.listdir(path) == []

@@ -1,0 +1,392 @@
+"""Vectorized actors (issue 16): per-env n-step correctness of the batched adder, auto-reset
+of the vector backends, batched inference against per-row inference at every precision,
+determinism of a single-process run with B > 1, and the refusals."""
+import warnings
+
+import dm_env
+import numpy as np
+import pytest
+import reverb
+import tree
+from acme import specs
+from acme.adders import reverb as adders_reverb
+
+from actorq.agents.dqn import builder as dqn_builder
+from actorq.agents.dqn import config as dqn_config_lib
+from actorq.components.acting import actors
+from actorq.components.envs import environments, vector_env
+from actorq.components.replay import adders, local_replay, reverb_replay as replay
+from actorq.components.acting import loop as loop_lib
+from actorq.launch import experiment, local
+from actorq.quantization import network_spec as ns
+from actorq.quantization import payload as pl
+from actorq.quantization import runtimes
+from actorq.testing import fakes
+
+N_STEP, DISCOUNT = 3, 0.9
+# (episode length, truncated?) per env: episodes shorter and longer than N, a 1-step one.
+EPISODES = [(3, False), (5, True), (1, False), (7, False), (2, True)]
+
+
+def scripted_envs():
+  return [fakes.ScriptedEnvironment([0.1 * (i + 1) + 0.37 * t for t in range(length)],
+                                    truncate=truncate, observation_offset=100.0 * i)
+          for i, (length, truncate) in enumerate(EPISODES)]
+
+
+SPEC = specs.make_environment_spec(scripted_envs()[0])
+
+
+def table_client(seed=0):
+  table = replay.transition_table("t", SPEC, max_size=100_000, min_size=1)
+  return local_replay.LocalReplayClient([table], seed=seed)
+
+
+def stored(client):
+  """Every item of table "t", oldest first, as flattened columns [K, ...]."""
+  t = client._table("t")  # pylint: disable=protected-access
+  slots = t._live_slots()  # pylint: disable=protected-access
+  return [c[slots] for c in t.columns]
+
+
+def per_env(columns):
+  """Item columns split by env (observation // 100), each in write order."""
+  env = (columns[0][:, 0] // 100).astype(int)
+  return {i: [c[env == i] for c in columns] for i in sorted(set(env.tolist()))}
+
+
+class CountPerEnv(loop_lib.Hook):
+  def __init__(self):
+    self.steps = {}
+
+  def on_step(self, loop, action, timestep):
+    i = int(timestep.observation[0] // 100)
+    self.steps[i] = self.steps.get(i, 0) + 1
+
+
+def run_batched(adder, iterations_steps=120):
+  envs = scripted_envs()
+  venv = fakes.ScriptedVectorEnvironment(envs)
+  runtime = fakes.FixedRuntime([0.0, 1.0])
+  actor = actors.BatchedFeedForwardActor(runtime, actors.greedy, adder=adder,
+                                         dummy_action=np.int32(0))
+  counts = CountPerEnv()
+  loop = loop_lib.VectorActorLoop(venv, actor, hooks=[counts])
+  loop.run(num_steps=iterations_steps)
+  return envs, runtime, counts, loop
+
+
+def run_alone(i, steps):
+  """Env i alone through the one-env path: ActorLoop + ValidatingAdder(NStepTransitionAdder)."""
+  client = table_client()
+  adder = replay.ValidatingAdder(adders.NStepTransitionAdder(
+      client, n_step=N_STEP, discount=DISCOUNT, priority_fns={"t": None}), SPEC)
+  actor = actors.FeedForwardActor(fakes.FixedRuntime([0.0, 1.0]), actors.greedy, adder=adder)
+  loop_lib.ActorLoop(scripted_envs()[i], actor).run(num_steps=steps)
+  return stored(client)
+
+
+def test_batched_adder_gives_each_env_exactly_its_transitions_alone():
+  client = table_client()
+  adder = adders.BatchedNStepTransitionAdder(client, "t", len(EPISODES), N_STEP, DISCOUNT, SPEC)
+  _, runtime, counts, loop = run_batched(adder)
+  assert set(runtime.calls) == {len(EPISODES)}  # one inference for all rows per step
+  assert loop.steps == 120 and sum(counts.steps.values()) == 120
+  batched = per_env(stored(client))
+  assert adder.items_written == sum(len(cols[0]) for cols in batched.values())
+  for i, (length, _) in enumerate(EPISODES):
+    alone = run_alone(i, counts.steps[i])
+    assert len(alone[0]) > length  # several episodes each
+    for got, want in zip(batched[i], alone):
+      np.testing.assert_array_equal(got, want)  # bit for bit, every column
+
+
+def run_alone_single_env_adder(i, steps):
+  """Env i alone through ActorLoop + SingleEnvAdder (the single-process path's adder)."""
+  client = table_client()
+  adder = adders.SingleEnvAdder(adders.BatchedNStepTransitionAdder(client, "t", 1, N_STEP,
+                                                                   DISCOUNT, SPEC))
+  actor = actors.FeedForwardActor(fakes.FixedRuntime([0.0, 1.0]), actors.greedy, adder=adder)
+  loop_lib.ActorLoop(scripted_envs()[i], actor).run(num_steps=steps)
+  assert adder.items_written == len(stored(client)[0])
+  return stored(client)
+
+
+@pytest.mark.parametrize("i", range(len(EPISODES)))
+def test_single_env_adder_writes_acmes_transitions_bit_for_bit(i):
+  want, got = run_alone(i, 40), run_alone_single_env_adder(i, 40)
+  assert len(want[0]) > 10
+  for g, w in zip(got, want):
+    np.testing.assert_array_equal(g, w)
+    assert g.dtype == w.dtype
+
+
+def test_single_env_adder_writes_at_the_same_steps_and_checks_the_same_way():
+  acme_client, fast_client = table_client(), table_client()
+  acme = replay.ValidatingAdder(adders.NStepTransitionAdder(
+      acme_client, n_step=N_STEP, discount=DISCOUNT, priority_fns={"t": None}), SPEC)
+  fast = adders.SingleEnvAdder(adders.BatchedNStepTransitionAdder(fast_client, "t", 1, N_STEP,
+                                                                  DISCOUNT, SPEC))
+  env = scripted_envs()[3]  # 7-step episodes
+  timestep = env.reset()
+  acme.add_first(timestep)
+  fast.add_first(timestep)
+  for _ in range(20):  # after every step both tables hold the same number of items
+    timestep = env.step(np.int32(1))
+    acme.add(np.int32(1), timestep)
+    fast.add(np.int32(1), timestep)
+    assert acme.items_written == fast.items_written == len(stored(fast_client)[0])
+    if timestep.last():
+      timestep = env.reset()
+      acme.add_first(timestep)
+      fast.add_first(timestep)
+  bad = timestep._replace(step_type=dm_env.StepType.MID, reward=np.float32(np.nan))
+  for adder in (acme, fast):
+    with pytest.raises(replay.NonFiniteValueError, match="reward"):
+      adder.add(np.int32(1), bad)
+    with pytest.raises(TypeError, match="action"):
+      adder.add(np.float32(1), timestep._replace(step_type=dm_env.StepType.MID))
+  assert acme.items_written == fast.items_written
+
+
+def test_the_single_process_builder_uses_the_single_env_adder():
+  builder = dqn_builder.DQNBuilder(dqn_config_lib.DQNConfig())
+  assert isinstance(builder.make_adder(table_client(), SPEC), adders.SingleEnvAdder)
+
+
+def test_per_env_adders_match_the_batched_adder():
+  client = table_client()
+  per = adders.PerEnvAdders([replay.ValidatingAdder(adders.NStepTransitionAdder(
+      client, n_step=N_STEP, discount=DISCOUNT, priority_fns={"t": None}), SPEC)
+                             for _ in EPISODES])
+  run_batched(per)
+  other = table_client()
+  run_batched(adders.BatchedNStepTransitionAdder(other, "t", len(EPISODES), N_STEP, DISCOUNT,
+                                                 SPEC))
+  a, b = per_env(stored(client)), per_env(stored(other))
+  assert a.keys() == b.keys()
+  for i in a:
+    for x, y in zip(a[i], b[i]):
+      np.testing.assert_array_equal(x, y)
+
+
+def test_batched_adder_writes_the_same_items_to_reverb():
+  local = table_client()
+  run_batched(adders.BatchedNStepTransitionAdder(local, "t", len(EPISODES), N_STEP, DISCOUNT,
+                                                 SPEC), 40)
+  want = stored(local)
+  queue = reverb.Table.queue("t", 10_000, signature=adders_reverb.NStepTransitionAdder.signature(
+      SPEC))
+  server = reverb.Server([queue])
+  try:
+    client = reverb.Client(f"localhost:{server.port}")
+    adder = adders.BatchedNStepTransitionAdder(client, "t", len(EPISODES), N_STEP, DISCOUNT, SPEC)
+    run_batched(adder, 40)
+    adder.close()
+    got = replay.sample(f"localhost:{server.port}", "t", len(want[0]), timeout_s=10)
+    columns = [np.stack(c) for c in zip(*[
+        [np.asarray(x) for x in tree.flatten(s.data)] for s in got])]
+    for g, w in zip(columns, want):
+      np.testing.assert_array_equal(g, w)
+  finally:
+    server.stop()
+
+
+def test_batched_adder_refuses_bad_rows_before_writing():
+  client = table_client()
+  adder = adders.BatchedNStepTransitionAdder(client, "t", 2, N_STEP, DISCOUNT, SPEC)
+  adder.add_first([0, 1], np.zeros((2, 1), np.float32))
+  nan = np.array([1.0, np.nan], np.float32)
+  with pytest.raises(replay.NonFiniteValueError, match="'reward'"):
+    adder.add([0, 1], np.zeros(2, np.int32), nan, np.ones(2, np.float32),
+              np.ones((2, 1), np.float32), np.zeros(2, bool), [(), ()])
+  with pytest.raises(TypeError, match="'observation'"):
+    adder.add([0, 1], np.zeros(2, np.int32), np.ones(2, np.float32), np.ones(2, np.float32),
+              np.ones((2, 1), np.float64), np.zeros(2, bool), [(), ()])
+  adder.flush()
+  assert adder.items_written == 0 and client.server_info()["t"].current_size == 0
+
+
+def test_local_insert_batch_equals_single_inserts():
+  a, b = table_client(), table_client()
+  ta = a._table("t")  # pylint: disable=protected-access
+  ta.max_size = 5
+  b._table("t").max_size = 5  # pylint: disable=protected-access
+  rng = np.random.default_rng(0)
+  for k in (3, 4, 9):
+    cols = [rng.normal(size=(k, 1)).astype(np.float32), np.arange(k, dtype=np.int32),
+            rng.random(k).astype(np.float32), rng.random(k).astype(np.float32),
+            rng.normal(size=(k, 1)).astype(np.float32)]
+    pr = rng.random(k) + 0.1
+    a.insert_batch("t", cols, pr)
+    for j in range(k):
+      b._insert("t", pr[j], [c[j] for c in cols])  # pylint: disable=protected-access
+  assert a.state()["tables"]["t"].keys() == b.state()["tables"]["t"].keys()
+  for x, y in zip(stored(a), stored(b)):
+    np.testing.assert_array_equal(x, y)
+  assert a.server_info()["t"].current_size == 5
+
+
+# ---------------------------------------------------------------------------------------
+# Auto-reset.
+
+
+def test_scripted_vector_env_resets_a_row_on_the_step_after_its_last():
+  envs = [fakes.ScriptedEnvironment(episode_length=2), fakes.ScriptedEnvironment(episode_length=3)]
+  venv = fakes.ScriptedVectorEnvironment(envs)
+  types = [venv.reset().step_type.tolist()]
+  for _ in range(6):
+    batch = venv.step(np.array([1, 1], np.int32))
+    types.append(batch.step_type.tolist())
+    first = batch.step_type == vector_env.FIRST
+    assert (batch.reward[first] == 0).all() and (batch.discount[first] == 1).all()
+  F, M, L = vector_env.FIRST, vector_env.MID, vector_env.LAST
+  assert [t[0] for t in types] == [F, M, L, F, M, L, F]
+  assert [t[1] for t in types] == [F, M, M, L, F, M, M]
+  assert len(envs[0].actions) == 4 and len(envs[1].actions) == 5  # reset steps send none
+
+
+def episodes_of(venv, steps, action):
+  """Per row: [(length, discount at LAST)] of the episodes that ended, checking the
+  FIRST -> MID* -> LAST -> FIRST order on the way."""
+  batch = venv.reset()
+  previous = batch.step_type.copy()
+  lengths = np.zeros(venv.num_envs, int)
+  out = [[] for _ in range(venv.num_envs)]
+  for _ in range(steps):
+    batch = venv.step(np.stack([action] * venv.num_envs))
+    for i, st in enumerate(batch.step_type.tolist()):
+      if previous[i] == vector_env.LAST:
+        assert st == vector_env.FIRST
+        assert batch.reward[i] == 0 and batch.discount[i] == 1
+        lengths[i] = 0
+        continue
+      assert st in (vector_env.MID, vector_env.LAST)
+      lengths[i] += 1
+      if st == vector_env.LAST:
+        out[i].append((int(lengths[i]), float(batch.discount[i])))
+    previous = batch.step_type.copy()
+  return out, batch
+
+
+@pytest.mark.parametrize("env_id,backend", [("gym:CartPole-v1", "envpool"),
+                                            ("dmc:cartpole-balance", "envpool"),
+                                            ("gym:FrozenLake-v1", "gymnasium")])
+def test_backends_auto_reset_and_time_limit(env_id, backend):
+  cap = 6
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    venv = vector_env.make_vector_environment(env_id, 3, seed=4, max_episode_steps=cap)
+    again = vector_env.make_vector_environment(env_id, 3, seed=4, max_episode_steps=cap)
+  assert venv.backend == backend
+  spec = venv.environment_spec()
+  action = spec.actions.generate_value()
+  episodes, last = episodes_of(venv, 40, action)
+  assert last.observation.dtype == spec.observations.dtype
+  assert last.observation.shape == (3,) + spec.observations.shape
+  assert all(len(e) >= 2 for e in episodes)
+  for length, discount in sum(episodes, []):
+    assert 1 <= length <= cap
+    if length < cap:
+      assert discount == 0.0  # ended before the cap: a termination
+  if backend == "envpool" and env_id.startswith("dmc"):
+    assert {d for e in episodes for _, d in e} == {1.0}  # dm_control ends only by the limit
+  repeat, last2 = episodes_of(again, 40, action)
+  assert repeat == episodes  # seeded
+  np.testing.assert_array_equal(last.observation, last2.observation)
+  venv.close()
+  again.close()
+
+
+def test_no_vector_backend_and_bad_num_envs_are_refused():
+  with pytest.raises(vector_env.NoVectorBackendError, match="atari:Pong has no vector backend"):
+    vector_env.check_num_envs("atari:Pong", 4)
+  assert vector_env.check_num_envs("atari:Pong", 1) == 1
+  with pytest.raises(vector_env.NoVectorBackendError, match="action repeat .* one-env path"):
+    vector_env.check_num_envs("dmc:cartpole-balance@repeat=4", 2)
+  assert vector_env.vector_backend("dmc:cartpole-balance@repeat=4") is None
+  assert vector_env.vector_backend("dmc:cartpole-balance") == "envpool"
+  # The suffix is parsed where it is defined (environments.split_action_repeat): a
+  # malformed one is named, not taken for "no vector backend".
+  with pytest.raises(environments.UnknownEnvironmentError, match="only suffix allowed"):
+    vector_env.check_num_envs("dmc:cartpole-balance@frameskip=4", 2)
+  for bad in (0, -1, 1.5, True):
+    with pytest.raises(ValueError, match="num_envs must be an integer >= 1"):
+      vector_env.check_num_envs("gym:CartPole-v1", bad)
+
+
+# ---------------------------------------------------------------------------------------
+# Batched inference.
+
+
+@pytest.mark.parametrize("precision,tol", [("fp32", 1e-6), ("fp16", 2e-3), ("bf16", 2e-2),
+                                           ("int8", 1e-5)])
+def test_batched_inference_equals_per_row(precision, tol):
+  spec = ns.mlp(8, [64, 64], 3)
+  rng = np.random.default_rng(0)
+  params = {n: {k: rng.normal(0, 0.3, s).astype(np.float32) for k, s in shp.items()}
+            for n, shp in pl.expected_shapes(spec).items()}
+  runtime = runtimes.make_runtime(precision, spec)
+  runtime.load(pl.make_payload(params, spec, runtime.payload_precision, 1))
+  obs = rng.normal(size=(16, 8)).astype(np.float32)
+  batched = runtime(obs)
+  rows = np.concatenate([runtime(obs[i:i + 1]) for i in range(16)])
+  scale = np.abs(rows).max()
+  assert np.abs(batched - rows).max() <= tol * scale
+  if precision == "int8":  # and both within int8's error of the fp32 policy
+    fp32 = runtimes.make_runtime("fp32", spec)
+    fp32.load(pl.make_payload(params, spec, "fp32", 1))
+    assert np.abs(batched - fp32(obs)).max() <= 0.05 * scale
+
+
+def test_batched_actor_selects_per_row_with_one_generator():
+  runtime = fakes.FixedRuntime([0.2, 0.1, 0.7])
+  selector = actors.epsilon_greedy(lambda step: 0.5)
+  batched = actors.BatchedFeedForwardActor(runtime, selector, seed=3, dummy_action=np.int32(0))
+  single = actors.FeedForwardActor(runtime, selector, seed=3)
+  active = np.array([True, False, True, True])
+  got = batched.select_actions(np.zeros((4, 1), np.float32), active)
+  want = [single.select_action(np.zeros(1, np.float32)) for _ in range(3)]
+  assert got.tolist() == [want[0], 0, want[1], want[2]] and got.dtype == np.int32
+  assert batched.num_steps == 3
+
+
+# ---------------------------------------------------------------------------------------
+# Runs.
+
+
+def dqn_config(num_envs, **kw):
+  cfg = dqn_config_lib.DQNConfig(min_replay_size=64, batch_size=32, hidden_sizes=(32, 32),
+                                 epsilon_decay_steps=300, **kw)
+  return experiment.ExperimentConfig(builder=dqn_builder.DQNBuilder(cfg),
+                                     env_id="gym:CartPole-v1", num_steps=240, seed=3,
+                                     eval_every=120, eval_episodes=1, checkpoint_every=None,
+                                     num_envs=num_envs)
+
+
+def test_experiment_config_refuses_num_envs_without_a_backend_or_builder():
+  config = dqn_config(1)
+  with pytest.raises(ValueError, match="no vector backend"):
+    experiment.ExperimentConfig(builder=config.builder, env_id="atari:Pong", num_envs=2)
+
+  class OneEnvBuilder:  # a builder without make_batched_adder
+    def __getattr__(self, name):
+      if name == "make_batched_adder":
+        raise AttributeError(name)
+      return getattr(config.builder, name)
+  with pytest.raises(ValueError, match="has no make_batched_adder"):
+    experiment.ExperimentConfig(builder=OneEnvBuilder(), env_id="gym:CartPole-v1", num_envs=2)
+
+
+@pytest.mark.slow
+def test_single_process_run_with_b_gt_1_is_a_function_of_its_seed():
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    first = local.run(dqn_config(8))
+    second = local.run(dqn_config(8))
+  # 240 actor steps = 30 steps of 8 envs: the learner ran and every env ended an episode or so.
+  assert first.learner_steps > 100 and first.episodes >= 8 and len(first.evaluations) == 2
+  assert first.params_checksum == second.params_checksum
+  assert [r["episode_return"] for r in first.evaluations] == \
+      [r["episode_return"] for r in second.evaluations]
+  assert (first.actor_steps, first.episodes) == (second.actor_steps, second.episodes)

@@ -1,0 +1,84 @@
+"""Case R2: prioritized sampling follows the priorities, and priorities are validated
+before they reach Reverb (NaN, inf and negative updates raise; nothing is written)."""
+import gc
+
+import numpy as np
+import pytest
+import reverb
+import tree
+from acme import specs, types
+
+from actorq.components.replay import priorities as priorities_lib
+from actorq.components.replay import reverb_replay as replay
+
+ENV_SPEC = specs.EnvironmentSpec(
+    observations=specs.Array((2,), np.float32), actions=specs.DiscreteArray(2),
+    rewards=specs.Array((), np.float32),
+    discounts=specs.BoundedArray((), np.float32, 0.0, 1.0))
+TABLE = "prioritized"
+
+
+def _transition(index: int) -> types.Transition:
+  """Item `index` carries its index as the reward."""
+  obs = np.full((2,), index, np.float32)
+  return types.Transition(observation=obs, action=np.int32(index % 2),
+                          reward=np.float32(index), discount=np.float32(1.0),
+                          next_observation=obs, extras=())
+
+
+def _sample_indices(client, n):
+  """(item index, priority) of `n` samples through the table's Prioritized selector."""
+  rows = replay.sample(client.server_address, TABLE, num_samples=n, timeout_s=30)
+  return (np.array([int(r.data.reward) for r in rows]),
+          np.array([float(r.info.priority) for r in rows]),
+          {int(r.data.reward): int(r.info.key) for r in rows})
+
+
+@pytest.fixture(name="table", scope="module")
+def _table():
+  """A real prioritized transition table holding items 0..3 with priorities [0, 0, 3, 0]."""
+  server = replay.make_server([replay.transition_table(
+      TABLE, ENV_SPEC, max_size=10, min_size=1, prioritized=True, priority_exponent=0.6)])
+  client = reverb.Client(f"localhost:{server.port}")
+  with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+    for i, p in enumerate([1.0, 1.0, 1.0, 1.0]):  # equal first, to learn every item's key
+      writer.append(_transition(i))
+      writer.create_item(TABLE, p, trajectory=tree.map_structure(lambda c: c[-1],
+                                                                 writer.history))
+    writer.flush()
+  keys = {}
+  while len(keys) < 4:
+    keys.update(_sample_indices(client, 50)[2])
+  ordered = np.array([keys[i] for i in range(4)], np.uint64)
+  priorities_lib.update_priorities(client, TABLE, ordered, [0.0, 0.0, 3.0, 0.0])
+  yield client, ordered
+  gc.collect()  # release the sampling streams, else stop() waits for them
+  server.stop()
+
+
+def test_only_the_item_with_positive_priority_is_sampled(table):
+  client, _ = table
+  indices, priorities, _ = _sample_indices(client, 10_000)
+  assert len(indices) == 10_000
+  np.testing.assert_array_equal(indices, 2)
+  np.testing.assert_array_equal(priorities, 3.0)
+
+
+def test_invalid_priority_updates_raise_and_write_nothing(table):
+  client, keys = table
+  for bad in [np.nan, np.inf, -np.inf, -1.0, -1e-12]:
+    # A valid value for item 0 travels with the bad one for item 1: neither may be written.
+    with pytest.raises(ValueError, match=r"finite and >= 0") as info:
+      priorities_lib.update_priorities(client, TABLE, keys[:2], [5.0, bad])
+    assert repr(float(bad)) in str(info.value) and f"key {int(keys[1])}" in str(info.value)
+  indices, priorities, _ = _sample_indices(client, 10_000)
+  np.testing.assert_array_equal(indices, 2)  # items 0, 1 (and 3) still have priority 0
+  np.testing.assert_array_equal(priorities, 3.0)
+
+
+def test_validate_priorities_values_and_errors():
+  np.testing.assert_array_equal(priorities_lib.validate_priorities([0.0, 2.5]), [0.0, 2.5])
+  with pytest.raises(ValueError, match=r"index 1: nan.*index 2: -3\.0.*finite and >= 0"):
+    priorities_lib.validate_priorities(np.array([1.0, np.nan, -3.0], np.float32))
+  with pytest.raises(ValueError, match="2 keys but 3 priorities"):
+    priorities_lib.validate_priorities([1.0, 1.0, 1.0], keys=[1, 2])
