@@ -14,7 +14,6 @@ import importlib
 import math
 import os
 import sys
-import tempfile
 import warnings
 from typing import List, Optional
 
@@ -25,10 +24,11 @@ warnings.filterwarnings("ignore", message=".*DISPLAY environment variable is mis
 # After the environment above (numpy only; `launch.experiment`, which loads TF and JAX, is
 # looked up in `main` instead, see `_experiment`).
 from actorq import core  # pylint: disable=wrong-import-position
+from actorq.components.atomic import ensure_writable_dir  # pylint: disable=wrong-import-position
 
-# Command name -> module with `add_parser(subparsers)` and `run(args) -> int`, reached by
-# name (as the registry reaches agents): `benchmarks/` builds on `launch/`, so the CLI
-# imports a benchmark command only when it is built, and nothing in launch imports it.
+# Command name -> module with `add_parser(subparsers)` and `run(args) -> int`, imported by
+# name when the command is built: a command's module loads what it needs (JAX, TF,
+# Reverb), and `actorq node`, the light host runner, must not pay for the others.
 COMMANDS = {
     "train": "actorq.cli.train",
     "quantize": "actorq.cli.quantize",
@@ -114,30 +114,6 @@ def print_report(render, directory: str) -> int:
     raise UsageError(f"--render: {e}") from None
   print(table)
   return 0
-
-
-def ensure_writable_dir(path: str, flag: str = "--logdir") -> str:
-  """Creates `path` if needed and proves it writable with a probe file (a name of its own,
-  so runs started together on one directory do not remove each other's probe).
-
-  Call it after every other check, so a bad command leaves nothing behind.
-
-  Returns:
-    the absolute path.
-  Raises:
-    UsageError: when it is not a directory or cannot be written.
-  """
-  path = os.path.abspath(path)
-  if os.path.exists(path) and not os.path.isdir(path):
-    raise UsageError(f"{flag} {path} exists and is not a directory")
-  try:
-    os.makedirs(path, exist_ok=True)
-    fd, probe = tempfile.mkstemp(prefix=".actorq-write-probe-", dir=path)
-    os.close(fd)
-    os.remove(probe)
-  except OSError as e:
-    raise UsageError(f"{flag} {path} is not a writable directory ({e.strerror})") from None
-  return path
 
 
 class Parser(argparse.ArgumentParser):

@@ -15,11 +15,11 @@ import os
 from typing import Dict, List
 
 from actorq.cli import main as cli
-from actorq.launch import run_dir
+from actorq.launch import run_dir as run_files
 
 # The one reader of eval.csv is the run directory's module.
-EVAL_CSV = run_dir.EVAL_CSV
-read_eval_csv = run_dir.read_eval_csv
+EVAL_CSV = run_files.EVAL_CSV
+read_eval_csv = run_files.read_eval_csv
 
 
 def add_parser(subparsers):

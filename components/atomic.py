@@ -13,8 +13,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import tempfile
 import threading
 from typing import IO, Iterator, Optional
+
+from actorq import core
 
 # A process-wide counter keeps temporary names unique across threads of one process (two
 # writers of the same path each get their own file; the last rename wins whole).
@@ -73,3 +76,27 @@ def atomic_write(path: str, mode: str = "w", *, encoding: Optional[str] = "utf-8
       os.fsync(dir_fd)
     finally:
       os.close(dir_fd)
+
+
+def ensure_writable_dir(path: str, flag: str = "--logdir") -> str:
+  """Creates `path` if needed and proves it writable with a probe file (a name of its own,
+  so runs started together on one directory do not remove each other's probe).
+
+  Call it after every other check, so a bad command leaves nothing behind.
+
+  Returns:
+    the absolute path.
+  Raises:
+    core.UsageError: when it is not a directory or cannot be written.
+  """
+  path = os.path.abspath(path)
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise core.UsageError(f"{flag} {path} exists and is not a directory")
+  try:
+    os.makedirs(path, exist_ok=True)
+    fd, probe = tempfile.mkstemp(prefix=".actorq-write-probe-", dir=path)
+    os.close(fd)
+    os.remove(probe)
+  except OSError as e:
+    raise core.UsageError(f"{flag} {path} is not a writable directory ({e.strerror})") from None
+  return path

@@ -315,7 +315,7 @@ def run_sweep(args) -> int:
                                  args.low_bit_runtime)
   except ValueError as e:
     raise core.UsageError(str(e)) from None
-  out = cli.ensure_writable_dir(out, "--out")
+  out = atomic.ensure_writable_dir(out, "--out")
   qat = _qat_line(runs)
   print(f"actorq: quantize sweep of {len(runs)} checkpoint(s) ({first.info['agent']} on "
         f"{first.info['env']}): {len(settings)} settings x {len(seeds)} paired evaluation "
@@ -439,7 +439,7 @@ def run_search(args) -> int:
     raise core.UsageError(f"--search takes one checkpoint, got {len(paths)} runs")
   out = _default_out(paths, args.out, "precision-search")
   run = load_run(paths[0], args.temperature)
-  out = cli.ensure_writable_dir(out, "--out")
+  out = atomic.ensure_writable_dir(out, "--out")
   start = time.time()
   layers = [l.name for l in run.spec.parameter_layers]
   calib_seeds = list(range(args.calibration_seed, args.calibration_seed +
