@@ -109,7 +109,7 @@ def test_cli_resume_of_a_run_without_checkpoints_is_a_usage_error(tmp_path):
       '{"agent": "dqn", "env": "gym:CartPole-v1", "seed": 0, "config": {}, '
       '"train": {"steps": 100, "launch": "local_mt", "num_actors": 2}}')
   proc = subprocess.run(
-      [sys.executable, "-c", "import sys; from actorq.launch import cli; sys.exit(cli.main())",
+      [sys.executable, "-c", "import sys; from actorq.cli import main; sys.exit(main.main())",
        "train", "--launch", "local_mt", "--resume", str(tmp_path), "--no-progress"],
       cwd=ROOT, capture_output=True, text=True, timeout=120,
       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
