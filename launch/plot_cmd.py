@@ -10,14 +10,13 @@ checkpoint and before the interruption); the later row wins.
 """
 from __future__ import annotations
 
-import csv
-import json
 import os
-from typing import Dict, List
+import warnings
 
-from actorq.launch import cli
+from actorq.launch import cli, run_dir as run_dir_lib
+from actorq.launch import spec as spec_lib
 
-EVAL_CSV = "eval.csv"
+EVAL_CSV = run_dir_lib.EVAL_CSV
 
 
 def add_parser(subparsers):
@@ -32,41 +31,17 @@ def add_parser(subparsers):
   return p
 
 
-def read_eval_csv(path: str) -> Dict[str, List[float]]:
-  """Columns of an eval.csv as float lists sorted by actor_steps (last row per step wins;
-  repeated header rows are skipped)."""
-  rows: Dict[int, dict] = {}
-  with open(path, newline="", encoding="utf-8") as f:
-    for row in csv.DictReader(f):
-      try:
-        step = int(float(row["actor_steps"]))
-        float(row["episode_return"])
-      except (KeyError, TypeError, ValueError):
-        continue  # a repeated header or a partial line
-      rows[step] = row
-  columns: Dict[str, List[float]] = {}
-  for step in sorted(rows):
-    for key in ("actor_steps", "episode_return", "episode_return_std", "wall_seconds",
-                "learner_steps"):
-      try:
-        value = float(rows[step].get(key, "nan"))
-      except (TypeError, ValueError):
-        value = float("nan")
-      columns.setdefault(key, []).append(value)
-  return columns
-
-
 def run_label(run_dir: str) -> str:
   """`<dir name> (<agent>, <env>, <actor precision>)` where run.json says so."""
   label = os.path.basename(os.path.normpath(run_dir))
   try:
-    with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as f:
-      info = json.load(f)
-    precision = info.get("config", {}).get("actor_precision", "")
-    label += f" ({info['agent']}, {info['env']}{', ' + precision if precision else ''})"
-  except (OSError, ValueError, KeyError):
-    pass
-  return label
+    with warnings.catch_warnings():  # a label needs no word on keys of other versions
+      warnings.simplefilter("ignore")
+      spec = spec_lib.RunSpec.load(run_dir)
+  except cli.UsageError:
+    return label
+  precision = spec.config.get("actor_precision", "")
+  return label + f" ({spec.agent}, {spec.env}{', ' + precision if precision else ''})"
 
 
 def run(args) -> int:
@@ -75,7 +50,7 @@ def run(args) -> int:
     path = os.path.join(run_dir, EVAL_CSV)
     if not os.path.isfile(path):
       raise cli.UsageError(f"{run_dir} has no {EVAL_CSV} (is it a run directory of 'actorq train'?)")
-    columns = read_eval_csv(path)
+    columns = run_dir_lib.read_eval_columns(run_dir)
     if not columns.get("actor_steps"):
       raise cli.UsageError(f"{path} has no evaluation rows yet")
     curves.append((run_label(run_dir), columns))

@@ -14,7 +14,8 @@ from ai_edge_litert.interpreter import Interpreter
 
 from actorq import core
 from actorq.components import environments, evaluation
-from actorq.launch import cli, run_dir
+from actorq.launch import cli
+from actorq.launch import spec as spec_lib
 from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
@@ -134,9 +135,9 @@ def trained_run(tmp_path_factory):
 
 
 def _policy_network(run):
-  info, state, _ = run_dir.load(str(run))
-  builder = run_dir.make_builder(info)
-  env = environments.make_environment(info["env"], seed=5)
+  run_spec, state, _ = spec_lib.load_run(str(run))
+  info, builder = run_spec.to_json(), run_spec.make_builder()
+  env = environments.make_environment(run_spec.env, seed=5)
   env_spec = environments.environment_spec(env)
   networks = builder.make_networks(env_spec)
   return info, state, builder, env, env_spec, networks
