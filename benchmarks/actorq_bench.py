@@ -71,13 +71,13 @@ from acme import specs
 from actorq import core
 from actorq.studies import aggregate as ag
 from actorq.studies.tables import PRECISION_COLORS, markdown_table, write_csv  # noqa: F401 (ab.* users)
-from actorq.components import config_io
 from actorq.components.acting import actors
 from actorq.components.envs import environments
 from actorq.launch import profiling
 from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
-from actorq.launch import experiment, local, registry
+from actorq.launch import experiment, local
+from actorq.launch import spec as spec_lib
 from actorq.quantization import network_spec as ns
 
 ACTOR_COMPONENTS = ("env_step", "inference", "adder", "load", "waiting", "other")
@@ -151,13 +151,13 @@ def _cpu_seconds() -> float:
 
 
 def make_builder(agent: str, overrides: Dict[str, Any]):
-  """The registered agent's builder with `overrides` applied to its config.
+  """The registered agent's builder with `overrides` applied to its config
+  (`launch.spec.make_builder`, the path every run description takes to its builder).
 
   Raises:
     ValueError: unknown agent (naming the allowed ones), unknown config keys or bad values.
   """
-  config_cls, builder_cls = registry.get(agent)
-  return builder_cls(config_io.from_dict(config_cls, {}, overrides))
+  return spec_lib.make_builder(agent, overrides=overrides)
 
 
 def acting_steps_per_second(env, actor, steps: int) -> float:

@@ -34,7 +34,8 @@ import sys
 from typing import Any, Dict, List, Sequence
 
 from actorq.studies import aggregate
-from actorq.cli import main as cli, export as export_cmd, precision_arg
+from actorq.cli import main as cli, export as export_cmd
+from actorq.launch import precision_arg
 
 
 def export_argv(run: str, precision: str, episodes: int, seed: int) -> List[str]:

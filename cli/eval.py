@@ -23,8 +23,9 @@ from actorq import core
 from actorq.components.envs import environments
 from actorq.studies import reward_parity as evaluation
 from actorq.components.acting import loop as loop_lib
-from actorq.cli import main as cli, precision_arg
-from actorq.launch import run_dir
+from actorq.cli import main as cli
+from actorq.launch import precision_arg
+from actorq.launch import spec as spec_lib
 
 VIDEO_SUFFIXES = (".gif", ".mp4")
 MAX_VIDEO_FRAMES = 5_000
@@ -113,13 +114,13 @@ def run(args) -> int:
     if not os.path.isdir(directory):
       raise cli.UsageError(f"--video {args.video}: directory {directory} does not exist")
   precision, policy_file = precision_arg.actor_precision("--precision", args.precision)
-  info, state, path = run_dir.load(args.checkpoint)
-  if args.video is not None and info["env"].startswith("dmc:"):
+  run, state, path = spec_lib.load_run(args.checkpoint)
+  if args.video is not None and run.env.startswith("dmc:"):
     # MuJoCo's headless GL backend (EGL); set MUJOCO_GL yourself to choose another.
     os.environ.setdefault("MUJOCO_GL", "egl")
-  builder = run_dir.make_builder(info)
-  env = environments.make_environment(info["env"], seed=args.seed,
-                                      **_env_kwargs(info["env"], args.video is not None))
+  builder = run.make_builder()
+  env = environments.make_environment(run.env, seed=args.seed,
+                                      **_env_kwargs(run.env, args.video is not None))
   env_spec = environments.environment_spec(env)
   networks = builder.make_networks(env_spec)
   policy = builder.make_policy(networks, env_spec, evaluation=True)
@@ -127,7 +128,7 @@ def run(args) -> int:
   precision = precision or policy.precision
   actor = evaluation.fixed_policy_actor(state["policy_params"], networks.spec, precision,
                                         policy.selector, seed=args.seed)
-  print(f"actorq: {info['agent']} on {info['env']}, checkpoint {path} (actor step "
+  print(f"actorq: {run.agent} on {run.env}, checkpoint {path} (actor step "
         f"{state.get('actor_steps', '?')}, learner step {state['learner_steps']}); "
         f"{args.episodes} greedy episodes at {precision}", flush=True)
   recorder = FrameRecorder()
@@ -138,7 +139,7 @@ def run(args) -> int:
         max_episode_steps=args.max_episode_steps or loop_lib.DEFAULT_MAX_EPISODE_STEPS,
     ).run(num_episodes=args.episodes)
   except core.EnvironmentFailure as e:
-    raise core.EnvironmentFailure(f"{info['env']}: {e}") from e
+    raise core.EnvironmentFailure(f"{run.env}: {e}") from e
   elapsed = time.time() - start
   returns = [e.episode_return for e in episodes]
   lengths = [e.episode_length for e in episodes]
@@ -156,5 +157,5 @@ def run(args) -> int:
     if why is None:
       print(f"video: {args.video} ({len(recorder.frames)} frames of the first episode)")
     else:
-      print(f"video skipped: cannot record {info['env']} here: {why}")
+      print(f"video skipped: cannot record {run.env} here: {why}")
   return 0

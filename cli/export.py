@@ -45,8 +45,10 @@ from actorq.components.acting import actors
 from actorq.components.envs import environments
 from actorq.studies import reward_parity as evaluation
 from actorq.components.acting import loop as loop_lib
-from actorq.cli import main as cli, precision_arg
+from actorq.cli import main as cli
+from actorq.launch import precision_arg
 from actorq.launch import run_dir
+from actorq.launch import spec as spec_lib
 from actorq.quantization import mixed
 from actorq.quantization import payload as pl
 from actorq.quantization.runtimes import litert_runtime
@@ -213,15 +215,15 @@ def run(args) -> int:
   precision, policy_file = export_precision(args.precision)
   if args.out and not args.out.endswith(".tflite"):
     raise cli.UsageError(f"--out {args.out} must end in .tflite")
-  info, state, ckpt_path = run_dir.load(args.checkpoint)
-  run_path, _ = run_dir.resolve(args.checkpoint)
+  run, state, ckpt_path = spec_lib.load_run(args.checkpoint)
+  run_path, info = run.logdir, run.to_json()
   out = args.out or os.path.join(run_path, "export", default_file_name(precision))
-  builder = run_dir.make_builder(info)
+  builder = run.make_builder()
   env = environments.make_environment(info["env"], seed=args.seed)
   env_spec = environments.environment_spec(env)
   env.close()
   networks = builder.make_networks(env_spec)
-  run_dir.check_feed_forward(networks, info, "export")
+  run_dir.check_feed_forward(networks, run.agent, "export")
   precision_arg.check_policy_file("--precision", precision, policy_file, networks.spec)
   agent_policy = builder.make_policy(networks, env_spec, evaluation=True)
   spec, params = networks.spec, state["policy_params"]

@@ -10,16 +10,14 @@ checkpoint and before the interruption); the later row wins.
 """
 from __future__ import annotations
 
-import json
 import os
-from typing import Dict, List
+import warnings
 
 from actorq.cli import main as cli
-from actorq.launch import run_dir as run_files
+from actorq.launch import run_dir as run_dir_lib
+from actorq.launch import spec as spec_lib
 
-# The one reader of eval.csv is the run directory's module.
-EVAL_CSV = run_files.EVAL_CSV
-read_eval_csv = run_files.read_eval_csv
+EVAL_CSV = run_dir_lib.EVAL_CSV
 
 
 def add_parser(subparsers):
@@ -38,13 +36,13 @@ def run_label(run_dir: str) -> str:
   """`<dir name> (<agent>, <env>, <actor precision>)` where run.json says so."""
   label = os.path.basename(os.path.normpath(run_dir))
   try:
-    with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as f:
-      info = json.load(f)
-    precision = info.get("config", {}).get("actor_precision", "")
-    label += f" ({info['agent']}, {info['env']}{', ' + precision if precision else ''})"
-  except (OSError, ValueError, KeyError):
-    pass
-  return label
+    with warnings.catch_warnings():  # a label needs no word on keys of other versions
+      warnings.simplefilter("ignore")
+      spec = spec_lib.RunSpec.load(run_dir)
+  except cli.UsageError:
+    return label
+  precision = spec.config.get("actor_precision", "")
+  return label + f" ({spec.agent}, {spec.env}{', ' + precision if precision else ''})"
 
 
 def run(args) -> int:
@@ -53,7 +51,7 @@ def run(args) -> int:
     path = os.path.join(run_dir, EVAL_CSV)
     if not os.path.isfile(path):
       raise cli.UsageError(f"{run_dir} has no {EVAL_CSV} (is it a run directory of 'actorq train'?)")
-    columns = read_eval_csv(path)
+    columns = run_dir_lib.read_eval_columns(run_dir)
     if not columns.get("actor_steps"):
       raise cli.UsageError(f"{path} has no evaluation rows yet")
     curves.append((run_label(run_dir), columns))

@@ -22,6 +22,7 @@ from actorq.studies import reward_parity as evaluation
 from actorq.cli import main as cli
 from actorq.launch import run_dir
 from actorq.studies import quantize as quantize_study
+from actorq.launch import spec as spec_lib
 
 # Every precision a policy can be compared at against fp32.
 PRECISIONS = tuple(p for p in core.PRECISIONS if p != core.FP32)
@@ -107,18 +108,18 @@ def run(args) -> int:
     return quantize_study.run(args)
   if len(args.checkpoint) != 1:
     raise cli.UsageError("--checkpoint takes one run directory unless --sweep is given")
-  info, state, path = run_dir.load(args.checkpoint[0])
-  builder = run_dir.make_builder(info)
-  env_fn = lambda: environments.make_environment(info["env"], seed=args.seed)
+  run, state, path = spec_lib.load_run(args.checkpoint[0])
+  builder = run.make_builder()
+  env_fn = lambda: environments.make_environment(run.env, seed=args.seed)
   env = env_fn()
   env_spec = environments.environment_spec(env)
   networks = builder.make_networks(env_spec)
-  run_dir.check_feed_forward(networks, info, "quantize")
+  run_dir.check_feed_forward(networks, run.agent, "quantize")
   policy = builder.make_policy(networks, env_spec, evaluation=True)
   actions = env_spec.actions
   action_range = float(max((actions.maximum - actions.minimum).max(), 1e-9)) \
       if hasattr(actions, "maximum") and not hasattr(actions, "num_values") else 1.0
-  print(f"actorq: {info['agent']} on {info['env']}, checkpoint {path} "
+  print(f"actorq: {run.agent} on {run.env}, checkpoint {path} "
         f"(learner step {state['learner_steps']}); {args.episodes} greedy episodes per precision, "
         f"{'per-tensor' if args.per_tensor else 'per-channel'} scales", flush=True)
   try:
@@ -126,7 +127,7 @@ def run(args) -> int:
                                     policy.selector, ("fp32", args.precision), args.episodes,
                                     per_channel=not args.per_tensor, action_range=action_range)
   except core.EnvironmentFailure as e:
-    raise core.EnvironmentFailure(f"{info['env']}: {e}") from e
+    raise core.EnvironmentFailure(f"{run.env}: {e}") from e
   ref = rows[0]
   print(f"{'precision':<16}{'mean return':>12}{'std':>9}{'action agreement':>18}{'model bytes':>13}")
   for r in rows:

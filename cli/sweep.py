@@ -21,8 +21,6 @@ statistics (IQM, median, mean, stratified bootstrap intervals, paired comparison
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import os
 import sys
 import time
@@ -34,7 +32,8 @@ from actorq.benchmarks import actorq_bench as ab
 from actorq.studies import sweep
 from actorq.components.envs import vector_env
 from actorq.cli import main as cli
-from actorq.cli import precision_arg
+from actorq.launch import precision_arg
+from actorq.launch import spec as spec_lib
 from actorq.cli import train as train_cmd
 
 DEFAULT_SEEDS = "0-9"
@@ -120,10 +119,12 @@ def resolve(args) -> dict:
                 else None)
   config = os.path.abspath(args.config) if args.config else None
   assignments = [a.split("=", 1)[0].strip() for a in args.set]
-  run_args = argparse.Namespace(agent=args.agent, env=args.env, seed=seeds[0], config=config,
-                                set=list(args.set), actor_precision=precisions[0],
-                                resume_info=None)
-  builder = train_cmd.make_builder(run_args)  # agent, environment, their fit, config
+  def run_spec(precision):  # agent, environment, their fit, config: as `actorq train` checks
+    return spec_lib.RunSpec.from_args(argparse.Namespace(
+        agent=args.agent, env=args.env, seed=seeds[0], config=config, set=list(args.set),
+        actor_precision=precision))
+
+  first = run_spec(precisions[0])
   try:
     vector_env.check_num_envs(args.env, args.num_envs)
   except ValueError as e:
@@ -132,13 +133,8 @@ def resolve(args) -> dict:
     value = args.set[assignments.index("actor_precision")].split("=", 1)[1]
     raise cli.UsageError(f"--set actor_precision={value}: each run's actor precision comes "
                          "from --precisions; use --precisions instead")
-  configs = {}
-  for p in precisions:
-    run_args.actor_precision = p
-    if core.is_mixed(p) and p != precisions[0]:  # its layers must fit the policy network
-      train_cmd.make_builder(run_args)
-    resolved = train_cmd.resolve_config(run_args, type(builder.config))
-    configs[p] = json.loads(json.dumps(dataclasses.asdict(resolved)))  # as run.json has it
+  configs = {p: dict((first if p == precisions[0] else run_spec(p)).config)  # as run.json has it
+             for p in precisions}
   target = args.target if args.target is not None else _default_target(args.env)
   return {"agent": args.agent, "env": args.env, "seeds": list(seeds), "precisions": precisions,
           "reference": "fp32" if "fp32" in precisions else precisions[0],

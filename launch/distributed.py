@@ -89,7 +89,6 @@ then waits `stop_grace_s` for its host runners before killing what is left of th
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import os
 import signal
@@ -110,6 +109,7 @@ from actorq.launch import distributed_nodes as nodes_lib
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import hosts as hosts_lib
 from actorq.launch import processes
+from actorq.launch import run_dir
 
 LAUNCH_TYPES = ("local_mt", "local_mp", "hosts")
 GROUPS = ("replay", "counter", "learner", "actor", "evaluator", "limiter")
@@ -369,26 +369,6 @@ def describe(dp: DistributedProgram, launch_type: str = "local_mp") -> str:
     for index in sorted({s["host"] for s in _slots(dp)}):
       lines.append("    " + " ".join(_runner_command(dp.hosts, index, "-")))
   return "\n".join(lines)
-
-
-def read_evaluations(logdir: Optional[str]) -> List[Dict[str, float]]:
-  """Rows of `<logdir>/eval.csv` as floats (where numeric)."""
-  if logdir is None:
-    return []
-  path = os.path.join(logdir, "eval.csv")
-  if not os.path.exists(path):
-    return []
-  rows = []
-  with open(path, encoding="utf-8") as f:
-    for row in csv.DictReader(f):
-      out = {}
-      for k, v in row.items():
-        try:
-          out[k] = float(v)
-        except (TypeError, ValueError):
-          out[k] = v
-      rows.append(out)
-  return rows
 
 
 # ---------------------------------------------------------------------------------------
@@ -759,7 +739,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
     detail += (f"; node threads that did not stop within {dp.options.stop_grace_s:g} s: "
                f"{', '.join(abandoned)}")
   return DistributedResult(code, reason, detail, counts, time.time() - start,
-                           read_evaluations(c.logdir), checkpoint, abandoned, cpu)
+                           run_dir.read_evaluations(c.logdir), checkpoint, abandoned, cpu)
 
 
 def exit_now(result: DistributedResult) -> None:

@@ -49,6 +49,7 @@ from actorq.components.acting import loop as loop_lib
 from actorq.launch import placement
 from actorq.components.acting import variable_client as vc
 from actorq.launch import experiment as experiment_lib
+from actorq.launch import spec as spec_lib
 
 
 @dataclasses.dataclass
@@ -123,6 +124,10 @@ def run(config: experiment_lib.ExperimentConfig, *,
   executes inside `jax.default_device` of it); the actor's and the evaluator's policy
   runtimes compute on the CPU (`actorq.launch.placement`).
 
+  With a `config.logdir` and not `config.resume`, `<logdir>/run.json` is written first
+  (`spec.RunSpec.from_config(config)`, as `actorq train` writes it), so `actorq eval`,
+  `quantize`, `export` and `train --resume` take the run directory as they take a CLI run's.
+
   Args:
     config: the experiment (see `ExperimentConfig`).
     progress: called after every actor step with a dict of counters.
@@ -136,6 +141,8 @@ def run(config: experiment_lib.ExperimentConfig, *,
     placement.NoAcceleratorError: `config.learner_device` is "gpu" and jax sees no GPU.
   """
   device = placement.learner_device(config.learner_device)
+  if config.logdir is not None and not config.resume:
+    spec_lib.RunSpec.from_config(config).save(config.logdir)
   with jax.default_device(device):
     result = _run(config, progress, on_learner_step)
   result.learner_device = placement.device_name(device)

@@ -1,53 +1,57 @@
-"""A run directory of `actorq train`: `run.json` + `checkpoints/`, written and read here.
+"""A run directory of `actorq train`, and the one module that reads and writes its files:
+
+    run.json       the run's description, a `launch.spec.RunSpec`'s JSON (`write_info`,
+                   `read_info`; `RunSpec.save` and `RunSpec.load` call them)
+    eval.csv       one row per greedy evaluation (`experiment.evaluation_row`'s columns;
+                   written through the run's "eval" logger, `launch.logging`), read
+                   here (`read_eval_columns`, `read_evaluations`)
+    train.csv      one row per training episode (`loop.EpisodeLogger`, "train" logger)
+    learner.csv    the learner's logged values ("learner" logger)
+    checkpoints/   `launch.checkpointing` run checkpoints (`load`, `CHECKPOINTS`)
 
 `run.json` holds the agent's name, the environment id, the seed, the resolved config
 (every field) and the train settings (steps, evaluation period and episodes; the launch
-type and actor count of a distributed run).
+type and actor count of a distributed run); see `launch/spec.py`.
 """
 from __future__ import annotations
 
 import csv
 import json
 import os
-import warnings
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from actorq.components import atomic, config_io
-from actorq.launch import checkpointing
 from actorq import core
-from actorq.launch import registry
+from actorq.components import atomic
+from actorq.launch import checkpointing
 from actorq.quantization import network_spec
 
 RUN_INFO = "run.json"
-EVAL_CSV = "eval.csv"
 CHECKPOINTS = "checkpoints"
+EVAL_CSV = "eval.csv"
+TRAIN_CSV = "train.csv"
 
 
 def write_info(logdir: str, info: Dict[str, Any]) -> None:
-  """Writes `<logdir>/run.json` atomically."""
+  """Writes `<logdir>/run.json` atomically (creating `logdir`); `info` is a
+  `RunSpec.to_json()` (`RunSpec.save`)."""
+  os.makedirs(logdir, exist_ok=True)
   path = os.path.join(logdir, RUN_INFO)
   with atomic.atomic_write(path) as f:
     json.dump(info, f, indent=2, sort_keys=True)
 
 
-def read_info(run_path: str) -> Dict[str, Any]:
-  """The run's `run.json`.
+def read_info(run_path: str) -> Any:
+  """The contents of `<run_path>/run.json`, as JSON (`RunSpec.load` makes it a spec).
 
   Raises:
-    core.UsageError: unreadable or not a run.json of `actorq train`.
+    core.UsageError: unreadable or not JSON (naming the path).
   """
   path = os.path.join(run_path, RUN_INFO)
   try:
     with open(path, encoding="utf-8") as f:
-      info = json.load(f)
+      return json.load(f)
   except (OSError, ValueError) as e:
     raise core.UsageError(f"cannot read {path}: {e}") from None
-  missing = [k for k in ("agent", "env", "seed", "config") if not isinstance(info, dict)
-             or k not in info]
-  if missing:
-    raise core.UsageError(f"{path} is not a run.json of 'actorq train' (missing "
-                         f"{', '.join(missing)})")
-  return info
 
 
 def resolve(path: str) -> Tuple[str, str]:
@@ -64,8 +68,14 @@ def resolve(path: str) -> Tuple[str, str]:
                        f"(no {RUN_INFO} in it or its parent)")
 
 
-def load(path: str) -> Tuple[Dict[str, Any], Dict[str, Any], str]:
-  """`(run_info, checkpoint_state, checkpoint_path)` of the newest readable checkpoint."""
+def load(path: str) -> Tuple[Any, Dict[str, Any], str]:
+  """`(run.json contents, checkpoint_state, checkpoint_path)` of the newest readable
+  checkpoint of the run directory `path` (or its `checkpoints/` folder); `spec.load_run`
+  gives the first as a `RunSpec`.
+
+  Raises:
+    core.UsageError: not a run directory, an unreadable run.json, no readable checkpoint.
+  """
   run_dir, ckpt_dir = resolve(path)
   info = read_info(run_dir)
   ckpt_path, state = checkpointing.restore_latest(ckpt_dir)
@@ -74,57 +84,14 @@ def load(path: str) -> Tuple[Dict[str, Any], Dict[str, Any], str]:
   return info, state, ckpt_path
 
 
-def config_values(info: Dict[str, Any], config_cls) -> Dict[str, Any]:
-  """The run.json config's values this version's `config_cls` knows.
-
-  A key it does not know (a run directory from another version) is dropped with a
-  `UserWarning` naming it; its default is used in its place.
-  """
-  values = dict(info["config"])
-  unknown = sorted(set(values) - config_io.field_names(config_cls))
-  if unknown:
-    warnings.warn(f"run.json: ignoring {config_cls.__name__} key(s) this version does not "
-                  f"know: {', '.join(unknown)}", UserWarning, stacklevel=3)
-    for key in unknown:
-      del values[key]
-  return values
-
-
-def make_builder(info: Dict[str, Any], **overrides):
-  """The run's builder, its config rebuilt from run.json (plus `overrides`); unknown keys
-  are dropped with a warning (`config_values`).
-
-  Raises:
-    core.UsageError: an unknown agent, or a value this version refuses.
-  """
-  try:
-    config_cls, builder_cls = registry.get(info["agent"])
-  except registry.UnknownAgentError as e:
-    raise core.UsageError(f"run.json: {e}") from None
-  values = config_values(info, config_cls)
-  try:
-    return builder_cls(config_io.from_dict(config_cls, values, overrides))
-  except ValueError as e:
-    raise core.UsageError(f"run.json: {e}") from None
-
-
-def check_feed_forward(networks, info: Dict[str, Any], command: str) -> None:
-  """`actorq export` and `quantize` execute one feed-forward `NetworkSpec`; a recurrent
-  policy (R2D2's `RecurrentSpec`) is refused in one line (`actorq eval` runs it).
-
-  Raises:
-    core.UsageError: naming the agent, the command and what does work.
-  """
-  if isinstance(networks.spec, network_spec.RecurrentSpec):
-    raise core.UsageError(
-        f"actorq {command} does not support recurrent policies yet (agent "
-        f"{info.get('agent')!r}: an LSTM Q-network); 'actorq eval --checkpoint RUN "
-        "--precision P' evaluates it at fp32, fp16, bf16 or int8")
-
-
-def read_eval_csv(path: str) -> Dict[str, List[float]]:
-  """Columns of an eval.csv as float lists sorted by actor_steps (last row per step wins;
-  repeated header rows are skipped)."""
+def read_eval_columns(run_path: str) -> Dict[str, List[float]]:
+  """Columns of the run's eval.csv as float lists sorted by actor_steps: actor_steps,
+  episode_return, episode_return_std, wall_seconds and learner_steps (nan where a row has
+  none). The last row per step wins (a resumed run evaluates some steps twice); repeated
+  header rows and partial lines are skipped. {} without an eval.csv."""
+  path = os.path.join(run_path, EVAL_CSV)
+  if not os.path.isfile(path):
+    return {}
   rows: Dict[int, dict] = {}
   with open(path, newline="", encoding="utf-8") as f:
     for row in csv.DictReader(f):
@@ -144,3 +111,38 @@ def read_eval_csv(path: str) -> Dict[str, List[float]]:
         value = float("nan")
       columns.setdefault(key, []).append(value)
   return columns
+
+
+def read_evaluations(run_path: Optional[str]) -> List[Dict[str, Any]]:
+  """The rows of the run's eval.csv in file order, each value a float where it parses
+  (e.g. actor_precision stays a string); [] without a run directory or an eval.csv."""
+  if run_path is None:
+    return []
+  path = os.path.join(run_path, EVAL_CSV)
+  if not os.path.exists(path):
+    return []
+  rows = []
+  with open(path, encoding="utf-8") as f:
+    for row in csv.DictReader(f):
+      out = {}
+      for k, v in row.items():
+        try:
+          out[k] = float(v)
+        except (TypeError, ValueError):
+          out[k] = v
+      rows.append(out)
+  return rows
+
+
+def check_feed_forward(networks, agent: str, command: str) -> None:
+  """`actorq export` and `quantize` execute one feed-forward `NetworkSpec`; a recurrent
+  policy (R2D2's `RecurrentSpec`) is refused in one line (`actorq eval` runs it).
+
+  Raises:
+    core.UsageError: naming the agent, the command and what does work.
+  """
+  if isinstance(networks.spec, network_spec.RecurrentSpec):
+    raise core.UsageError(
+        f"actorq {command} does not support recurrent policies yet (agent "
+        f"{agent!r}: an LSTM Q-network); 'actorq eval --checkpoint RUN "
+        "--precision P' evaluates it at fp32, fp16, bf16 or int8")

@@ -48,6 +48,7 @@ from actorq.studies import precision_search as ps
 from actorq import core
 from actorq.launch import run_dir
 from actorq.studies import quantize_report
+from actorq.launch import spec as spec_lib
 from actorq.quantization import mixed
 
 
@@ -192,15 +193,15 @@ def output_semantics(networks, env_spec, selector, temperature: float) -> cs.Out
 
 def load_run(path: str, temperature: float) -> LoadedRun:
   """Raises core.UsageError for an unreadable run or checkpoint."""
-  info, state, ckpt = run_dir.load(path)
-  builder = run_dir.make_builder(info)
-  env_id = info["env"]
+  run, state, ckpt = spec_lib.load_run(path)
+  builder = run.make_builder()
+  info, env_id = run.to_json(), run.env
   env_fn = lambda seed: environments.make_environment(env_id, seed=seed)
   env = env_fn(0)
   env_spec = environments.environment_spec(env)
   env.close()
   networks = builder.make_networks(env_spec)
-  run_dir.check_feed_forward(networks, info, "quantize")
+  run_dir.check_feed_forward(networks, run.agent, "quantize")
   policy = builder.make_policy(networks, env_spec, evaluation=True)
   semantics = output_semantics(networks, env_spec, policy.selector, temperature)
   del ckpt

@@ -1,11 +1,13 @@
 """A multi-seed sweep: one agent configuration trained with several seeds at each actor
 precision, and its aggregate with confidence intervals (`actorq sweep`).
 
-Each run is one `actorq train` in a child process,
+Each run is one `actorq train` in a child process, the argv of its `launch.spec.RunSpec`
+(`run_spec`: the sweep's settings, the precision's resolved config, the seed),
 
-    python -m actorq.cli.main train --agent A --env E --seed S --actor-precision P
-        --steps N --eval-every K --eval-episodes M [--config F] [--set K=V ...]
-        [--launch local_mt|local_mp --num-actors N] --no-progress --logdir DIR/<P>-s<S>
+    python -m actorq.cli.main train --agent A --env E --seed S --steps N --eval-every K
+        --eval-episodes M --logdir DIR/<P>-s<S> [--set K=V ...] (each config field that
+        differs from the agent's defaults, actor_precision included)
+        [--launch local_mt|local_mp --num-actors N] [--num-envs B] --no-progress
 
 so the sweep depends only on the command line and the run directory it writes
 (`run.json`, `eval.csv`), never on the training internals. Runs are ordered seed by
@@ -46,9 +48,10 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from actorq import core
-from actorq.studies import tables as ab
 from actorq.studies import aggregate as ag
-from actorq.launch import run_dir as plot_cmd
+from actorq.studies import tables as ab
+from actorq.launch import run_dir as run_dir_lib
+from actorq.launch import spec as spec_lib
 
 SWEEP_JSON = "sweep.json"
 SEEDS_FIELDS = ("precision", "seed", "final_return", "last3_return", "best_return",
@@ -98,20 +101,24 @@ def plan(precisions: Sequence[str], seeds: Sequence[int]) -> List[Tuple[str, int
   return out
 
 
+def run_spec(settings: Dict[str, Any], precision: str, seed: int,
+             run_dir: Optional[str] = None) -> spec_lib.RunSpec:
+  """The `RunSpec` of one (precision, seed) run of the sweep: its agent, environment, train
+  and launch settings, `settings["configs"][precision]` as its config, `run_dir` as logdir."""
+  launch = settings.get("launch", spec_lib.LOCAL)
+  return spec_lib.RunSpec(
+      agent=settings["agent"], env=settings["env"], seed=seed,
+      config=settings["configs"][precision], steps=settings["steps"],
+      eval_every=settings["eval_every"], eval_episodes=settings["eval_episodes"],
+      launch=launch, num_actors=settings["num_actors"] if launch != spec_lib.LOCAL else None,
+      num_envs=settings.get("num_envs", 1), logdir=run_dir)
+
+
 def train_argv(settings: Dict[str, Any], precision: str, seed: int, run_dir: str) -> List[str]:
-  """The child's command line: `actorq train` for one (precision, seed)."""
-  argv = [sys.executable, "-m", "actorq.cli.main", "train", "--agent", settings["agent"],
-          "--env", settings["env"], "--seed", str(seed), "--actor-precision", precision,
-          "--steps", str(settings["steps"]), "--eval-every", str(settings["eval_every"]),
-          "--eval-episodes", str(settings["eval_episodes"]), "--no-progress", "--logdir", run_dir]
-  argv += launch_flags(settings)
-  if settings.get("num_envs", 1) > 1:
-    argv += ["--num-envs", str(settings["num_envs"])]
-  if settings.get("config"):
-    argv += ["--config", settings["config"]]
-  for assignment in settings.get("set", []):
-    argv += ["--set", assignment]
-  return argv
+  """The child's command line: `actorq train` for one (precision, seed), the run's
+  `RunSpec.to_argv()` (its config as `--set` of the fields that differ from the defaults)."""
+  return ([sys.executable, "-m", "actorq.cli.main", "train"]
+          + run_spec(settings, precision, seed, run_dir).to_argv() + ["--no-progress"])
 
 
 def launch_flags(settings: Dict[str, Any]) -> List[str]:
@@ -130,11 +137,9 @@ def nominal_step(actor_steps: int, every: int, steps: int) -> int:
 
 
 def read_evaluations(run_dir: str) -> List[Dict[str, float]]:
-  """A run's evaluations from its eval.csv (step order; [] without one)."""
-  path = os.path.join(run_dir, plot_cmd.EVAL_CSV)
-  if not os.path.isfile(path):
-    return []
-  cols = plot_cmd.read_eval_csv(path)
+  """A run's evaluations from its eval.csv (`run_dir.read_eval_columns`: step order, the
+  last row per step; [] without one)."""
+  cols = run_dir_lib.read_eval_columns(run_dir)
   keys = ("episode_return", "episode_return_std", "wall_seconds")
   return [dict({k: cols[k][i] for k in keys}, actor_steps=int(step))
           for i, step in enumerate(cols.get("actor_steps", []))]
@@ -147,27 +152,13 @@ def finished(run_dir: str, steps: int) -> bool:
   return bool(evals) and int(evals[-1]["actor_steps"]) >= steps
 
 
-def train_settings(settings: Dict[str, Any]) -> Dict[str, Any]:
-  """The `train` entry a run of this sweep writes into its run.json (`num_envs` only when
-  B > 1, as `actorq train` writes it)."""
-  train = {k: settings[k] for k in ("steps", "eval_every", "eval_episodes")}
-  if settings.get("launch", "local") != "local":
-    train.update(launch=settings["launch"], num_actors=settings["num_actors"])
-  if settings.get("num_envs", 1) > 1:
-    train["num_envs"] = settings["num_envs"]
-  return train
-
-
 def mismatch(run_dir: str, settings: Dict[str, Any], precision: str, seed: int) -> Optional[str]:
   """What in a finished run's run.json differs from the sweep's settings, or None."""
   try:
-    with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as f:
-      info = json.load(f)
-  except (OSError, ValueError):
+    info = spec_lib.RunSpec.load(run_dir).to_json()
+  except core.UsageError:
     return "no readable run.json"
-  want = {"agent": settings["agent"], "env": settings["env"], "seed": seed,
-          "config": settings["configs"][precision],
-          "train": train_settings(settings)}
+  want = run_spec(settings, precision, seed).to_json()
   for key, value in want.items():
     if info.get(key) != value:
       if key in ("config", "train"):
@@ -189,7 +180,7 @@ def check_reusable(outdir: str, settings: Dict[str, Any]) -> None:
   for precision, seed in plan(settings["precisions"], settings["seeds"]):
     run_dir = os.path.join(outdir, run_name(precision, seed))
     if (os.path.isdir(run_dir) and os.listdir(run_dir)
-        and not os.path.isfile(os.path.join(run_dir, "run.json"))):
+        and not os.path.isfile(os.path.join(run_dir, run_dir_lib.RUN_INFO))):
       raise ValueError(f"{run_dir} is not a run directory of 'actorq train' (no run.json) and "
                        "a run would replace it; give a new --logdir")
     if finished(run_dir, settings["steps"]):

@@ -15,6 +15,7 @@ from actorq.studies import reward_parity as evaluation
 from actorq.components.acting import loop as loop_lib
 from actorq.cli import main as cli, eval as eval_cmd, plot as plot_cmd
 from actorq.launch import experiment, run_dir
+from actorq.launch import spec as spec_lib
 
 SMALL = {"hidden_sizes": [32, 32], "batch_size": 32, "min_replay_size": 300,
          "samples_per_insert": 8.0, "epsilon_decay_steps": 1000}
@@ -47,8 +48,8 @@ def test_eval_prints_the_return_of_the_checkpointed_policy(trained, capsys):
   lengths = re.search(r"episode length: mean (\S+), min (\d+), max (\d+) steps", out)
   assert m and lengths, out
   # The same policy evaluated directly on an identically seeded environment.
-  info, state, _ = run_dir.load(trained)
-  builder = run_dir.make_builder(info)
+  spec, state, _ = spec_lib.load_run(trained)
+  builder = spec.make_builder()
   env = environments.make_environment("gym:CartPole-v1", seed=7)
   spec = environments.environment_spec(env)
   networks = builder.make_networks(spec)
@@ -145,7 +146,7 @@ def test_plot_overlays_runs_and_reports_their_curves(trained, tmp_path, capsys):
     w.writerows(rows)
     w.writeheader()  # a resumed run's appended header
     w.writerow(dict(rows[-1], episode_return="7.5"))  # the step evaluated again: it wins
-  cols = plot_cmd.read_eval_csv(str(other / "eval.csv"))
+  cols = run_dir.read_eval_columns(str(other))
   assert cols["actor_steps"] == [500.0, 1000.0, 1500.0]
   assert cols["episode_return"][-1] == 7.5
   out_png = str(tmp_path / "curves.png")

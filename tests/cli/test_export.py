@@ -16,7 +16,7 @@ from actorq import core
 from actorq.components.envs import environments
 from actorq.studies import reward_parity as evaluation
 from actorq.cli import main as cli
-from actorq.launch import run_dir
+from actorq.launch import spec as spec_lib
 from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
@@ -136,9 +136,9 @@ def trained_run(tmp_path_factory):
 
 
 def _policy_network(run):
-  info, state, _ = run_dir.load(str(run))
-  builder = run_dir.make_builder(info)
-  env = environments.make_environment(info["env"], seed=5)
+  run_spec, state, _ = spec_lib.load_run(str(run))
+  info, builder = run_spec.to_json(), run_spec.make_builder()
+  env = environments.make_environment(run_spec.env, seed=5)
   env_spec = environments.environment_spec(env)
   networks = builder.make_networks(env_spec)
   return info, state, builder, env, env_spec, networks

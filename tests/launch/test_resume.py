@@ -133,14 +133,16 @@ def test_resume_continues_counters_epsilon_optimizer_and_replay(killed_run, unin
 
 
 def test_cli_resume_keeps_the_runs_steps_and_evaluation_settings(killed_run):
-  from actorq.cli import main as cli, train as train_cmd
+  from actorq.cli import main as cli
+  from actorq.launch import spec as spec_lib
   args = cli.build_parser().parse_args(["train", "--resume", str(killed_run)])
-  train_cmd.apply_resume(args)
-  assert (args.steps, args.eval_every, args.eval_episodes, args.seed) == (STEPS, 100_000, 1, 3)
+  s = spec_lib.RunSpec.from_args(args)
+  assert (s.steps, s.eval_every, s.eval_episodes, s.seed) == (STEPS, 100_000, 1, 3)
   args = cli.build_parser().parse_args(["train", "--resume", str(killed_run),
                                         "--eval-episodes", "4", "--steps", "5000"])
-  train_cmd.apply_resume(args)
-  assert (args.steps, args.eval_every, args.eval_episodes) == (5000, 100_000, 4)
+  s = spec_lib.RunSpec.from_args(args)
+  assert (s.steps, s.eval_every, s.eval_episodes) == (5000, 100_000, 4)
+  assert args.steps == 5000 and args.eval_every is None and args.seed == 0  # args unchanged
 
 
 def test_a_truncated_newest_checkpoint_falls_back_to_the_previous(killed_run, tmp_path):

@@ -11,6 +11,7 @@ from actorq.agents.dqn import networks as dqn_networks
 from actorq.components.envs import environments
 from actorq.cli import main as cli
 from actorq.launch import run_dir
+from actorq.launch import spec as spec_lib
 from actorq.quantization import forward, mixed, ptq, qat
 from actorq.quantization import network_spec as ns
 from actorq.testing.cli import run_cli
@@ -119,11 +120,11 @@ def test_sweep_reuses_a_checkpoints_rows_only_for_the_same_options(runs, capsys,
 def test_qat_run_is_evaluated_with_its_training_quantizer(runs, capsys, tmp_path):
   """A qat_bits=4 run: the sweep's int4 setting (simulated) holds exactly the weights the
   QAT forward computed with, and runs the network the learner trained."""
-  info, state, _ = run_dir.load(str(runs / "qat4"))
-  assert info["config"]["qat_bits"] == 4
+  run_spec, state, _ = spec_lib.load_run(str(runs / "qat4"))
+  assert run_spec.config["qat_bits"] == 4
   params = state["policy_params"]
-  builder = run_dir.make_builder(info)
-  env = environments.make_environment(info["env"], seed=0)
+  builder = run_spec.make_builder()
+  env = environments.make_environment(run_spec.env, seed=0)
   networks = builder.make_networks(environments.environment_spec(env))
   spec = networks.spec
   sim = mixed.simulated_params(mixed.compress(

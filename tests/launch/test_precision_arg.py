@@ -3,7 +3,7 @@ precisions, per-layer policy files and ``mixed:<choice>,...`` names."""
 import pytest
 
 from actorq.cli import main as cli
-from actorq.cli import precision_arg
+from actorq.launch import precision_arg
 from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 

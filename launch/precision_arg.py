@@ -10,7 +10,7 @@ import os
 from typing import Optional
 
 from actorq import core
-from actorq.cli import main as cli
+from actorq import core
 from actorq.quantization import mixed
 
 
@@ -30,7 +30,7 @@ def actor_precision(flag: str, text: Optional[str]):
   `(None, None)`.
 
   Raises:
-    cli.UsageError: anything else, or a policy file that cannot be read or is not one; the
+    core.UsageError: anything else, or a policy file that cannot be read or is not one; the
       message names the flag, the value and what is allowed.
   """
   if text is None or text in core.ACTOR_PRECISIONS:
@@ -39,14 +39,14 @@ def actor_precision(flag: str, text: Optional[str]):
     try:
       mixed.parse_precision_name(text)
     except ValueError as e:
-      raise cli.UsageError(f"{flag}: {e}") from None
+      raise core.UsageError(f"{flag}: {e}") from None
     return text, None
   if text.endswith(".json") or os.path.isfile(text):
     try:
       return mixed.precision_name(mixed.load(text)), text
     except ValueError as e:
-      raise cli.UsageError(f"{flag} {text}: {e}") from None
-  raise cli.UsageError(f"{flag} {text!r} not allowed; allowed: {PRECISION_HELP}"
+      raise core.UsageError(f"{flag} {text}: {e}") from None
+  raise core.UsageError(f"{flag} {text!r} not allowed; allowed: {PRECISION_HELP}"
                        f"{uniform_hint(text)}")
 
 
@@ -68,7 +68,7 @@ def check_policy_file(flag: str, precision: Optional[str], policy_file: Optional
   compared) against the policy network `spec`; other precisions pass.
 
   Raises:
-    cli.UsageError: a layer count or shape that does not fit, or a recurrent network.
+    core.UsageError: a layer count or shape that does not fit, or a recurrent network.
   """
   if not core.is_mixed(precision):
     return
@@ -77,7 +77,7 @@ def check_policy_file(flag: str, precision: Optional[str], policy_file: Optional
     if policy_file is not None:
       mixed.load(policy_file, spec)
   except ValueError as e:
-    raise cli.UsageError(f"{flag} {policy_file or precision}: {e}") from None
+    raise core.UsageError(f"{flag} {policy_file or precision}: {e}") from None
 
 
 def precision_items(flag: str, text: str) -> tuple:
@@ -91,7 +91,7 @@ def precision_items(flag: str, text: str) -> tuple:
   ``--precisions policy.json``.
 
   Raises:
-    cli.UsageError: no items, an item `actor_precision` refuses, a mixed name cut by commas
+    core.UsageError: no items, an item `actor_precision` refuses, a mixed name cut by commas
       (the message says to separate with ``;``), or the same precision twice.
   """
   text = text.strip()
@@ -102,21 +102,21 @@ def precision_items(flag: str, text: str) -> tuple:
   else:
     items = [t.strip() for t in text.split(",")]
     if any(core.is_mixed(t) for t in items):
-      raise cli.UsageError(f"{flag} {text!r}: a mixed:<choice>,... name has commas of its "
+      raise core.UsageError(f"{flag} {text!r}: a mixed:<choice>,... name has commas of its "
                            "own; separate the precisions with ';' (e.g. "
                            "'fp32;mixed:fp16,int8,int8')")
   items = [t for t in items if t]
   if not items:
-    raise cli.UsageError(f"{flag} {text!r}: no precisions; allowed: {PRECISION_HELP}")
+    raise core.UsageError(f"{flag} {text!r}: no precisions; allowed: {PRECISION_HELP}")
   names = []
   for item in items:
     if not (item in core.ACTOR_PRECISIONS or core.is_mixed(item) or item.endswith(".json")
             or os.path.isfile(item)):
-      raise cli.UsageError(f"{flag} {text!r}: allowed precisions are "
+      raise core.UsageError(f"{flag} {text!r}: allowed precisions are "
                            f"{', '.join(core.ACTOR_PRECISIONS)}, a precision policy file or "
                            "a mixed:<choice>,... name (separated by ';')"
                            f"{uniform_hint(item)}")
     names.append(actor_precision(flag, item)[0])
   if len(set(names)) != len(names):
-    raise cli.UsageError(f"{flag} {text!r} repeats a precision")
+    raise core.UsageError(f"{flag} {text!r} repeats a precision")
   return tuple(names)

@@ -1,0 +1,77 @@
+"""A run directory written by an older version (commit 7a30947, before RunSpec) still loads
+for `actorq eval`, `quantize`, `export` and `train --resume` (issue 38).
+
+The fixture `tests/fixtures/run_7a30947_dqn` was made at 7a30947 with
+    actorq train --steps 400 --eval-every 200 --eval-episodes 2 --seed 0 --no-progress \
+      --set hidden_sizes=[16] --set min_replay_size=100 --set batch_size=16 \
+      --set max_replay_size=1000 --logdir tests/fixtures/run_7a30947_dqn
+and every expected figure below is what 7a30947 printed for it on this CPU (x86-64).
+"""
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+from actorq.cli import main as cli
+
+FIXTURE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures",
+                       "run_7a30947_dqn")
+CHECKPOINT = os.path.join(FIXTURE, "checkpoints", "ckpt-000000000400.pkl")
+
+
+def test_fixture_stays_small():
+  total = sum(os.path.getsize(os.path.join(d, f))
+              for d, _, files in os.walk(FIXTURE) for f in files)
+  assert total < 300_000
+
+
+def test_eval_loads_the_old_run(capsys):
+  assert cli.main(["eval", "--checkpoint", FIXTURE, "--episodes", "2", "--seed", "7"]) == 0
+  out = capsys.readouterr().out
+  assert f"checkpoint {CHECKPOINT} (actor step 400, learner step 598)" in out
+  assert "episode return: mean 10.00, std 1.00, min 9.00, max 11.00" in out
+  assert "returns: 9.0, 11.0" in out
+
+
+def test_quantize_loads_the_old_run(capsys):
+  assert cli.main(["quantize", "--checkpoint", FIXTURE, "--episodes", "2"]) == 0
+  out = capsys.readouterr().out
+  rows = {m.group(1): m.groups()[1:] for m in re.finditer(
+      r"^(fp32|int8)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)$", out, re.M)}
+  assert rows == {"fp32": ("9.0", "0.0", "1.000", "524"),
+                  "int8": ("9.0", "0.0", "0.944", "264")}, out
+
+
+@pytest.mark.slow
+def test_export_loads_the_old_run(tmp_path, capsys):
+  out_file = str(tmp_path / "m.tflite")
+  assert cli.main(["export", "--checkpoint", FIXTURE, "--episodes", "2",
+                   "--out", out_file]) == 0
+  out = capsys.readouterr().out
+  assert f"model: {out_file} (1,744 bytes, int8)" in out
+  assert ("parity over 2 episodes: return fp32 9.0 +- 0.0, exported 9.0 +- 0.0; "
+          "greedy-action agreement 0.944") in out
+  assert os.path.getsize(out_file) == 1744
+
+
+@pytest.mark.slow
+def test_resume_continues_the_old_run(tmp_path, capsys):
+  run = str(tmp_path / "run")
+  shutil.copytree(FIXTURE, run)
+  with open(os.path.join(run, "run.json")) as f:
+    before = json.load(f)
+  assert cli.main(["train", "--resume", run, "--steps", "600", "--no-progress"]) == 0
+  out = capsys.readouterr().out
+  assert f"resumed from {run}/checkpoints/ckpt-000000000400.pkl (actor step 400)" in out
+  assert "600 actor steps, 998 learner steps, 25 episodes" in out
+  assert ("final evaluation return: 43.5 (mean over 2 greedy episodes, actors fp32); "
+          "learner parameters 00770280e7054368") in out
+  with open(os.path.join(run, "run.json")) as f:
+    assert json.load(f) == before  # a resume does not rewrite the run's description
+  assert sorted(os.listdir(os.path.join(run, "checkpoints"))) == [
+      "ckpt-000000000400.pkl", "ckpt-000000000600.pkl"]
+  with open(os.path.join(run, "eval.csv")) as f:
+    lines = f.read().splitlines()
+  assert [line.split(",")[1] for line in lines[1:]] == ["200", "400", "600"]
