@@ -61,9 +61,18 @@ def resolve(path: str) -> Tuple[str, str]:
 
 
 def load(path: str) -> Tuple[Dict[str, Any], Dict[str, Any], str]:
-  """`(run_info, checkpoint_state, checkpoint_path)` of the newest readable checkpoint."""
+  """`(run_info, checkpoint_state, checkpoint_path)` of the newest readable checkpoint.
+  The run's agent is resolved first (`registry.get`): a checkpoint may hold its classes
+  (e.g. a ``module:Builder`` agent's training-state tuple), which unpickle only once its
+  module is imported.
+
+  Raises:
+    cli.UsageError: not a run directory, an agent that does not resolve, no readable
+      checkpoint.
+  """
   run_dir, ckpt_dir = resolve(path)
   info = read_info(run_dir)
+  agent_classes(info)
   ckpt_path, state = checkpointing.restore_latest(ckpt_dir)
   if state is None:
     raise cli.UsageError(f"no readable checkpoint in {ckpt_dir}")
@@ -86,6 +95,19 @@ def config_values(info: Dict[str, Any], config_cls) -> Dict[str, Any]:
   return values
 
 
+def agent_classes(info: Dict[str, Any]):
+  """`(ConfigClass, BuilderClass)` of the run's agent (`registry.get(info["agent"])`: a
+  name or ``package.module:BuilderClass``).
+
+  Raises:
+    cli.UsageError: the agent does not resolve (one line, prefixed "run.json: ").
+  """
+  try:
+    return registry.get(info["agent"])
+  except registry.UnknownAgentError as e:
+    raise cli.UsageError(f"run.json: {e}") from None
+
+
 def make_builder(info: Dict[str, Any], **overrides):
   """The run's builder, its config rebuilt from run.json (plus `overrides`); unknown keys
   are dropped with a warning (`config_values`).
@@ -93,10 +115,7 @@ def make_builder(info: Dict[str, Any], **overrides):
   Raises:
     cli.UsageError: an unknown agent, or a value this version refuses.
   """
-  try:
-    config_cls, builder_cls = registry.get(info["agent"])
-  except registry.UnknownAgentError as e:
-    raise cli.UsageError(f"run.json: {e}") from None
+  config_cls, builder_cls = agent_classes(info)
   values = config_values(info, config_cls)
   try:
     return builder_cls(config_io.from_dict(config_cls, values, overrides))

@@ -29,7 +29,10 @@ TRAIN_DEFAULTS = {"steps": 100_000, "eval_every": 5_000, "eval_episodes": 10}
 
 def add_parser(subparsers):
   train = subparsers.add_parser("train", help="train an agent (default: DQN on gym:CartPole-v1)")
-  train.add_argument("--agent", default=DEFAULT_AGENT, help="agent name (default: dqn)")
+  train.add_argument("--agent", default=DEFAULT_AGENT,
+                     help="agent name (default: dqn), an installed agent (entry point group "
+                          "actorq.agents) or a builder class as package.module:BuilderClass, "
+                          "imported from the current directory")
   train.add_argument("--env", default=DEFAULT_ENV,
                      help="environment id: gym:<id>, dmc:<domain>-<task>, atari:<Game>")
   train.add_argument("--steps", type=cli.positive_int("--steps"), default=None,
@@ -304,7 +307,8 @@ def run(args) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     suffix = "" if args.launch == "local" else f"-{args.launch}"
     args.logdir = os.path.join(
-        "runs", f"{args.agent}-{args.env.replace(':', '_')}-s{args.seed}{suffix}-{stamp}")
+        "runs", f"{args.agent.replace(':', '_')}-{args.env.replace(':', '_')}-s{args.seed}"
+                f"{suffix}-{stamp}")
   try:
     config = experiment.ExperimentConfig(
         builder=builder, env_id=args.env, num_steps=args.steps, seed=args.seed,
