@@ -92,8 +92,10 @@ def get(agent: str) -> Tuple[type, type]:
       attribute, an object that is not a builder class, a `config_class` that is not a
       dataclass.
   """
-  if agent in BUILT_IN:
-    return _load(agent, BUILT_IN[agent], f"agent {agent!r}")
+  if agent in BUILT_IN:  # the package's own: an import failure is a fault, not input
+    module_name, _, attr = BUILT_IN[agent].partition(":")
+    builder_cls = getattr(importlib.import_module(module_name), attr)
+    return builder_cls.config_class, builder_cls
   installed = _entry_points()
   if agent in installed:
     return _load(agent, installed[agent],
@@ -154,8 +156,9 @@ def _load(agent: str, target: str, what: str) -> Tuple[type, type]:
                           if isinstance(v, type) and hasattr(v, "config_class"))
       listed = (f"builder classes there: {', '.join(candidates)}" if candidates else
                 "a builder class defined there")
-      raise UnknownAgentError(f"{what}: module {module_name!r} ({getattr(module, '__file__', '?')}) "
-                              f"has no attribute {attr!r}; allowed: {listed}")
+      where = getattr(module, "__file__", None) or "?"
+      raise UnknownAgentError(f"{what}: module {module_name!r} ({where}) has no attribute "
+                              f"{attr!r}; allowed: {listed}")
     obj = getattr(obj, part)
   missing = [m for m in ("config_class",) + BUILDER_METHODS if not hasattr(obj, m)]
   if not isinstance(obj, type) or missing:
