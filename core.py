@@ -340,7 +340,16 @@ class Builder(Protocol):
       batch_size)` off-policy, `items_written // batch_size` for a rollout queue);
 
   and every builder has `config`, the agent's config dataclass, and says what its policy's
-  outputs mean with `policy_outputs(networks, environment_spec) -> PolicyOutputs`.
+  outputs mean with `policy_outputs(networks, environment_spec) -> PolicyOutputs` (read by
+  `actorq export` for the action rule and `actorq quantize` for agreement and KL).
+
+  A builder *class* names its config dataclass with the class attribute `config_class`
+  (`DQNBuilder.config_class is DQNConfig`): `actorq.launch.registry.get(agent)` returns
+  `(builder_cls.config_class, builder_cls)` for a built-in name, an installed agent (entry
+  point group ``actorq.agents``) or ``"package.module:BuilderClass"``, and the launch
+  layer builds `builder_cls(config_class(...))` from `--config`/`--set` or a run.json.
+  A builder without `config_class` still runs through `launch.experiment` directly, but
+  the `actorq` commands cannot reach it (see docs/guides/compose-an-agent.md).
   """
   config: Any
 

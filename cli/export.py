@@ -41,13 +41,13 @@ from acme import specs
 from ai_edge_litert.interpreter import Interpreter
 
 from actorq import core
+from actorq.agents.dqn import networks as dqn_networks
 from actorq.components.acting import actors
 from actorq.components.envs import environments
 from actorq.studies import reward_parity as evaluation
 from actorq.components.acting import loop as loop_lib
 from actorq.cli import main as cli
-from actorq.launch import precision_arg
-from actorq.launch import run_dir
+from actorq.launch import precision_arg, registry, run_dir
 from actorq.launch import spec as spec_lib
 from actorq.quantization import mixed
 from actorq.quantization import payload as pl
@@ -89,20 +89,44 @@ def _spec_json(spec) -> Dict[str, Any]:
   return out
 
 
-def action_rule(info: Dict[str, Any], builder, env_spec) -> Dict[str, Any]:
-  """How the greedy action follows from the model's outputs `y` (one row), as the agent's
-  evaluation selector computes it."""
+def _selector_rule(agent: str, outputs: core.PolicyOutputs, env_spec) -> Dict[str, Any]:
+  del env_spec
+  rule = f"the {agent} agent's evaluation selector over y"
+  return {"kind": "agent", "rule": f"{rule}: {outputs.description}" if outputs.description
+          else rule}
+
+
+def _argmax_rule(agent: str, outputs: core.PolicyOutputs, env_spec) -> Dict[str, Any]:
+  if outputs.to_values is None:
+    return {"kind": "argmax", "dueling": False, "rule": "argmax(y)"}
+  if outputs.to_values is dqn_networks.dueling_q:
+    return {"kind": "argmax", "dueling": True,
+            "rule": "argmax(y[1:]) (y = [V, A_1..A_n]; argmax Q = argmax A)"}
+  return _selector_rule(agent, outputs, env_spec)  # e.g. QR-DQN's mean over quantiles
+
+
+def _bounded_rule(agent: str, outputs: core.PolicyOutputs, env_spec) -> Dict[str, Any]:
   actions = env_spec.actions
-  if info["agent"] == "dqn":
-    dueling = bool(getattr(builder.config, "dueling", False))
-    return {"kind": "argmax", "dueling": dueling,
-            "rule": ("argmax(y[1:]) (y = [V, A_1..A_n]; argmax Q = argmax A)" if dueling
-                     else "argmax(y)")}
-  if isinstance(actions, specs.BoundedArray) and info["agent"] in ("ddpg", "d4pg"):
-    return {"kind": "bounded", "minimum": np.broadcast_to(actions.minimum, actions.shape).tolist(),
-            "maximum": np.broadcast_to(actions.maximum, actions.shape).tolist(),
-            "rule": "clip(minimum + (y + 1) / 2 * (maximum - minimum), minimum, maximum)"}
-  return {"kind": "agent", "rule": f"the {info['agent']} agent's evaluation selector over y"}
+  if not isinstance(actions, specs.BoundedArray):
+    return _selector_rule(agent, outputs, env_spec)
+  return {"kind": "bounded", "minimum": np.broadcast_to(actions.minimum, actions.shape).tolist(),
+          "maximum": np.broadcast_to(actions.maximum, actions.shape).tolist(),
+          "rule": "clip(minimum + (y + 1) / 2 * (maximum - minimum), minimum, maximum)"}
+
+
+# The builder's declared output kind (`core.PolicyOutputs.kind`) -> the JSON's action rule.
+ACTION_RULES = {"q_values": _argmax_rule, "logits": _selector_rule,
+                "tanh_deterministic": _bounded_rule, "tanh_gaussian": _selector_rule}
+
+
+def action_rule(info: Dict[str, Any], outputs: core.PolicyOutputs, env_spec) -> Dict[str, Any]:
+  """How the greedy action follows from the model's outputs `y` (one row), from what the
+  builder declares its outputs mean (`outputs`, `ACTION_RULES` by kind):
+  ``{"kind": "argmax", "dueling": bool, "rule"}`` for plain or dueling Q-values,
+  ``{"kind": "bounded", "minimum", "maximum", "rule"}`` for a tanh-deterministic action
+  rescaled to the bounds, else ``{"kind": "agent", "rule"}``: the agent's evaluation
+  selector, described by the declaration's `description`."""
+  return ACTION_RULES[outputs.kind](info["agent"], outputs, env_spec)
 
 
 class ModelRuntime:
@@ -226,6 +250,10 @@ def run(args) -> int:
   run_dir.check_feed_forward(networks, run.agent, "export")
   precision_arg.check_policy_file("--precision", precision, policy_file, networks.spec)
   agent_policy = builder.make_policy(networks, env_spec, evaluation=True)
+  try:
+    outputs = registry.policy_outputs(builder, networks, env_spec)
+  except ValueError as e:
+    raise cli.UsageError(f"actorq export: {e}") from None
   spec, params = networks.spec, state["policy_params"]
   directory = cli.ensure_writable_dir(os.path.dirname(os.path.abspath(out)), "--out")
   out = os.path.join(directory, os.path.basename(out))
@@ -272,7 +300,7 @@ def run(args) -> int:
                                 "input_scale: feed raw observations"},
       "observation_spec": _spec_json(env_spec.observations),
       "action_spec": _spec_json(env_spec.actions),
-      "action_rule": action_rule(info, builder, env_spec),
+      "action_rule": action_rule(info, outputs, env_spec),
       "scales": scales,
       **policy_block,
       "source": {"run": run_path, "checkpoint": ckpt_path, "agent": info["agent"],

@@ -34,7 +34,10 @@ TRAIN_DEFAULTS = spec_lib.TRAIN_DEFAULTS
 
 def add_parser(subparsers):
   train = subparsers.add_parser("train", help="train an agent (default: DQN on gym:CartPole-v1)")
-  train.add_argument("--agent", default=DEFAULT_AGENT, help="agent name (default: dqn)")
+  train.add_argument("--agent", default=DEFAULT_AGENT,
+                     help="agent name (default: dqn), an installed agent (entry point group "
+                          "actorq.agents) or a builder class as package.module:BuilderClass, "
+                          "imported from the current directory")
   train.add_argument("--env", default=DEFAULT_ENV,
                      help="environment id: gym:<id>, dmc:<domain>-<task>, atari:<Game>")
   train.add_argument("--steps", type=cli.positive_int("--steps"), default=None,

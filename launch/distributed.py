@@ -108,8 +108,7 @@ from actorq.launch import placement
 from actorq.launch import distributed_nodes as nodes_lib
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import hosts as hosts_lib
-from actorq.launch import processes
-from actorq.launch import run_dir
+from actorq.launch import processes, registry, run_dir
 
 LAUNCH_TYPES = ("local_mt", "local_mp", "hosts")
 GROUPS = ("replay", "counter", "learner", "actor", "evaluator", "limiter")
@@ -394,14 +393,17 @@ def _local_mp_commands(program: lp.Program,
                        ) -> List[processes.Command]:
   """The node processes of a `local_mp` launch, as Launchpad's local_mp launcher makes
   them (each group's functions in a data file, `process_entry` per node); `node_env(group)`:
-  environment overrides of that group's processes, on top of Launchpad's own."""
+  environment overrides of that group's processes, on top of Launchpad's own and of the
+  ``PYTHONPATH`` that imports the agents `registry.get` imported from a directory
+  (`registry.node_env`: the nodes unpickle the builder)."""
   _prepare(program)
   for node in program.get_all_nodes():
     node.bind_addresses()
   commands = []
   for label, nodes in program.groups.items():
     for command in nodes[0].to_executables(nodes, label, nodes[0].launch_context):
-      env = {**command.env_overrides, **(node_env(label) if node_env else {})}
+      env = {**command.env_overrides, **registry.node_env(),
+             **(node_env(label) if node_env else {})}
       commands.append(processes.Command(command.title, command.command_as_list, env))
   return commands
 
@@ -422,13 +424,16 @@ def _hosts_node_envs(dp: DistributedProgram, slots: List[Dict[str, Any]]) -> Lis
   `local_mp`: the CPU only and one thread for every node but the learner, whose TF/OpenMP
   pools get the cores (this machine's: the launcher runs on the learner's host) that the
   actors on its own host leave. XLA_FLAGS is the flag alone; the host runner appends it to
-  its host's own XLA_FLAGS (`hosts.node_environment`)."""
+  its host's own XLA_FLAGS (`hosts.node_environment`). PYTHONPATH: the directories
+  `registry.get` imported agents from (`registry.node_env`), before the host's own."""
   actors_on = {}
   for slot in slots:
     if slot["title"].startswith("actor/"):
       actors_on[slot["host"]] = actors_on.get(slot["host"], 0) + 1
-  return [placement.node_env(slot["title"].split("/")[0], dp.config.learner_device,
-                             actors_on.get(slot["host"], 0), base_env={}) for slot in slots]
+  return [{**registry.node_env(environ={}),
+           **placement.node_env(slot["title"].split("/")[0], dp.config.learner_device,
+                                actors_on.get(slot["host"], 0), base_env={})}
+          for slot in slots]
 
 
 def _runner_command(config: hosts_lib.HostsConfig, index: int, program: str) -> List[str]:

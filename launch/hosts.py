@@ -405,11 +405,15 @@ def node_environment(task: Dict[str, Any], environ: Mapping[str, str] = os.envir
                      ) -> Dict[str, str]:
   """A task's environment overrides from its program header entry (the launcher's
   `placement.node_env`: CPU only, thread counts), with an ``XLA_FLAGS`` override appended
-  to this host's own ``XLA_FLAGS`` rather than replacing it, and the host runner's pid."""
+  to this host's own ``XLA_FLAGS`` rather than replacing it, a ``PYTHONPATH`` (where the
+  launcher imported a ``module:Builder`` agent from) put before this host's own, and the
+  host runner's pid."""
   env = {str(k): str(v) for k, v in task.get("env", {}).items()}
   if "XLA_FLAGS" in env:
     own = environ.get("XLA_FLAGS", "").split()
     env["XLA_FLAGS"] = " ".join(own + [f for f in env["XLA_FLAGS"].split() if f not in own])
+  if "PYTHONPATH" in env and environ.get("PYTHONPATH"):
+    env["PYTHONPATH"] = f"{env['PYTHONPATH']}{os.pathsep}{environ['PYTHONPATH']}"
   env[PARENT_PID_ENV] = str(os.getpid())
   return env
 

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from actorq import core
 from actorq.components import atomic
-from actorq.launch import checkpointing
+from actorq.launch import checkpointing, registry
 from actorq.quantization import network_spec
 
 RUN_INFO = "run.json"
@@ -71,13 +71,17 @@ def resolve(path: str) -> Tuple[str, str]:
 def load(path: str) -> Tuple[Any, Dict[str, Any], str]:
   """`(run.json contents, checkpoint_state, checkpoint_path)` of the newest readable
   checkpoint of the run directory `path` (or its `checkpoints/` folder); `spec.load_run`
-  gives the first as a `RunSpec`.
+  gives the first as a `RunSpec`. The run's agent is resolved first (`registry.get`): a
+  checkpoint may hold its classes (e.g. a ``module:Builder`` agent's training-state
+  tuple), which unpickle only once its module is imported.
 
   Raises:
-    core.UsageError: not a run directory, an unreadable run.json, no readable checkpoint.
+    core.UsageError: not a run directory, an unreadable run.json, an agent that does not
+      resolve, no readable checkpoint.
   """
   run_dir, ckpt_dir = resolve(path)
   info = read_info(run_dir)
+  agent_classes(info)
   ckpt_path, state = checkpointing.restore_latest(ckpt_dir)
   if state is None:
     raise core.UsageError(f"no readable checkpoint in {ckpt_dir}")
@@ -132,6 +136,19 @@ def read_evaluations(run_path: Optional[str]) -> List[Dict[str, Any]]:
           out[k] = v
       rows.append(out)
   return rows
+
+
+def agent_classes(info: Dict[str, Any]):
+  """`(ConfigClass, BuilderClass)` of the run's agent (`registry.get(info["agent"])`: a
+  name or ``package.module:BuilderClass``).
+
+  Raises:
+    core.UsageError: the agent does not resolve (one line, prefixed "run.json: ").
+  """
+  try:
+    return registry.get(info["agent"])
+  except registry.UnknownAgentError as e:
+    raise core.UsageError(f"run.json: {e}") from None
 
 
 def check_feed_forward(networks, agent: str, command: str) -> None:

@@ -295,7 +295,8 @@ class RunSpec:
       stamp = time.strftime("%Y%m%d-%H%M%S")
       suffix = "" if launch == LOCAL else f"-{launch}"
       f["logdir"] = os.path.join(
-          "runs", f"{f['agent']}-{f['env'].replace(':', '_')}-s{f['seed']}{suffix}-{stamp}")
+          "runs", f"{f['agent'].replace(':', '_')}-{f['env'].replace(':', '_')}-s{f['seed']}"
+                  f"{suffix}-{stamp}")
     return cls(
         agent=f["agent"], env=f["env"], seed=f["seed"], config=config_io.to_dict(config),
         steps=f["steps"], eval_every=f["eval_every"], eval_episodes=f["eval_episodes"],

@@ -23,8 +23,9 @@ policy of the same parameters:
     action equals fp32's; continuous: ``1 - action_distance``;
   - ``kl``: discrete actions: the mean of ``KL(p_fp32 || p)`` where ``p = softmax(z / T)``
     and ``z`` are the Q-values (DQN, after the dueling combination when there is one;
-    the temperature ``T`` in return units, default 1) or the policy's logits (on-policy
-    agents, ``T = 1``); not defined (NaN) for deterministic continuous policies;
+    QR-DQN, the mean over quantiles: the builder's `core.PolicyOutputs.to_values`; the
+    temperature ``T`` in return units, default 1) or the policy's logits (on-policy
+    agents, ``T = 1``); not defined (NaN) for continuous policies;
   - ``action_distance``: continuous actions: the mean over observations and action
     dimensions of ``|a - a_fp32| / (maximum - minimum)``; 0 for discrete actions.
 
@@ -43,6 +44,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
+from actorq import core
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
 from actorq.quantization import mixed
@@ -63,6 +65,9 @@ EXECUTIONS = {
 }
 LOW_BIT_RUNTIMES = ("simulated", "litert")
 OUTPUT_KINDS = ("q_values", "logits", "continuous")
+# A builder's declared `core.PolicyOutputs.kind` -> the study's kind.
+DECLARED_KINDS = {"q_values": "q_values", "logits": "logits",
+                  "tanh_deterministic": "continuous", "tanh_gaussian": "continuous"}
 REFERENCE = "fp32"
 
 
@@ -143,6 +148,26 @@ class OutputSemantics:
   transform: Optional[Callable[[np.ndarray], np.ndarray]] = None
   temperature: float = 1.0
   action_range: Any = 1.0
+
+  @classmethod
+  def declared(cls, outputs: core.PolicyOutputs, selector: actors.Selector, action_spec,
+               temperature: float = 1.0) -> "OutputSemantics":
+    """The semantics of what a builder declares (`Builder.policy_outputs`): its kind
+    through `DECLARED_KINDS` (tanh kinds: "continuous", with `action_range` = maximum -
+    minimum of the `action_spec` per dimension), its `to_values` as `transform`.
+
+    Raises:
+      ValueError: a kind `DECLARED_KINDS` does not map (naming the allowed ones).
+    """
+    if outputs.kind not in DECLARED_KINDS:
+      raise ValueError(f"policy output kind {outputs.kind!r} has no study semantics; "
+                       f"allowed: {', '.join(DECLARED_KINDS)}")
+    kind = DECLARED_KINDS[outputs.kind]
+    if kind == "continuous":
+      lo = np.broadcast_to(np.asarray(action_spec.minimum, np.float64), action_spec.shape)
+      hi = np.broadcast_to(np.asarray(action_spec.maximum, np.float64), action_spec.shape)
+      return cls(kind, selector, outputs.to_values, action_range=hi - lo)
+    return cls(kind, selector, outputs.to_values, temperature if kind == "q_values" else 1.0)
 
   def __post_init__(self):
     if self.kind not in OUTPUT_KINDS:

@@ -38,15 +38,13 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
-from acme import specs as acme_specs
 
-from actorq.agents.dqn import networks as dqn_networks
 from actorq.components import atomic
 from actorq.studies import compression as cs
 from actorq.components.envs import environments
 from actorq.studies import precision_search as ps
 from actorq import core
-from actorq.launch import run_dir
+from actorq.launch import registry, run_dir
 from actorq.studies import quantize_report
 from actorq.launch import spec as spec_lib
 from actorq.quantization import mixed
@@ -175,20 +173,20 @@ class LoadedRun:
     return self.info["config"].get("qat_bits")
 
 
-def output_semantics(networks, env_spec, selector, temperature: float) -> cs.OutputSemantics:
-  """What the policy's outputs are: on-policy heads (networks with a `head`) give logits
-  or a continuous Gaussian, other discrete agents (DQN) Q-values (dueling combined), other
-  continuous agents (DDPG, D4PG) deterministic actions."""
-  actions = env_spec.actions
-  discrete = isinstance(actions, acme_specs.DiscreteArray)
-  if discrete:
-    if hasattr(networks, "head"):
-      return cs.OutputSemantics("logits", selector)
-    transform = dqn_networks.dueling_q if getattr(networks, "dueling", False) else None
-    return cs.OutputSemantics("q_values", selector, transform, temperature)
-  lo = np.broadcast_to(np.asarray(actions.minimum, np.float64), actions.shape)
-  hi = np.broadcast_to(np.asarray(actions.maximum, np.float64), actions.shape)
-  return cs.OutputSemantics("continuous", selector, action_range=hi - lo)
+def output_semantics(builder, networks, env_spec, selector,
+                     temperature: float) -> cs.OutputSemantics:
+  """What the policy's outputs are, as the builder declares them
+  (`registry.policy_outputs`): Q-values (with their `to_values`: dueling combination,
+  QR-DQN's quantile means), logits, or a continuous (tanh) policy.
+
+  Raises:
+    core.UsageError: the builder declares nothing usable (one line naming it).
+  """
+  try:
+    return cs.OutputSemantics.declared(registry.policy_outputs(builder, networks, env_spec),
+                                       selector, env_spec.actions, temperature)
+  except ValueError as e:
+    raise core.UsageError(f"actorq quantize: {e}") from None
 
 
 def load_run(path: str, temperature: float) -> LoadedRun:
@@ -203,7 +201,7 @@ def load_run(path: str, temperature: float) -> LoadedRun:
   networks = builder.make_networks(env_spec)
   run_dir.check_feed_forward(networks, run.agent, "quantize")
   policy = builder.make_policy(networks, env_spec, evaluation=True)
-  semantics = output_semantics(networks, env_spec, policy.selector, temperature)
+  semantics = output_semantics(builder, networks, env_spec, policy.selector, temperature)
   del ckpt
   return LoadedRun(os.path.basename(os.path.normpath(path)), path, info,
                    int(state.get("learner_steps", -1)), state["policy_params"], networks.spec,

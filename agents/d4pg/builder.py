@@ -14,6 +14,7 @@ from actorq.agents.dpg_common.builder import DPGBuilder
 
 class D4PGBuilder(DPGBuilder):
   """Builds D4PG's replay table, dataset, adder, actor, learner and policies."""
+  config_class = config_lib.D4PGConfig
 
   def __init__(self, config: config_lib.D4PGConfig):
     super().__init__(config)

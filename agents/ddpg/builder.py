@@ -13,6 +13,7 @@ from actorq.agents.dpg_common.builder import DPGBuilder
 
 class DDPGBuilder(DPGBuilder):
   """Builds DDPG's replay table, dataset, adder, actor, learner and policies."""
+  config_class = config_lib.DDPGConfig
 
   def __init__(self, config: config_lib.DDPGConfig):
     super().__init__(config)

@@ -78,6 +78,15 @@ class DPGBuilder(ActorCriticBuilder):
     return core.ActorPolicy(networks.spec, c.actor_precision, self.behaviour_selector(
         continuous.gaussian_bounded(environment_spec.actions, c.sigma), environment_spec), False)
 
+  def policy_outputs(self, networks: networks_lib.DPGNetworks,
+                     environment_spec: specs.EnvironmentSpec) -> core.PolicyOutputs:
+    """A deterministic action y in [-1, 1] per action dimension (the policy's tanh),
+    rescaled to the bounds by the evaluation selector (`continuous.deterministic_bounded`)."""
+    del networks, environment_spec
+    return core.PolicyOutputs(
+        "tanh_deterministic", None,
+        "clip(minimum + (y + 1) / 2 * (maximum - minimum), minimum, maximum)")
+
   def make_learner(self, random_key: jax.Array, networks: networks_lib.DPGNetworks,
                    dataset: Iterator[reverb.ReplaySample], logger_fn,
                    environment_spec: specs.EnvironmentSpec,

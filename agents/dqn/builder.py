@@ -10,6 +10,7 @@ import reverb
 from acme import specs
 
 from actorq import core
+from actorq.agents.dqn import config as config_lib
 from actorq.agents.dqn import learning
 from actorq.agents.dqn import networks as networks_lib
 from actorq.components import builders
@@ -44,9 +45,19 @@ def q_policy(config, networks, evaluation: bool = False) -> core.ActorPolicy:
                           wrap(actors.epsilon_greedy(epsilon)), False)
 
 
+def q_outputs(networks) -> core.PolicyOutputs:
+  """What a Q-network's outputs mean (DQN's, and R2D2's recurrent one): Q-values, or with
+  `networks.dueling` the dueling head's [V, A_1..A_n] whose Q is `dueling_q`."""
+  if networks.dueling:
+    return core.PolicyOutputs("q_values", networks_lib.dueling_q,
+                              "argmax(y[1:]) (y = [V, A_1..A_n]; argmax Q = argmax A)")
+  return core.PolicyOutputs("q_values", None, "argmax(y)")
+
+
 class DQNBuilder(builders.TransitionReplayBuilder):
   """DQN's networks, policies, replay table and learner; dataset, adder and actor come
   from `TransitionReplayBuilder`."""
+  config_class = config_lib.DQNConfig
 
   def make_networks(self, environment_spec: specs.EnvironmentSpec) -> networks_lib.DQNNetworks:
     return networks_lib.make_networks(environment_spec, self.config.hidden_sizes,
@@ -69,6 +80,12 @@ class DQNBuilder(builders.TransitionReplayBuilder):
                   environment_spec: specs.EnvironmentSpec, evaluation: bool = False) -> core.ActorPolicy:
     del environment_spec
     return q_policy(self.config, networks, evaluation)
+
+  def policy_outputs(self, networks: networks_lib.DQNNetworks,
+                     environment_spec: specs.EnvironmentSpec) -> core.PolicyOutputs:
+    """Q-values, dueling-combined when `config.dueling` (`q_outputs`)."""
+    del environment_spec
+    return q_outputs(networks)
 
   def make_optimizer(self) -> optax.GradientTransformation:
     c = self.config

@@ -2,6 +2,7 @@
 (`actorq.agents.onpolicy_common`); the queue rate-limits actors when several feed it."""
 from __future__ import annotations
 
+from actorq.agents.impala import config as config_lib
 from actorq.agents.impala import learning
 from actorq.agents.impala import networks
 from actorq.agents import onpolicy_common as onpolicy
@@ -10,5 +11,6 @@ from actorq.agents import onpolicy_common as onpolicy
 class IMPALABuilder(onpolicy.OnPolicyBuilder):
   """Rollout queue, sequence adder, stochastic actor (extras: behaviour log-probs) and
   the IMPALA (V-trace) learner. One learner step per `batch_size` rollouts of `rollout_length` steps."""
+  config_class = config_lib.IMPALAConfig
   networks_lib = networks
   learning_lib = learning

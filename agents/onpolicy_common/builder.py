@@ -84,6 +84,17 @@ class OnPolicyBuilder:
     return core.ActorPolicy(networks.spec, precision,
                             networks_lib.make_selector(networks.head, evaluation), evaluation)
 
+  def policy_outputs(self, networks: networks_lib.ActorCriticNetworks,
+                     environment_spec: specs.EnvironmentSpec) -> core.PolicyOutputs:
+    """Discrete actions: the categorical policy's logits (greedy: argmax). Continuous: a
+    Gaussian y = [mean[A], log_std[A]] whose greedy action is the mean clipped to the
+    bounds (`networks.make_selector`)."""
+    del environment_spec
+    if networks.head.discrete:
+      return core.PolicyOutputs("logits", None, "argmax(y)")
+    return core.PolicyOutputs("tanh_gaussian", None,
+                              "clip(y[:A], minimum, maximum) (y = [mean, log_std])")
+
   def make_replay_tables(self, environment_spec: specs.EnvironmentSpec,
                          policy: Optional[core.ActorPolicy] = None,
                          rate_limited: bool = True) -> List[reverb.Table]:

@@ -18,7 +18,8 @@ from acme import specs
 from acme.adders import reverb as adders_reverb
 
 from actorq import core
-from actorq.agents.dqn.builder import q_policy
+from actorq.agents.dqn.builder import q_outputs, q_policy
+from actorq.agents.r2d2 import config as config_lib
 from actorq.agents.r2d2 import learning
 from actorq.agents.r2d2 import networks as networks_lib
 from actorq.components import builders
@@ -39,6 +40,7 @@ def extras_spec(lstm_size: int):
 class R2D2Builder(builders.ReplayTableBuilder):
   """R2D2's networks, policies, sequence table, adder, recurrent actor and learner (not a
   `TransitionReplayBuilder`: its table holds sequences, and it has no batched adder)."""
+  config_class = config_lib.R2D2Config
 
   def learner_steps_owed(self, progress: core.ReplayProgress) -> int:
     """Samples-per-insert over sequences: one learner step per batch_size /
@@ -100,6 +102,12 @@ class R2D2Builder(builders.ReplayTableBuilder):
                   evaluation: bool = False) -> core.ActorPolicy:
     del environment_spec
     return q_policy(self.config, networks, evaluation)
+
+  def policy_outputs(self, networks: networks_lib.R2D2Networks,
+                     environment_spec: specs.EnvironmentSpec) -> core.PolicyOutputs:
+    """The recurrent head's Q-values, dueling-combined when `config.dueling`."""
+    del environment_spec
+    return q_outputs(networks)
 
   def make_optimizer(self) -> optax.GradientTransformation:
     c = self.config

@@ -21,6 +21,7 @@ from actorq.components.acting import continuous
 
 class SACBuilder(ActorCriticBuilder):
   """Builds SAC's replay table, dataset, adder, actor, learner and policies."""
+  config_class = config_lib.SACConfig
 
   def __init__(self, config: config_lib.SACConfig):
     super().__init__(config)
@@ -49,6 +50,16 @@ class SACBuilder(ActorCriticBuilder):
                               True)
     return core.ActorPolicy(networks.spec, c.actor_precision, self.behaviour_selector(
         continuous.tanh_gaussian_bounded(environment_spec.actions), environment_spec), False)
+
+  def policy_outputs(self, networks: networks_lib.SACNetworks,
+                     environment_spec: specs.EnvironmentSpec) -> core.PolicyOutputs:
+    """A Gaussian y = [mean[A], log_std[A]] squashed by tanh; the greedy action is
+    tanh(mean) rescaled to the bounds (`continuous.tanh_gaussian_bounded`)."""
+    del networks, environment_spec
+    return core.PolicyOutputs(
+        "tanh_gaussian", None,
+        "clip(minimum + (tanh(y[:A]) + 1) / 2 * (maximum - minimum), minimum, maximum) "
+        "(y = [mean, log_std])")
 
   def make_learner(self, random_key: jax.Array, networks: networks_lib.SACNetworks,
                    dataset: Iterator[reverb.ReplaySample], logger_fn,

@@ -14,6 +14,7 @@ from actorq.agents.td3 import networks as networks_lib
 
 class TD3Builder(DPGBuilder):
   """Builds TD3's replay table, dataset, adder, actor, learner and policies."""
+  config_class = config_lib.TD3Config
 
   def __init__(self, config: config_lib.TD3Config):
     super().__init__(config)
