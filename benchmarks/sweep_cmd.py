@@ -39,7 +39,7 @@ from actorq.launch import train_cmd
 
 DEFAULT_SEEDS = "0-9"
 # `actorq train --launch`'s choices but hosts (its runs need host lists: hosts_train.py).
-SWEEP_LAUNCHES = tuple(t for t in train_cmd.LAUNCH_CHOICES if t != "hosts")
+SWEEP_LAUNCHES = tuple(t for t in train_cmd.launch_choices() if t != "hosts")
 DEFAULT_PRECISIONS = "fp32,int8"
 
 

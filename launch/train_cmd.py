@@ -17,14 +17,25 @@ from actorq import core
 from actorq.components import checkpointing, config_io, environments, placement
 from actorq.components import vector_env
 from actorq.launch import cli, distributed, distributed_nodes, experiment, hosts, local
-from actorq.launch import precision_arg, registry, run_dir
+from actorq.launch import precision_arg, registry, run_dir, supervisors
 
 DEFAULT_AGENT = "dqn"
 DEFAULT_ENV = "gym:CartPole-v1"
-LAUNCH_CHOICES = ("local",) + distributed.LAUNCH_TYPES
 DEFAULT_NUM_ACTORS = 2
 # Defaults of the flags a resumed run takes from its run.json instead ("train" there).
 TRAIN_DEFAULTS = {"steps": 100_000, "eval_every": 5_000, "eval_episodes": 10}
+
+
+def launch_choices() -> tuple:
+  """``--launch``'s choices: ``local`` (one process, `launch.local.run`) and the launch
+  types of `supervisors.SUPERVISORS` (`supervisors.launch_types()`, read when a parser is
+  built, so a launch type registered before that is offered too)."""
+  return ("local",) + supervisors.launch_types()
+
+
+def _in_process(launch: str) -> bool:
+  """Whether the learner computes in this process under `launch`."""
+  return launch == "local" or supervisors.supervisor_for(launch).in_process
 
 
 def add_parser(subparsers):
@@ -63,7 +74,7 @@ def add_parser(subparsers):
                      "(default: 10; one is also written at the end and on Ctrl-C)")
   train.add_argument("--keep-checkpoints", type=cli.positive_int("--keep-checkpoints"), default=3,
                      metavar="K", help="keep the newest K checkpoints (default: 3)")
-  train.add_argument("--launch", choices=LAUNCH_CHOICES, default="local",
+  train.add_argument("--launch", choices=launch_choices(), default="local",
                      help="local: one process (default); local_mt: a Launchpad program in "
                           "threads; local_mp: a Launchpad program, one process per node; "
                           "hosts: one process per node on the machines of --hosts")
@@ -255,7 +266,8 @@ def hosts_config(args, environ=os.environ) -> "hosts.HostsConfig | None":
 
 def _check_launch(args) -> None:
   if args.launch == "local" and args.num_actors not in (None, 1):
-    raise cli.UsageError("--num-actors needs --launch local_mt, local_mp or hosts "
+    *others, last = supervisors.launch_types()
+    raise cli.UsageError(f"--num-actors needs --launch {', '.join(others)} or {last} "
                          "(--launch local runs one actor)")
   if args.launch != "local" and args.num_actors is None:
     args.num_actors = DEFAULT_NUM_ACTORS
@@ -271,12 +283,12 @@ def _place(args) -> None:
   Raises:
     cli.UsageError: `--learner-device gpu` and jax sees no GPU.
   """
-  if args.launch in ("local_mp", "hosts") or args.learner_device == "cpu":
+  if not _in_process(args.launch) or args.learner_device == "cpu":
     placement.restrict_to_cpu()
   if args.launch == "hosts":  # the learner's host decides; its node fails in one line
     return
   try:
-    placement.check_learner_device(args.learner_device, in_process=args.launch != "local_mp",
+    placement.check_learner_device(args.learner_device, in_process=_in_process(args.launch),
                                    name="--learner-device")
   except placement.NoAcceleratorError as e:
     raise cli.UsageError(str(e)) from None
