@@ -232,7 +232,7 @@ def run(args) -> int:
   if args.launch is not None:
     return _run_distributed(args)
   if args.num_actors is not None:
-    raise cli.UsageError("--num-actors needs --launch local_mp or local_mt")
+    raise cli.UsageError(f"--num-actors needs --launch {' or '.join(distributed_bench.LAUNCHES)}")
   if args.num_envs is not None:
     if args.render or args.merge:
       raise cli.UsageError("--num-envs measures anew; it cannot be combined with --render or "

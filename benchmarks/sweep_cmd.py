@@ -114,8 +114,8 @@ def resolve(args) -> dict:
     raise cli.UsageError(f"--seeds {' '.join(args.seeds)}: {e}") from None
   precisions = list(precision_arg.precision_items("--precisions", args.precisions))
   if args.launch == "local" and args.num_actors is not None:
-    raise cli.UsageError("--num-actors needs --launch local_mt or local_mp (a single-process "
-                         "run has one actor)")
+    raise cli.UsageError(f"--num-actors needs --launch {' or '.join(SWEEP_LAUNCHES[1:])} "
+                         "(a single-process run has one actor)")
   num_actors = ((args.num_actors or train_cmd.DEFAULT_NUM_ACTORS) if args.launch != "local"
                 else None)
   config = os.path.abspath(args.config) if args.config else None

@@ -193,7 +193,7 @@ class DistributedResult:
   # local_mt: groups whose node threads did not stop within stop_grace_s (a thread cannot
   # be killed; the process must end with os._exit, see `exit_now`).
   abandoned: List[str] = dataclasses.field(default_factory=list)
-  # CPU seconds (user + system) at the last poll before the stop (`node_cpu_seconds`).
+  # CPU seconds (user + system) at the last poll before the stop (`Supervisor.cpu_seconds`).
   node_cpu_seconds: Dict[str, float] = dataclasses.field(default_factory=dict)
 
   @property

@@ -3,23 +3,26 @@ nodes, registered in one table (`SUPERVISORS`: launch type name -> Supervisor cl
 that `distributed.launch` is the polling loop alone and every list of launch types
 (`--launch` choices, checks, benchmarks) derives from the table.
 
-    SUPERVISORS = {"local_mt": Threads, "test_mt": Threads,   # lp.launch, one process
-                   "local_mp": Processes,                     # one process per node
-                   "hosts": Hosts}                            # host runners, several machines
+    SUPERVISORS = {"local_mt": Threads,     # lp.launch: node threads of one process
+                   "local_mp": Processes,   # one process per node
+                   "hosts": Hosts,          # host runners on several machines
+                   "test_mt": Threads}      # Launchpad's test type (not offered by the CLI)
 
 A new launch type is one class that satisfies `Supervisor` plus one entry:
 
     class Mine:
       in_process = True          # do the nodes run in the launcher's process?
+      one_process_per_node = False
       def __init__(self, dp, launch_type, log_dir, echo): ...   # starts the nodes
-      ...                        # check, ready, stopped_externally, stop, cpu_seconds
+      ...                        # check, ready, stopped_externally, stop, cpu_seconds,
+                                 # describe_placement (a classmethod)
     supervisors.register("mine", Mine)
     distributed.launch(dp, "mine")
 
 (`docs/guides/add-a-launch-mode.md` walks through `tests/launch/test_supervisors.py`, which
 does exactly this from outside the package.) The single-process ``local`` launch
 (`launch.local.run`) is no entry: it runs no program (no nodes to supervise, no counter to
-poll); `train_cmd.LAUNCH_CHOICES` puts it in front of `launch_types()`.
+poll); `train_cmd.launch_choices()` puts it in front of `launch_types()`.
 """
 from __future__ import annotations
 
