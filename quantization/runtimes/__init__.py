@@ -23,6 +23,7 @@ elementwise update and its state in float32 numpy.
 """
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import time
 import warnings
@@ -55,9 +56,13 @@ class PrecisionEntry:
       ``encode(params, spec, precision, version, per_channel) -> payload.Payload`` (params
       `{layer: {"w", "b"}}` float arrays matching `spec`; raises ValueError naming the layer
       for params that do not fit). Called once per parameter version (`PolicyServer`).
+    acting: whether actors and evaluators may act with it (an agent config's
+      `actor_precision`, `ExperimentConfig.actor_precision`: `ACTING_PRECISIONS`); False
+      for a precision meant for studies only (``simulated-int8``).
   """
   runtime: Type[PolicyRuntime]
   encode: Callable[..., pl.Payload]
+  acting: bool = True
 
 
 # The table: precision -> (runtime class, payload encoder), in `core.PRECISIONS`' order.
@@ -66,8 +71,44 @@ RUNTIMES: Dict[str, PrecisionEntry] = {
     core.FP16: PrecisionEntry(JaxRuntime, pl.make_payload),
     core.BF16: PrecisionEntry(JaxRuntime, pl.make_payload),
     core.INT8: PrecisionEntry(LiteRTInt8Runtime, pl.make_payload),
-    core.SIMULATED_INT8: PrecisionEntry(SimulatedInt8Runtime, pl.make_payload),
+    core.SIMULATED_INT8: PrecisionEntry(SimulatedInt8Runtime, pl.make_payload, acting=False),
 }
+
+
+class PrecisionNames(collections.abc.Sequence):
+  """The names of `RUNTIMES` (only its acting rows with `acting=True`), read from the table
+  at every use: a check declared at import time (an agent config's `actor_precision`
+  choices, `config_checks.precision_field`) accepts a precision registered later."""
+
+  def __init__(self, acting: bool):
+    self._acting = acting
+
+  def _names(self) -> Tuple[str, ...]:
+    return tuple(p for p, e in RUNTIMES.items() if e.acting or not self._acting)
+
+  def __getitem__(self, index):
+    return self._names()[index]
+
+  def __len__(self) -> int:
+    return len(self._names())
+
+  def __contains__(self, value) -> bool:
+    return value in self._names()
+
+  def __eq__(self, other) -> bool:
+    return tuple(self) == (tuple(other) if isinstance(other, collections.abc.Sequence)
+                           and not isinstance(other, str) else other)
+
+  def __hash__(self) -> int:
+    return hash((type(self), self._acting))
+
+  def __repr__(self) -> str:
+    return repr(self._names())
+
+
+# What actors may act with: `core.ACTOR_PRECISIONS` and the acting precisions registered
+# since (a live view of the table).
+ACTING_PRECISIONS = PrecisionNames(acting=True)
 
 
 def register_precision(name: str, entry: PrecisionEntry) -> None:
@@ -214,5 +255,6 @@ def choose_runtime(spec: ns.NetworkSpec, batch_size: int = 1, precision: str = "
 __all__ = ["PolicyRuntime", "RecurrentRuntime", "make_runtime", "make_mixed_runtime",
            "choose_runtime",
            "median_latency_us",
-           "PrecisionEntry", "RUNTIMES", "RUNTIME_PRECISIONS", "entry_for", "make_payload",
-           "precisions", "register_precision"]
+           "ACTING_PRECISIONS", "PrecisionEntry", "PrecisionNames", "RUNTIMES",
+           "RUNTIME_PRECISIONS", "entry_for", "make_payload", "precisions",
+           "register_precision"]

@@ -9,9 +9,13 @@ import numpy as np
 import pytest
 
 from actorq import core
+from actorq.agents.dqn import builder as dqn_builder
+from actorq.agents.dqn import config as dqn_config
 from actorq.components import actors
 from actorq.components import environments
 from actorq.components import variable_client as vc
+from actorq.launch import experiment
+from actorq.launch import local
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization import runtimes
@@ -77,6 +81,9 @@ def test_the_table_holds_the_built_in_precisions():
   assert {p: e.runtime for p, e in runtimes.RUNTIMES.items()} == {
       "fp32": JaxRuntime, "fp16": JaxRuntime, "bf16": JaxRuntime, "int8": LiteRTInt8Runtime,
       "simulated-int8": SimulatedInt8Runtime}
+  # Actors act with every row but the accuracy-study one.
+  assert runtimes.ACTING_PRECISIONS == core.ACTOR_PRECISIONS
+  assert "simulated-int8" not in runtimes.ACTING_PRECISIONS
   for precision in core.PRECISIONS:
     runtime = runtimes.make_runtime(precision, SPEC)
     assert type(runtime) is runtimes.RUNTIMES[precision].runtime
@@ -104,6 +111,13 @@ def test_register_precision_refuses_a_taken_or_malformed_name(table):
   with pytest.raises(ValueError, match="must be a PrecisionEntry of a PolicyRuntime subclass"):
     runtimes.register_precision("numpy-fp32", runtimes.PrecisionEntry(object, encode_numpy_fp32))
   assert runtimes.precisions() == core.PRECISIONS
+
+
+def test_an_agent_config_refuses_an_unregistered_precision_in_one_line():
+  with pytest.raises(ValueError) as e:
+    dqn_config.DQNConfig(actor_precision="numpy-fp32")
+  assert str(e.value) == ("DQNConfig.actor_precision must be one of fp32, fp16, bf16, int8 "
+                          f"or {core.MIXED_FORM}; got 'numpy-fp32'")
 
 
 def test_a_registered_precision_computes_what_fp32_computes(table):
@@ -158,3 +172,22 @@ def test_an_actor_acts_with_a_registered_precision_through_the_variable_client(t
     np.testing.assert_array_equal(arrays["w"], float(held.version))
   # All parameters equal and positive: both outputs are equal, argmax picks action 0.
   assert actions == [0] * 10
+
+
+@pytest.mark.slow
+def test_dqn_trains_with_a_registered_precision(table, monkeypatch):
+  """The config takes it once registered (a live view of the table), and a single-process
+  run's actor and evaluator execute the registered runtime."""
+  runtimes.register_precision("numpy-fp32", NUMPY_FP32)
+  cfg = dqn_config.DQNConfig(min_replay_size=32, batch_size=16, hidden_sizes=(16,),
+                             epsilon_decay_steps=100, actor_precision="numpy-fp32")
+  calls, load = [], NumpyRuntime._load
+  monkeypatch.setattr(NumpyRuntime, "_load",
+                      lambda self, payload: (calls.append(payload.version), load(self, payload)))
+  result = local.run(experiment.ExperimentConfig(
+      builder=dqn_builder.DQNBuilder(cfg), env_id="gym:CartPole-v1", num_steps=200, seed=0,
+      eval_every=200, eval_episodes=1, checkpoint_every=None))
+  assert result.actor_steps == 200 and result.learner_steps > 0
+  assert len(result.evaluations) == 1 and result.evaluations[0]["episode_return"] >= 8
+  # The actor pulled new versions of policy/numpy-fp32 as the learner stepped.
+  assert max(calls) > 0 and len(set(calls)) > 1
