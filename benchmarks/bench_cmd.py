@@ -203,7 +203,8 @@ def _run_distributed(args) -> int:
   settings = resolve(args)
   num_actors = args.num_actors or 2
   try:
-    placement.check_learner_device(args.learner_device, in_process=distributed_bench.in_process(args.launch),
+    placement.check_learner_device(args.learner_device,
+                                   in_process=distributed_bench.in_process(args.launch),
                                    name="--learner-device")
   except placement.NoAcceleratorError as e:
     raise cli.UsageError(str(e)) from None

@@ -97,21 +97,19 @@ class Supervisor(Protocol):
 
 def _slots(dp: "DistributedProgram") -> List[Dict[str, Any]]:
   """(`hosts`) Each node in program order: title, host index, host and its ports."""
-  placement = hosts_lib.place({label: len(nodes) for label, nodes in dp.program.groups.items()},
-                              len(dp.hosts.hosts))
+  where = hosts_lib.place({label: len(nodes) for label, nodes in dp.program.groups.items()},
+                          len(dp.hosts.hosts))
   slots, port = [], dp.hosts.port_base
   for label, nodes in dp.program.groups.items():
     for i, node in enumerate(nodes):
       title = f"{label}/{i}"
       ports = list(range(port, port + len(node.addresses)))
       port += len(ports)
-      slots.append({"title": title, "host": placement[title],
-                    "address": dp.hosts.hosts[placement[title]], "ports": ports})
+      slots.append({"title": title, "host": where[title],
+                    "address": dp.hosts.hosts[where[title]], "ports": ports})
   if port - 1 > 65535:
     raise ValueError(f"ports {dp.hosts.port_base}..{port - 1} run past 65535: lower the port base")
   return slots
-
-
 
 
 def _one_line(error: BaseException) -> str:
@@ -122,6 +120,7 @@ def _one_line(error: BaseException) -> str:
     error = error.__cause__
   text = str(error).strip().splitlines()
   return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
 
 def _prepare(program: lp.Program) -> None:
   """What Launchpad's local_mp launcher does before binding addresses: each node's
