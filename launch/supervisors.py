@@ -13,6 +13,7 @@ A new launch type is one class that satisfies `Supervisor` plus one entry:
     class Mine:
       in_process = True          # do the nodes run in the launcher's process?
       one_process_per_node = False
+      summary = "my way of running nodes"   # for actorq train --help
       def __init__(self, dp, launch_type, log_dir, echo): ...   # starts the nodes
       ...                        # check, ready, stopped_externally, stop, cpu_seconds,
                                  # describe_placement (a classmethod)
@@ -56,6 +57,8 @@ class Supervisor(Protocol):
       learner then computes in this process (`placement.check_learner_device(...,
       in_process=True)`) and `--learner-device cpu` needs no separate process.
     one_process_per_node: `describe` says "one process each" for every group.
+    summary: what the launch type does, a few words for ``actorq train --help``
+      (``--launch``), e.g. "a Launchpad program in threads".
 
   Constructor: ``cls(dp, launch_type, log_dir, echo)``: `dp` the `DistributedProgram`
   (launched at most once), `launch_type` the name it was registered under, `log_dir`
@@ -64,6 +67,7 @@ class Supervisor(Protocol):
   """
   in_process: bool
   one_process_per_node: bool
+  summary: str
   abandoned: List[str]  # group names of nodes that did not stop within stop_grace_s
 
   def check(self) -> Optional[str]:
@@ -193,6 +197,7 @@ class Hosts:
 
   in_process = False
   one_process_per_node = True
+  summary = "one process per node on the machines of --hosts"
 
   def __init__(self, dp: "DistributedProgram", launch_type: str, log_dir: Optional[str],
                echo: bool):
@@ -305,6 +310,7 @@ class Threads:
   stop in `abandoned` (`distributed.exit_now` then ends the process)."""
   in_process = True
   one_process_per_node = False
+  summary = "a Launchpad program in threads"
 
   def __init__(self, dp: "DistributedProgram", launch_type: str, log_dir: Optional[str],
                echo: bool):
@@ -357,6 +363,7 @@ class Processes:
   prefix (`processes.NodeProcesses`); each gets `placement.node_env(group, ...)`."""
   in_process = False
   one_process_per_node = True
+  summary = "a Launchpad program, one process per node"
 
   def __init__(self, dp: "DistributedProgram", launch_type: str, log_dir: Optional[str],
                echo: bool):

@@ -75,12 +75,12 @@ def add_parser(subparsers):
   train.add_argument("--keep-checkpoints", type=cli.positive_int("--keep-checkpoints"), default=3,
                      metavar="K", help="keep the newest K checkpoints (default: 3)")
   train.add_argument("--launch", choices=launch_choices(), default="local",
-                     help="local: one process (default); local_mt: a Launchpad program in "
-                          "threads; local_mp: a Launchpad program, one process per node; "
-                          "hosts: one process per node on the machines of --hosts")
+                     help="local: one process (default); " + "; ".join(
+                         f"{name}: {supervisors.supervisor_for(name).summary}"
+                         for name in supervisors.launch_types()))
   train.add_argument("--num-actors", type=cli.positive_int("--num-actors"), default=None,
-                     help=f"actor nodes with --launch local_mt/local_mp/hosts (default: "
-                          f"{DEFAULT_NUM_ACTORS})")
+                     help=f"actor nodes with --launch {'/'.join(supervisors.launch_types())} "
+                          f"(default: {DEFAULT_NUM_ACTORS})")
   where = train.add_mutually_exclusive_group()
   where.add_argument("--hosts", default=None, metavar="H1,H2,...",
                      help="(--launch hosts) machines, reachable from each other; the first "

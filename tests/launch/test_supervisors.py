@@ -36,6 +36,7 @@ class JournaledThreads:
   the launcher asked: a launch type the package does not know."""
   in_process = True
   one_process_per_node = False
+  summary = "node threads with a journal"
   journal = []  # (method, argument) in call order, over every instance
 
   def __init__(self, dp, launch_type, log_dir, echo):
@@ -73,6 +74,16 @@ class JournaledThreads:
   def describe_placement(cls, dp):
     return {"learner/0": " (journaled)"}, ["  journal: on"]
 # -----------------------------------------------------------------------------------------
+
+
+def test_train_help_lists_the_launch_types_as_before(capsys):
+  with pytest.raises(SystemExit):
+    cli.build_parser().parse_args(["train", "--help"])
+  text = " ".join(capsys.readouterr().out.split())
+  assert ("local: one process (default); local_mt: a Launchpad program in threads; "
+          "local_mp: a Launchpad program, one process per node; hosts: one process per "
+          "node on the machines of --hosts") in text
+  assert "actor nodes with --launch local_mt/local_mp/hosts (default: 2)" in text
 
 
 def test_the_table_holds_the_built_in_launch_types():
@@ -113,6 +124,12 @@ def test_a_registered_launch_type_is_offered_by_train_and_named_in_its_errors(ta
   parser = cli.build_parser()
   args = parser.parse_args(["train", "--launch", "journaled_mt"])
   assert args.launch == "journaled_mt"
+  with pytest.raises(SystemExit):
+    parser.parse_args(["train", "--help"])
+  text = " ".join(capsys.readouterr().out.split())
+  assert ("hosts: one process per node on the machines of --hosts; journaled_mt: node "
+          "threads with a journal") in text
+  assert "actor nodes with --launch local_mt/local_mp/hosts/journaled_mt" in text
   args = parser.parse_args(["train", "--num-actors", "3"])
   with pytest.raises(cli.UsageError) as e:
     train_cmd._check_launch(args)
