@@ -16,7 +16,7 @@ Runs are interleaved as in the single-process bench (`actorq_bench.jobs_for`: pe
 every precision, the order rotated by one from seed to seed), with the same seeds.
 
 While the program runs, the child polls (`Sampler`, every `period_s` and at the step
-limit): the counter, each node's CPU seconds (`distributed.node_cpu_seconds`: under
+limit): the counter, each node's CPU seconds (`Supervisor.cpu_seconds`: under
 `local_mp` each node process's tree, under `local_mt` the one process), the learner's
 and actors' `profile()` (Courier) and Reverb's `server_info()`. Every rate below is a
 difference between the first poll at which the learner has stepped and the last poll
@@ -71,8 +71,20 @@ from actorq.benchmarks import actorq_bench as ab
 from actorq.launch import placement, profiling
 from actorq.launch import distributed, experiment
 from actorq.launch import distributed_nodes as nodes
+from actorq.launch import supervisors
 
-LAUNCHES = ("local_mp", "local_mt")
+
+
+def in_process(launch: str) -> bool:
+  """Whether `launch`'s nodes run in the launcher's process (`Supervisor.in_process`):
+  such a run is measured in a child process, the others from this one."""
+  return supervisors.supervisor_for(launch).in_process
+
+
+# The launch types of `supervisors.SUPERVISORS` but hosts (its runs need host lists), those
+# with a process per node first.
+LAUNCHES = tuple(sorted((t for t in supervisors.launch_types() if t != "hosts"),
+                        key=in_process))
 ACTOR_PARTS = ("env_step", "inference", "adder", "load", "update_other", "other")
 LEARNER_PARTS = ("sample", "update", "publish", "idle")
 JSON_NAME = "bench_distributed.json"
@@ -302,7 +314,7 @@ def run_program(job: Dict[str, Any]) -> Dict[str, Any]:
 def _child_main(job_path: str, out_path: str) -> int:
   with open(job_path, encoding="utf-8") as f:
     job = json.load(f)
-  if job["launch"] == "local_mp":
+  if not in_process(job["launch"]):
     placement.restrict_to_cpu()  # the launcher computes nothing (the learner has a process)
   else:
     placement.cpu_unless_gpu()
@@ -347,7 +359,7 @@ def run_job(job: Dict[str, Any], log: Callable[[str], None] = print) -> Dict[str
   with open(job_path, "w", encoding="utf-8") as f:
     json.dump(job, f, indent=1)
   start = time.time()
-  if job["launch"] == "local_mp":
+  if not in_process(job["launch"]):
     result = run_program(job)
     with open(out_path, "w", encoding="utf-8") as f:
       json.dump(result, f, indent=1)

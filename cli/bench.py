@@ -206,7 +206,8 @@ def _run_distributed(args) -> int:
   settings = resolve(args)
   num_actors = args.num_actors or 2
   try:
-    placement.check_learner_device(args.learner_device, in_process=args.launch != "local_mp",
+    placement.check_learner_device(args.learner_device,
+                                   in_process=distributed_bench.in_process(args.launch),
                                    name="--learner-device")
   except placement.NoAcceleratorError as e:
     raise cli.UsageError(str(e)) from None
@@ -235,7 +236,7 @@ def run(args) -> int:
   if args.launch is not None:
     return _run_distributed(args)
   if args.num_actors is not None:
-    raise cli.UsageError("--num-actors needs --launch local_mp or local_mt")
+    raise cli.UsageError(f"--num-actors needs --launch {' or '.join(distributed_bench.LAUNCHES)}")
   if args.num_envs is not None:
     if args.render or args.merge:
       raise cli.UsageError("--num-envs measures anew; it cannot be combined with --render or "

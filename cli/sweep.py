@@ -38,7 +38,7 @@ from actorq.cli import train as train_cmd
 
 DEFAULT_SEEDS = "0-9"
 # `actorq train --launch`'s choices but hosts (its runs need host lists: hosts_train.py).
-SWEEP_LAUNCHES = tuple(t for t in train_cmd.LAUNCH_CHOICES if t != "hosts")
+SWEEP_LAUNCHES = tuple(t for t in train_cmd.launch_choices() if t != "hosts")
 DEFAULT_PRECISIONS = "fp32,int8"
 
 
@@ -113,8 +113,8 @@ def resolve(args) -> dict:
     raise cli.UsageError(f"--seeds {' '.join(args.seeds)}: {e}") from None
   precisions = list(precision_arg.precision_items("--precisions", args.precisions))
   if args.launch == "local" and args.num_actors is not None:
-    raise cli.UsageError("--num-actors needs --launch local_mt or local_mp (a single-process "
-                         "run has one actor)")
+    raise cli.UsageError(f"--num-actors needs --launch {' or '.join(SWEEP_LAUNCHES[1:])} "
+                         "(a single-process run has one actor)")
   num_actors = ((args.num_actors or train_cmd.DEFAULT_NUM_ACTORS) if args.launch != "local"
                 else None)
   config = os.path.abspath(args.config) if args.config else None

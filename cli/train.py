@@ -23,13 +23,25 @@ from actorq.launch import distributed, distributed_nodes, hosts, local
 from actorq.launch import precision_arg
 from actorq.launch import run_dir
 from actorq.launch import spec as spec_lib
+from actorq.launch import supervisors
 
 DEFAULT_AGENT = spec_lib.DEFAULT_AGENT
 DEFAULT_ENV = spec_lib.DEFAULT_ENV
-LAUNCH_CHOICES = (spec_lib.LOCAL,) + distributed.LAUNCH_TYPES
 DEFAULT_NUM_ACTORS = spec_lib.DEFAULT_NUM_ACTORS
 # Defaults of the flags a resumed run takes from its run.json instead ("train" there).
 TRAIN_DEFAULTS = spec_lib.TRAIN_DEFAULTS
+
+
+def launch_choices() -> tuple:
+  """``--launch``'s choices: ``local`` (one process, `launch.local.run`) and the launch
+  types of `supervisors.SUPERVISORS` (`supervisors.launch_types()`, read when a parser is
+  built, so a launch type registered before that is offered too)."""
+  return (spec_lib.LOCAL,) + supervisors.launch_types()
+
+
+def _in_process(launch: str) -> bool:
+  """Whether the learner computes in this process under `launch`."""
+  return launch == spec_lib.LOCAL or supervisors.supervisor_for(launch).in_process
 
 
 def add_parser(subparsers):
@@ -71,13 +83,13 @@ def add_parser(subparsers):
                      "(default: 10; one is also written at the end and on Ctrl-C)")
   train.add_argument("--keep-checkpoints", type=cli.positive_int("--keep-checkpoints"), default=3,
                      metavar="K", help="keep the newest K checkpoints (default: 3)")
-  train.add_argument("--launch", choices=LAUNCH_CHOICES, default="local",
-                     help="local: one process (default); local_mt: a Launchpad program in "
-                          "threads; local_mp: a Launchpad program, one process per node; "
-                          "hosts: one process per node on the machines of --hosts")
+  train.add_argument("--launch", choices=launch_choices(), default="local",
+                     help="local: one process (default); " + "; ".join(
+                         f"{name}: {supervisors.supervisor_for(name).summary}"
+                         for name in supervisors.launch_types()))
   train.add_argument("--num-actors", type=cli.positive_int("--num-actors"), default=None,
-                     help=f"actor nodes with --launch local_mt/local_mp/hosts (default: "
-                          f"{DEFAULT_NUM_ACTORS})")
+                     help=f"actor nodes with --launch {'/'.join(supervisors.launch_types())} "
+                          f"(default: {DEFAULT_NUM_ACTORS})")
   where = train.add_mutually_exclusive_group()
   where.add_argument("--hosts", default=None, metavar="H1,H2,...",
                      help="(--launch hosts) machines, reachable from each other; the first "
@@ -123,12 +135,12 @@ def _place(args) -> None:
   Raises:
     cli.UsageError: `--learner-device gpu` and jax sees no GPU.
   """
-  if args.launch in ("local_mp", "hosts") or args.learner_device == "cpu":
+  if not _in_process(args.launch) or args.learner_device == "cpu":
     placement.restrict_to_cpu()
   if args.launch == "hosts":  # the learner's host decides; its node fails in one line
     return
   try:
-    placement.check_learner_device(args.learner_device, in_process=args.launch != "local_mp",
+    placement.check_learner_device(args.learner_device, in_process=_in_process(args.launch),
                                    name="--learner-device")
   except placement.NoAcceleratorError as e:
     raise cli.UsageError(str(e)) from None

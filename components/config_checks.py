@@ -41,6 +41,7 @@ import numpy as np
 
 from actorq import core
 from actorq.quantization import mixed
+from actorq.quantization import runtimes
 
 _KEY = "actorq.config_checks"
 
@@ -97,9 +98,12 @@ def field(default: Any, **check: Any) -> Any:
 
 def precision_field(default: Optional[str]) -> Any:
   """An actor/evaluation precision field of a feed-forward agent's config: one of
-  `actorq.core.ACTOR_PRECISIONS` or a per-layer policy's ``"mixed:<choice>,..."`` name
-  (whose layer count is checked against the network when the actor's runtime is made)."""
-  return field(default, choices=core.ACTOR_PRECISIONS, mixed=True)
+  `runtimes.ACTING_PRECISIONS` (`actorq.core.ACTOR_PRECISIONS` and the acting precisions
+  registered since, read at each check) or a per-layer policy's ``"mixed:<choice>,..."``
+  name (whose layer count is checked against the network when the actor's runtime is
+  made)."""
+  return dataclasses.field(default=default, metadata={
+      _KEY: Check(choices=runtimes.ACTING_PRECISIONS, mixed=True)})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,7 +34,9 @@ learner restores its state, and each actor's exploration schedule continues from
 `actor_steps // num_actors`. Not restored: episodes in progress, actors' RNG streams
 (a resumed actor i uses seed `seed + 1 + i + actor_steps`).
 
-Launch types: `local_mt` / `test_mt` (threads, through `lp.launch`), `local_mp` (one
+Launch types (`launch/supervisors.py`: one Supervisor class each in the table
+`supervisors.SUPERVISORS`, which `launch` looks the name up in and polls):
+`local_mt` / `test_mt` (threads, through `lp.launch`), `local_mp` (one
 process per node) and `hosts` (nodes on several machines, `launch/hosts.py`; the
 program must be made with `make_program(..., hosts=HostsConfig(...))`). For `local_mp`
 this module starts the node processes itself from the commands Launchpad's own local_mp
@@ -95,22 +97,17 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import launchpad as lp
-import psutil
-from absl import flags
-from launchpad import address as lp_address
 
 from actorq import core
 from actorq.launch import checkpointing
-from actorq.launch import placement
 from actorq.launch import distributed_nodes as nodes_lib
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import hosts as hosts_lib
-from actorq.launch import processes, registry, run_dir
+from actorq.launch import processes, run_dir, supervisors
 
-LAUNCH_TYPES = ("local_mt", "local_mp", "hosts")
 GROUPS = ("replay", "counter", "learner", "actor", "evaluator", "limiter")
 
 EXIT_FINISHED = 0
@@ -195,7 +192,7 @@ class DistributedResult:
   # local_mt: groups whose node threads did not stop within stop_grace_s (a thread cannot
   # be killed; the process must end with os._exit, see `exit_now`).
   abandoned: List[str] = dataclasses.field(default_factory=list)
-  # CPU seconds (user + system) at the last poll before the stop (`node_cpu_seconds`).
+  # CPU seconds (user + system) at the last poll before the stop (`Supervisor.cpu_seconds`).
   node_cpu_seconds: Dict[str, float] = dataclasses.field(default_factory=dict)
 
   @property
@@ -329,33 +326,19 @@ def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *
                             descriptions, resumed_from, counts, hosts)
 
 
-def _slots(dp: DistributedProgram) -> List[Dict[str, Any]]:
-  """(`hosts`) Each node in program order: title, host index, host and its ports."""
-  placement = hosts_lib.place({label: len(nodes) for label, nodes in dp.program.groups.items()},
-                              len(dp.hosts.hosts))
-  slots, port = [], dp.hosts.port_base
-  for label, nodes in dp.program.groups.items():
-    for i, node in enumerate(nodes):
-      title = f"{label}/{i}"
-      ports = list(range(port, port + len(node.addresses)))
-      port += len(ports)
-      slots.append({"title": title, "host": placement[title],
-                    "address": dp.hosts.hosts[placement[title]], "ports": ports})
-  if port - 1 > 65535:
-    raise ValueError(f"ports {dp.hosts.port_base}..{port - 1} run past 65535: lower the port base")
-  return slots
-
-
 def describe(dp: DistributedProgram, launch_type: str = "local_mp") -> str:
-  """The program's groups and nodes, one line each (what `--dry-run` prints); for
-  `hosts`, each node's host and ports and the host runners' start commands."""
+  """The program's groups and nodes, one line each (what `--dry-run` prints), with what
+  the launch type's supervisor adds (`describe_placement`: for `hosts`, each node's host
+  and ports and the host runners' start commands).
+
+  Raises:
+    ValueError: an unknown launch type.
+  """
+  supervisor_cls = supervisors.supervisor_for(launch_type)
   lines = [f"program {dp.program.name!r} ({launch_type}, env {dp.config.env_id}, "
            f"{dp.config.num_steps} actor steps):"]
-  where = {}
-  if launch_type == "hosts":
-    where = {s["title"]: f" on {s['address']}" + "".join(f":{p}" for p in s["ports"])
-             for s in _slots(dp)}
-  per_process = launch_type in ("local_mp", "hosts")
+  where, footer = supervisor_cls.describe_placement(dp)
+  per_process = supervisor_cls.one_process_per_node
   for label, group in dp.program.groups.items():
     descs = dp.descriptions.get(label, [])
     lines.append(f"  group {label} ({len(group)} node{'s' if len(group) != 1 else ''}"
@@ -363,181 +346,8 @@ def describe(dp: DistributedProgram, launch_type: str = "local_mp") -> str:
     for i, node in enumerate(group):
       text = descs[i] if i < len(descs) else type(node).__name__
       lines.append(f"    {label}/{i}{where.get(f'{label}/{i}', '')}: {text}")
-  if launch_type == "hosts":
-    lines.append("  host runners (the program file arrives on their standard input):")
-    for index in sorted({s["host"] for s in _slots(dp)}):
-      lines.append("    " + " ".join(_runner_command(dp.hosts, index, "-")))
+  lines.extend(footer)
   return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------
-# Supervision.
-
-
-def _prepare(program: lp.Program) -> None:
-  """What Launchpad's local_mp launcher does before binding addresses: each node's
-  launch context, and every handle connected to the node it points at."""
-  from launchpad import context  # pylint: disable=g-import-not-at-top
-  for label, nodes in program.groups.items():
-    for node in nodes:
-      node._initialize_context(context.LaunchType.LOCAL_MULTI_PROCESSING,  # pylint: disable=protected-access
-                               launch_config=None)
-  for label, nodes in program.groups.items():
-    for node in nodes:
-      for handle in node.input_handles:
-        handle.connect(node, label)
-
-
-def _local_mp_commands(program: lp.Program,
-                       node_env: Optional[Callable[[str], Dict[str, str]]] = None
-                       ) -> List[processes.Command]:
-  """The node processes of a `local_mp` launch, as Launchpad's local_mp launcher makes
-  them (each group's functions in a data file, `process_entry` per node); `node_env(group)`:
-  environment overrides of that group's processes, on top of Launchpad's own and of the
-  ``PYTHONPATH`` that imports the agents `registry.get` imported from a directory
-  (`registry.node_env`: the nodes unpickle the builder)."""
-  _prepare(program)
-  for node in program.get_all_nodes():
-    node.bind_addresses()
-  commands = []
-  for label, nodes in program.groups.items():
-    for command in nodes[0].to_executables(nodes, label, nodes[0].launch_context):
-      env = {**command.env_overrides, **registry.node_env(),
-             **(node_env(label) if node_env else {})}
-      commands.append(processes.Command(command.title, command.command_as_list, env))
-  return commands
-
-
-class _StaticAddress(lp_address.AbstractAddressBuilder):
-  """A fixed ``host:port`` (`hosts` launches; Launchpad's local builder picks a free
-  localhost port instead)."""
-
-  def __init__(self, host: str, port: int):
-    self._address = f"{host}:{port}"
-
-  def build(self) -> str:
-    return self._address
-
-
-def _hosts_node_envs(dp: DistributedProgram, slots: List[Dict[str, Any]]) -> List[Dict[str, str]]:
-  """(`hosts`) Each node's environment overrides, as `placement.node_env` gives them under
-  `local_mp`: the CPU only and one thread for every node but the learner, whose TF/OpenMP
-  pools get the cores (this machine's: the launcher runs on the learner's host) that the
-  actors on its own host leave. XLA_FLAGS is the flag alone; the host runner appends it to
-  its host's own XLA_FLAGS (`hosts.node_environment`). PYTHONPATH: the directories
-  `registry.get` imported agents from (`registry.node_env`), before the host's own."""
-  actors_on = {}
-  for slot in slots:
-    if slot["title"].startswith("actor/"):
-      actors_on[slot["host"]] = actors_on.get(slot["host"], 0) + 1
-  return [{**registry.node_env(environ={}),
-           **placement.node_env(slot["title"].split("/")[0], dp.config.learner_device,
-                                actors_on.get(slot["host"], 0), base_env={})}
-          for slot in slots]
-
-
-def _runner_command(config: hosts_lib.HostsConfig, index: int, program: str) -> List[str]:
-  return (config.start_argv(index) or []) + config.runner_argv(index, program)
-
-
-class _HostsSession:
-  """A running `hosts` launch: the program written, host runners started (unless
-  `start` is ``print``), the stop through the counter node.
-
-  Raises (from the constructor):
-    ValueError: the program was made without `hosts`, or its ports run past 65535.
-  """
-
-  def __init__(self, dp: DistributedProgram, log_dir: Optional[str], echo: bool):
-    if dp.hosts is None:
-      raise ValueError("a hosts launch needs make_program(..., hosts=HostsConfig(...))")
-    opts, cfg = dp.options, dp.hosts
-    slots = _slots(dp)
-    _prepare(dp.program)
-    nodes = dp.program.get_all_nodes()
-    for node, slot in zip(nodes, slots):
-      for address, port in zip(node.addresses, slot["ports"]):
-        address.bind(_StaticAddress(slot["address"], port))
-    titles = [s["title"] for s in slots]
-    header = {"name": dp.program.name, "hosts": list(cfg.hosts),
-              "tasks": [{"title": s["title"], "host": s["host"], "env": env}
-                        for s, env in zip(slots, _hosts_node_envs(dp, slots))],
-              "counter": dp.counter._address.resolve(),  # pylint: disable=protected-access
-              "counter_task": titles.index("counter/0"), "heartbeat_s": opts.heartbeat_s,
-              "silent_after_s": opts.silent_after_s, "startup_timeout_s": opts.startup_timeout_s,
-              "stop_grace_s": opts.stop_grace_s,
-              "logdir": None if dp.config.logdir is None else os.path.abspath(dp.config.logdir)}
-    data = hosts_lib.encode_program(header, [node.function for node in nodes])
-    if dp.config.logdir is not None:
-      path = hosts_lib.write_program(
-          os.path.join(os.path.abspath(dp.config.logdir), hosts_lib.PROGRAM_FILE), data)
-    else:
-      path = "-"
-    used = sorted({s["host"] for s in slots})
-    self._grace = opts.stop_grace_s
-    self._poll = hosts_lib.stop_poll(header, hosts_lib.LAUNCHER)
-    if cfg.start == "print":
-      last_port = max(p for s in slots for p in s["ports"])
-      print(f"actorq: program written to {path}; start on each host (TCP ports "
-            f"{cfg.port_base}-{last_port} must be reachable between the hosts):", flush=True)
-      for index in used:
-        print(f"  [{cfg.hosts[index]}] " + " ".join(cfg.runner_argv(index, path)), flush=True)
-      commands = []
-    else:
-      commands = [processes.Command(f"host/{i}", _runner_command(cfg, i, "-"), {}, data)
-                  for i in used]
-    self.procs = processes.NodeProcesses(commands, log_dir, echo=echo)
-
-  def ready(self) -> bool:
-    """True once the counter node has answered."""
-    return self._poll.answered
-
-  def check(self) -> Optional[str]:
-    reason = self._poll()
-    if reason is not None:
-      return f"stop requested: {reason}"
-    problem = self.procs.check()
-    if problem is not None:  # a node that failed may have said why
-      reason = self._poll()
-      return problem if reason is None else f"stop requested: {reason}"
-    return None
-
-  def stop(self, detail: str) -> None:
-    """Requests the stop; waits `stop_grace_s` for the nodes and host runners to end;
-    then SIGTERM/SIGKILL to the runners started here (nodes of a killed runner stop
-    themselves, see `processes.watch_launcher`)."""
-    counter = self._poll.client
-    try:
-      counter.request_stop(f"{hosts_lib.LAUNCHER}: {detail}")
-    except Exception as e:  # pylint: disable=broad-except
-      print(f"actorq: the counter node did not take the stop request ({e!r}); "
-            "nodes that cannot reach it stop by themselves", file=sys.stderr, flush=True)
-    start = time.time()
-    active = []
-    while time.time() < start + self._grace:
-      try:
-        counter.heartbeat(hosts_lib.LAUNCHER)  # tells the counter we have heard
-        active = counter.active()
-      except Exception:  # pylint: disable=broad-except
-        active = []  # the counter node has ended: it does so after the others
-      if not active and not self.procs.running():
-        break
-      time.sleep(0.2)
-    else:
-      print(f"actorq: still running {self._grace:.0f} s after the stop request: "
-            f"{', '.join(active + [t for t, c in self.procs.exit_codes().items() if c is None])}"
-            "; killing the host runners started here", file=sys.stderr, flush=True)
-    self.procs.stop(min(5.0, self._grace))
-
-
-def _one_line(error: BaseException) -> str:
-  """`Type: first line of the message` of an exception, unwrapping a node's
-  `RuntimeError("learner failed: ...")` to its cause."""
-  while error.__cause__ is not None and isinstance(error, RuntimeError) and \
-      not isinstance(error, core.RunFailure):
-    error = error.__cause__
-  text = str(error).strip().splitlines()
-  return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
 class _StallWatch:
@@ -603,33 +413,20 @@ def _final_checkpoint(dp: DistributedProgram, timeout_s: float = 60.0) -> Option
   return box.get("path")
 
 
-def node_cpu_seconds(launch_type: str, procs: Optional[processes.NodeProcesses]
-                     ) -> Dict[str, float]:
-  """CPU seconds (user + system) used so far, per node where the launcher can see it:
-  `local_mp`: ``group/i`` -> that node process's tree (`NodeProcesses.cpu_seconds`);
-  `local_mt`/`test_mt`: {``"process"``: this process, every node thread and the
-  launcher together (threads of one process share its counters)}; `hosts`: {} (the
-  nodes run under host runners, possibly on other machines)."""
-  if launch_type == "local_mp":
-    return procs.cpu_seconds() if procs is not None else {}
-  if launch_type == "hosts":
-    return {}
-  t = psutil.Process().cpu_times()
-  return {"process": float(t.user + t.system)}
-
-
 def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = True,
            on_poll=None, on_cpu=None) -> DistributedResult:
-  """Runs the program until it finishes, fails or the launcher is signalled.
+  """Runs the program until it finishes, fails or the launcher is signalled: starts it
+  with the launch type's supervisor (`supervisors.SUPERVISORS`) and polls.
 
   Args:
     dp: from `make_program` (launched at most once).
-    launch_type: local_mt, local_mp, hosts (needs `make_program(..., hosts=...)`) or
-      test_mt.
+    launch_type: a name in `supervisors.SUPERVISORS`: local_mt, local_mp, hosts (needs
+      `make_program(..., hosts=...)`), test_mt, or one registered since.
     echo: (local_mp, hosts) echo node output to this terminal, prefixed `[group/i]`
       (`[host/i] [group/j]` for hosts).
     on_poll: called with the counter's counts about twice a second (progress).
-    on_cpu: called right before each `on_poll` with `node_cpu_seconds` at that moment.
+    on_cpu: called right before each `on_poll` with the supervisor's `cpu_seconds()` at
+      that moment (local_mp: per node process; local_mt: the process; hosts: {}).
 
   Returns:
     a `DistributedResult`; `exit_code` 0 only when the step limit was reached.
@@ -637,75 +434,35 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
   Raises:
     ValueError: an unknown launch type; `hosts` for a program made without hosts.
   """
-  if launch_type not in LAUNCH_TYPES + ("test_mt",):
-    raise ValueError(f"launch_type must be one of {LAUNCH_TYPES + ('test_mt',)}, got {launch_type!r}")
+  supervisor_cls = supervisors.supervisor_for(launch_type)
   c = dp.config
   start = time.time()
   box: Dict[str, Any] = {}
   counts: Dict[str, float] = {}
   reason, detail = "failed", ""
   checkpoint = None
-  abandoned: List[str] = []
   logs = None if c.logdir is None else os.path.join(os.path.abspath(c.logdir), "logs")
 
   cpu: Dict[str, float] = {}
-  procs = None
   with processes.Signals() as sigs:
-    ready = lambda: True  # the counter can be asked for counts
-    if launch_type == "local_mp":
-      procs = processes.NodeProcesses(_local_mp_commands(
-          dp.program, node_env=lambda group: placement.node_env(
-              group, c.learner_device, dp.num_actors)), logs, echo=echo)
-      check = lambda: procs.check(finish_title_prefix="limiter/")
-      stop = lambda detail: procs.stop(dp.options.stop_grace_s)
-      external_stop = lambda: None
-    elif launch_type == "hosts":
-      session = _HostsSession(dp, logs, echo)
-      check, stop, ready = session.check, session.stop, session.ready
-      external_stop = lambda: None
-    else:
-      # Launchpad SIGKILLs its own process when a node thread outlives its 10 s stop
-      # notice (a thread cannot be killed), before anything can be reported; this
-      # launcher bounds the stop itself and reports the threads that did not stop.
-      flags.FLAGS.lp_termination_notice_secs = -1
-      manager = lp.launch(dp.program, launch_type=launch_type, serialize_py_nodes=False)
-
-      def check():
-        try:
-          manager.check_for_thread_worker_exception()
-        except BaseException as e:  # pylint: disable=broad-except
-          return f"a node failed: {_one_line(e)}"
-        return None
-
-      def stop(detail):
-        del detail
-        stopping = threading.Thread(target=manager.stop_and_wait, name="actorq-stop",
-                                    daemon=True)
-        stopping.start()
-        stopping.join(dp.options.stop_grace_s)
-        if stopping.is_alive():
-          abandoned.extend(sorted({t.name for t in threading.enumerate()
-                                   if t.name in GROUPS and t.is_alive()}))
-
-      # Launchpad's worker manager takes over SIGINT/SIGTERM in this mode.
-      external_stop = lambda: manager.stop_event().is_set()
-
+    supervisor = supervisor_cls(dp, launch_type, logs, echo)
     stall = _StallWatch(dp.num_actors, dp.options.actor_stall_s, dp.options.actor_start_s,
                         dp.resumed_counts)
     try:
       while True:
-        if sigs.received is not None or (external_stop() and reason != "finished"):
+        if sigs.received is not None or (supervisor.stopped_externally()
+                                         and reason != "finished"):
           reason = "signal"
           detail = f"signal {sigs.received or signal.SIGTERM} to the launcher"
           if sigs.received is not None:  # the nodes still run: keep the progress made
             # (at most 5 s, so the program is still gone within 30 s of the signal)
             checkpoint = _final_checkpoint(dp, timeout_s=5.0)
           break
-        problem = check()
+        problem = supervisor.check()
         if problem is not None:
           reason, detail = "failed", problem
           break
-        if not ready():
+        if not supervisor.ready():
           time.sleep(0.5)
           continue
         try:
@@ -713,7 +470,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
         except Exception as e:  # pylint: disable=broad-except
           reason, detail = "failed", f"counter unreachable: {e}"
           break
-        cpu = node_cpu_seconds(launch_type, procs)
+        cpu = supervisor.cpu_seconds()
         if on_cpu is not None:
           on_cpu(cpu)
         if on_poll is not None:
@@ -732,7 +489,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
     finally:
       if reason == "failed":  # said before stopping, which may take stop_grace_s
         print(f"actorq: stopped: {detail}", file=sys.stderr, flush=True)
-      stop(f"{reason}: {detail}")
+      supervisor.stop(f"{reason}: {detail}")
 
   if reason == "finished":
     code = EXIT_FINISHED
@@ -740,6 +497,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
     code = 128 + int(sigs.received or signal.SIGTERM)
   else:
     code = EXIT_FAILED
+  abandoned = list(supervisor.abandoned)
   if abandoned:
     detail += (f"; node threads that did not stop within {dp.options.stop_grace_s:g} s: "
                f"{', '.join(abandoned)}")

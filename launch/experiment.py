@@ -28,6 +28,7 @@ from actorq.components.acting import actors
 from actorq.components.envs import environments, vector_env
 from actorq.launch import checkpointing
 from actorq.components.acting import loop as loop_lib
+from actorq.quantization import runtimes
 
 # Seeds derived from `ExperimentConfig.seed`: the training actor (single process) uses
 # the seed itself, actor i of a distributed run `seed + 1 + i`, the evaluator
@@ -93,7 +94,8 @@ class ExperimentConfig:
       (`actorq.components.acting.loop`): an episode reaching it ends as a truncation.
     actor_precision: if set, replaces `builder.config.actor_precision` (the builder is
       rebuilt as `type(builder)(dataclasses.replace(builder.config, ...))`): one of
-      `core.ACTOR_PRECISIONS` or a per-layer policy's ``"mixed:<choice>,..."`` name
+      `runtimes.ACTING_PRECISIONS` (`core.ACTOR_PRECISIONS` and the acting precisions
+      registered since) or a per-layer policy's ``"mixed:<choice>,..."`` name
       (`actorq.quantization.mixed.precision_name`; feed-forward agents only, whose
       configs take it).
     num_envs: environments each training actor steps at once (B). 1 (the default): one
@@ -148,7 +150,8 @@ class ExperimentConfig:
                        "one environment at a time); use num_envs 1")
     core.check_learner_device(self.learner_device)
     if self.actor_precision is not None:
-      core.check_precision(self.actor_precision, "actor_precision", mixed=True)
+      core.check_precision(self.actor_precision, "actor_precision",
+                           runtimes.ACTING_PRECISIONS, mixed=True)
       self.builder = type(self.builder)(dataclasses.replace(
           self.builder.config, actor_precision=self.actor_precision))
 

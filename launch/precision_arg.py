@@ -12,6 +12,7 @@ from typing import Optional
 from actorq import core
 from actorq import core
 from actorq.quantization import mixed
+from actorq.quantization import runtimes
 
 
 PRECISION_HELP = (f"{', '.join(core.ACTOR_PRECISIONS)}, a per-layer precision policy file "
@@ -23,7 +24,7 @@ PRECISION_HELP = (f"{', '.join(core.ACTOR_PRECISIONS)}, a per-layer precision po
 def actor_precision(flag: str, text: Optional[str]):
   """A `--actor-precision`/`--precision` value as `(precision, policy_file)`.
 
-  `text` is one of `core.ACTOR_PRECISIONS` (policy_file None), a ``"mixed:<choice>,..."``
+  `text` is one of `runtimes.ACTING_PRECISIONS` (policy_file None), a ``"mixed:<choice>,..."``
   name (its labels checked), or the path of a precision policy file (read with
   `actorq.quantization.mixed.load`; the precision is its `mixed.precision_name`, the file
   is returned so the caller can check its layer shapes against the network). None gives
@@ -33,7 +34,7 @@ def actor_precision(flag: str, text: Optional[str]):
     core.UsageError: anything else, or a policy file that cannot be read or is not one; the
       message names the flag, the value and what is allowed.
   """
-  if text is None or text in core.ACTOR_PRECISIONS:
+  if text is None or text in runtimes.ACTING_PRECISIONS:
     return text, None
   if core.is_mixed(text):
     try:
@@ -84,7 +85,7 @@ def precision_items(flag: str, text: str) -> tuple:
   """`actorq sweep --precisions` as a tuple of precision strings, one per item.
 
   Items are separated by ``;`` when `text` has one, else by ``,`` (``fp32,int8``). An item is
-  one of `core.ACTOR_PRECISIONS`, a ``"mixed:<choice>,..."`` name or a precision policy
+  one of `runtimes.ACTING_PRECISIONS`, a ``"mixed:<choice>,..."`` name or a precision policy
   file, read as `actor_precision` reads it and returned as its ``mixed:`` name (so the runs'
   run.json and the sweep's files name the policy itself, not the path). A single mixed name
   or policy file needs no ``;``: ``--precisions "fp32;mixed:fp16,int8,int8"`` or
@@ -110,10 +111,10 @@ def precision_items(flag: str, text: str) -> tuple:
     raise core.UsageError(f"{flag} {text!r}: no precisions; allowed: {PRECISION_HELP}")
   names = []
   for item in items:
-    if not (item in core.ACTOR_PRECISIONS or core.is_mixed(item) or item.endswith(".json")
+    if not (item in runtimes.ACTING_PRECISIONS or core.is_mixed(item) or item.endswith(".json")
             or os.path.isfile(item)):
       raise core.UsageError(f"{flag} {text!r}: allowed precisions are "
-                           f"{', '.join(core.ACTOR_PRECISIONS)}, a precision policy file or "
+                           f"{', '.join(runtimes.ACTING_PRECISIONS)}, a precision policy file or "
                            "a mixed:<choice>,... name (separated by ';')"
                            f"{uniform_hint(item)}")
     names.append(actor_precision(flag, item)[0])

@@ -38,7 +38,7 @@ from actorq.components import config_io
 from actorq.components.envs import environments, vector_env
 from actorq import core
 from actorq.launch import precision_arg
-from actorq.launch import experiment, hosts, registry, run_dir
+from actorq.launch import experiment, hosts, registry, run_dir, supervisors
 
 DEFAULT_AGENT = "dqn"
 DEFAULT_ENV = "gym:CartPole-v1"
@@ -68,7 +68,7 @@ class RunSpec:
     steps: actor (environment) steps in total, summed over actors.
     eval_every: actor steps between greedy evaluations.
     eval_episodes: greedy episodes per evaluation.
-    launch: "local" (one process) or one of `distributed.LAUNCH_TYPES`.
+    launch: "local" (one process) or one of `supervisors.launch_types()`.
     num_actors: actor nodes of a distributed launch; None for "local".
     num_envs: environments each actor steps at once (B >= 1).
     hosts: (launch "hosts") the machines, in order; else None.
@@ -279,8 +279,9 @@ class RunSpec:
         f[key] = default
     launch = f["launch"]
     if launch == LOCAL and f["num_actors"] not in (None, 1):
-      raise core.UsageError("--num-actors needs --launch local_mt, local_mp or hosts "
-                           "(--launch local runs one actor)")
+      *others, last = supervisors.launch_types()
+      raise core.UsageError(f"--num-actors needs --launch {', '.join(others)} or {last} "
+                            "(--launch local runs one actor)")
     if launch != LOCAL and f["num_actors"] is None:
       f["num_actors"] = DEFAULT_NUM_ACTORS
     hosts_cfg = _hosts_config(args, launch, f["num_actors"], environ)

@@ -47,7 +47,8 @@ class PolicyPublisher:
   Args:
     learner: serves `get_variables(["policy", "version"])` -> `[params, int]`.
     spec: the policy's `NetworkSpec`.
-    precision: one of `actorq.core.PRECISIONS`, or a per-layer policy's
+    precision: a precision of `runtimes.RUNTIMES` (`actorq.core.PRECISIONS` and any
+      registered since), or a per-layer policy's
       ``"mixed:<choice>,..."`` name (`actorq.quantization.mixed.precision_name`), whose
       payload is `mixed.make_payload` of that policy.
     per_channel: per-channel weight scales for the uniform integer precisions.
@@ -67,7 +68,7 @@ class PolicyPublisher:
                precision: str = FP32, per_channel: bool = True):
     self._learner = learner
     self._spec = spec
-    self._precision = core.check_precision(precision, "precision", core.PRECISIONS,
+    self._precision = core.check_precision(precision, "precision", runtimes.precisions(),
                                            mixed=True)
     if core.is_mixed(precision):
       mixed.policy_of(precision, spec)  # refuses a name that does not fit the network now
@@ -179,17 +180,15 @@ def make_runtime(precision: str, spec: ns.NetworkSpec):
 
 def make_payload(params, spec: ns.NetworkSpec, precision: str, version: int = 0,
                  per_channel: bool = True) -> payload_lib.Payload:
-  """`params` encoded for `make_runtime(precision, spec)`: `payload.make_payload` for the
-  uniform precisions, `mixed.make_payload` of the policy a ``"mixed:<choice>,..."``
-  precision names (`per_channel` does not apply: each layer's label says).
+  """`params` encoded for `make_runtime(precision, spec)` (`runtimes.make_payload`: the
+  `runtimes.RUNTIMES` row's encoder, `payload.make_payload` for the built-in precisions,
+  or `mixed.make_payload` of the policy a ``"mixed:<choice>,..."`` precision names;
+  `per_channel` does not apply there: each layer's label says).
 
   Raises:
     ValueError: an unknown precision or params/policy that do not fit `spec`.
   """
-  if core.is_mixed(precision):
-    return mixed.make_payload(params, spec, mixed.policy_of(precision, spec), int(version))
-  return payload_lib.make_payload(params, spec, precision, int(version),
-                                  per_channel=per_channel)
+  return runtimes.make_payload(params, spec, precision, int(version), per_channel)
 
 
 class VariableClient:

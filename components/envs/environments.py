@@ -7,6 +7,7 @@ Ids:
   * ``dmc:<domain>-<task>``, e.g. ``dmc:cartpole-balance`` (dm_control suite; the
     observation dict is concatenated into one float32 vector);
   * ``atari:<Game>``, e.g. ``atari:Pong`` (see `actorq.components.envs.atari`);
+  * a prefix registered since (`register_prefix`);
   * any of these with ``@repeat=K`` appended, e.g. ``dmc:cartpole-swingup@repeat=8``: action
     repeat (frame skip), K >= 2 (`ActionRepeat`). One agent step is then K environment
     steps of the base id (fewer at an episode's end): actorq's step counts (``--steps``,
@@ -22,10 +23,19 @@ Gymnasium environments go through `actorq.components.envs.gymnasium_adapter.Gymn
 
 Episodes that never end are capped where episodes run (`actorq.components.acting.loop`), not
 here.
+
+Prefixes are one table, `PREFIXES` (``"gym"`` -> `EnvironmentPrefix(make, usage, vector,
+no_vector)`): the one-environment factory and the vector backend of each prefix
+(`actorq.components.envs.vector_env` builds ``num_envs > 1`` from it). `parse_id` is the one
+parser of an id (prefix, name, action repeat); an unknown prefix is the one-line
+`UnknownEnvironmentError` listing the table's usages. A new backend is one factory plus
+one entry (`register_prefix`; docs/guides/add-an-environment-backend.md).
 """
 from __future__ import annotations
 
-from typing import Any, Tuple
+import dataclasses
+import importlib
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, Union
 
 import dm_env
 import numpy as np
@@ -38,13 +48,12 @@ from actorq.components.envs.gymnasium_adapter import (MAX_FLAT_ACTIONS, Gymnasiu
                                                  InvalidActionError, UnsupportedSpaceError)
 
 __all__ = [
-    "ALLOWED_PREFIXES", "MAX_FLAT_ACTIONS",
-    "ActionRepeat", "DmControlFlat", "GymnasiumToDmEnv", "InvalidActionError",
-    "UnknownEnvironmentError", "UnsupportedEnvironmentError", "UnsupportedSpaceError",
-    "environment_spec", "make_environment", "split_action_repeat",
+    "MAX_FLAT_ACTIONS", "PREFIXES",
+    "ActionRepeat", "DmControlFlat", "EnvironmentId", "EnvironmentPrefix", "GymnasiumToDmEnv",
+    "InvalidActionError", "UnknownEnvironmentError", "UnsupportedEnvironmentError",
+    "UnsupportedSpaceError", "allowed_prefixes", "environment_spec", "make_environment",
+    "parse_id", "register_prefix", "split_action_repeat",
 ]
-
-ALLOWED_PREFIXES = ("gym:", "dmc:", "atari:")
 
 REPEAT_SUFFIX = "@repeat="
 
@@ -194,14 +203,155 @@ def split_action_repeat(env_id: str) -> Tuple[str, int]:
   return base, repeat
 
 
+# A vector backend of one task: ``factory(env_id, name, num_envs, single, seed,
+# max_episode_steps) -> vector_env.VectorEnvironment`` (`single`: a one-env instance of the
+# id, open during the call, for its spec), with a ``backend`` attribute naming it.
+VectorFactory = Callable[..., Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvironmentPrefix:
+  """One row of `PREFIXES`: how ids ``<prefix>:<name>`` are built.
+
+  Attributes:
+    make: ``make(name, seed, **kwargs) -> dm_env.Environment``: the one-environment
+      factory (float32 rewards and discounts; observations float32 or uint8). Raises
+      `UnknownEnvironmentError` for a name it does not know, one line naming what is.
+    usage: the prefix's form and an example for the unknown-id error, e.g.
+      ``"'gym:<Gymnasium id>' (e.g. gym:CartPole-v1)"``.
+    vector: the vector backend of a name, ``vector(name) -> VectorFactory or None`` (None:
+      that name has none), or a ``"module:function"`` path to such a function (imported
+      when first asked, as Gymnasium's entry points are), or None: the prefix has no vector
+      backend (``num_envs`` must be 1).
+    no_vector: why a name has no vector backend (`vector_env.check_num_envs`' error).
+  """
+  make: Callable[..., dm_env.Environment]
+  usage: str
+  vector: Union[None, str, Callable[[str], Optional[VectorFactory]]] = None
+  no_vector: str = "no vector backend is registered for it"
+
+  def vector_factory(self, name: str) -> Optional[VectorFactory]:
+    """The vector backend of `name` (None: it has none)."""
+    vector = self.vector
+    if isinstance(vector, str):
+      module, _, attr = vector.partition(":")
+      vector = getattr(importlib.import_module(module), attr)
+    return None if vector is None else vector(name)
+
+
+class EnvironmentId(NamedTuple):
+  """A parsed id: ``dmc:cartpole-swingup@repeat=8`` -> ("dmc", "cartpole-swingup", 8,
+  its `PREFIXES` row)."""
+  prefix: str
+  name: str
+  repeat: int
+  entry: EnvironmentPrefix
+
+
+def _make_gym(name: str, seed: int = 0, **kwargs: Any) -> dm_env.Environment:
+  """``gym:<id>``: `gymnasium.make` (or a `PARTIALLY_OBSERVED` variant) behind
+  `GymnasiumToDmEnv`."""
+  import gymnasium
+  base, keep = PARTIALLY_OBSERVED.get(name, (name, None))
+  try:
+    env = gymnasium.make(base, **kwargs)
+  except gymnasium.error.Error as e:
+    raise UnknownEnvironmentError(
+        f"unknown Gymnasium environment {name!r} in 'gym:{name}': {e}") from None
+  if keep is not None:
+    env = _KeepObservationEntries(env, keep)
+  try:
+    return GymnasiumToDmEnv(env, seed=seed)
+  except UnsupportedSpaceError:
+    env.close()
+    raise
+
+
+def _make_dmc(name: str, seed: int = 0, **kwargs: Any) -> dm_env.Environment:
+  """``dmc:<domain>-<task>``: `dm_control.suite.load`, flattened (`DmControlFlat`)."""
+  from dm_control import suite
+  if "-" not in name:
+    raise UnknownEnvironmentError(
+        f"dm_control id 'dmc:{name}' must be 'dmc:<domain>-<task>', e.g. dmc:cartpole-balance")
+  domain, task = name.split("-", 1)
+  if (domain, task) not in suite.ALL_TASKS:
+    raise UnknownEnvironmentError(
+        f"unknown dm_control task {domain}-{task}; known e.g. cartpole-balance, walker-stand, "
+        "cheetah-run (see dm_control.suite.ALL_TASKS)")
+  env = suite.load(domain, task, task_kwargs={"random": seed}, **kwargs)
+  return DmControlFlat(env)
+
+
+# The table: prefix (without the colon) -> how its ids are built, in the order the
+# unknown-id error lists them.
+PREFIXES: Dict[str, EnvironmentPrefix] = {
+    "gym": EnvironmentPrefix(
+        _make_gym, "'gym:<Gymnasium id>' (e.g. gym:CartPole-v1)",
+        vector="actorq.components.envs.vector_env:gym_vector",
+        no_vector="EnvPool 0.8.4 does not ship this task"),
+    "dmc": EnvironmentPrefix(
+        _make_dmc, "'dmc:<domain>-<task>' (e.g. dmc:cartpole-balance)",
+        vector="actorq.components.envs.vector_env:dmc_vector",
+        no_vector="EnvPool 0.8.4 does not ship this task"),
+    "atari": EnvironmentPrefix(
+        atari.make_atari, "'atari:<Game>' (e.g. atari:Pong)",
+        no_vector="EnvPool's Atari preprocessing differs from actorq's atari: adapter"),
+}
+
+
+def register_prefix(prefix: str, entry: EnvironmentPrefix) -> None:
+  """Adds ids ``<prefix>:<name>`` built by `entry` (`make_environment`, and
+  `vector_env.make_vector_environment` when `entry.vector` gives a backend).
+
+  Raises:
+    ValueError: `prefix` is not a word of letters, digits and ``_`` starting with a letter,
+      or is already registered.
+  """
+  if not isinstance(prefix, str) or not prefix.isidentifier():
+    raise ValueError(f"an environment prefix must be a word of letters, digits and '_' "
+                     f"(without the ':'), got {prefix!r}")
+  if prefix in PREFIXES:
+    raise ValueError(f"environment prefix {prefix!r} is already registered")
+  if not isinstance(entry, EnvironmentPrefix):
+    raise ValueError(f"an environment prefix's entry must be an EnvironmentPrefix, got "
+                     f"{type(entry).__name__}")
+  PREFIXES[prefix] = entry
+
+
+def allowed_prefixes() -> Tuple[str, ...]:
+  """The registered prefixes with their colon: ``("gym:", "dmc:", "atari:", ...)``."""
+  return tuple(f"{p}:" for p in PREFIXES)
+
+
+def _unknown_id(env_id: Any) -> UnknownEnvironmentError:
+  usages = [entry.usage for entry in PREFIXES.values()]
+  listed = usages[0] if len(usages) == 1 else f"{', '.join(usages[:-1])} or {usages[-1]}"
+  return UnknownEnvironmentError(f"unknown environment id {env_id!r}: use {listed}")
+
+
+def parse_id(env_id: Any) -> EnvironmentId:
+  """The one parser of environment ids: prefix, name, action repeat and the table row.
+
+  Raises:
+    UnknownEnvironmentError: not a string with a registered prefix (the message lists
+      each prefix's form), or a suffix other than ``@repeat=K`` with K >= 2.
+  """
+  if not isinstance(env_id, str) or not env_id.startswith(allowed_prefixes()):
+    raise _unknown_id(env_id)
+  base_id, repeat = split_action_repeat(env_id)
+  prefix, name = base_id.split(":", 1)
+  return EnvironmentId(prefix, name, repeat, PREFIXES[prefix])
+
+
 def make_environment(env_id: str, seed: int = 0, **kwargs: Any) -> dm_env.Environment:
   """Builds the environment named by `env_id` (see the module docstring).
 
   Args:
-    env_id: ``gym:<id>``, ``dmc:<domain>-<task>`` or ``atari:<Game>``, each optionally
-      with ``@repeat=K`` (action repeat K).
+    env_id: ``gym:<id>``, ``dmc:<domain>-<task>``, ``atari:<Game>`` or another registered
+      prefix's id (`PREFIXES`), each optionally with ``@repeat=K`` (action repeat K).
     seed: seeds the environment's first episode.
-    **kwargs: passed to `gymnasium.make`, `dm_control.suite.load` or `atari.make_atari`.
+    **kwargs: passed to the prefix's factory (`gymnasium.make`, `dm_control.suite.load`,
+      `atari.make_atari`).
 
   Raises:
     UnknownEnvironmentError: for an id with an unknown prefix or suffix or a name the
@@ -209,42 +359,11 @@ def make_environment(env_id: str, seed: int = 0, **kwargs: Any) -> dm_env.Enviro
     UnsupportedSpaceError: (an `UnsupportedEnvironmentError`) for a Gymnasium env whose
       observation or action space cannot be mapped.
   """
-  if not isinstance(env_id, str) or not env_id.startswith(ALLOWED_PREFIXES):
-    raise UnknownEnvironmentError(
-        f"unknown environment id {env_id!r}: use 'gym:<Gymnasium id>' (e.g. gym:CartPole-v1), "
-        "'dmc:<domain>-<task>' (e.g. dmc:cartpole-balance) or 'atari:<Game>' (e.g. atari:Pong)")
-  base_id, repeat = split_action_repeat(env_id)
-  if repeat > 1:
-    return ActionRepeat(make_environment(base_id, seed=seed, **kwargs), num_repeats=repeat)
-  kind, name = env_id.split(":", 1)
-  if kind == "gym":
-    import gymnasium
-    base, keep = PARTIALLY_OBSERVED.get(name, (name, None))
-    try:
-      env = gymnasium.make(base, **kwargs)
-    except gymnasium.error.Error as e:
-      raise UnknownEnvironmentError(
-          f"unknown Gymnasium environment {name!r} in {env_id!r}: {e}") from None
-    if keep is not None:
-      env = _KeepObservationEntries(env, keep)
-    try:
-      return GymnasiumToDmEnv(env, seed=seed)
-    except UnsupportedSpaceError:
-      env.close()
-      raise
-  if kind == "dmc":
-    from dm_control import suite
-    if "-" not in name:
-      raise UnknownEnvironmentError(
-          f"dm_control id {env_id!r} must be 'dmc:<domain>-<task>', e.g. dmc:cartpole-balance")
-    domain, task = name.split("-", 1)
-    if (domain, task) not in suite.ALL_TASKS:
-      raise UnknownEnvironmentError(
-          f"unknown dm_control task {domain}-{task}; known e.g. cartpole-balance, walker-stand, "
-          "cheetah-run (see dm_control.suite.ALL_TASKS)")
-    env = suite.load(domain, task, task_kwargs={"random": seed}, **kwargs)
-    return DmControlFlat(env)
-  return atari.make_atari(name, seed=seed, **kwargs)
+  parsed = parse_id(env_id)
+  env = parsed.entry.make(parsed.name, seed=seed, **kwargs)
+  if parsed.repeat > 1:
+    return ActionRepeat(env, num_repeats=parsed.repeat)
+  return env
 
 
 def environment_spec(env: dm_env.Environment) -> specs.EnvironmentSpec:

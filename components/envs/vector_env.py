@@ -4,7 +4,9 @@
     ts = env.reset()                  # BatchedTimeStep, every row FIRST
     ts = env.step(actions)            # actions [32, ...]; one row per environment
 
-Backends (`vector_backend(env_id)` names the one an id gets):
+Backends (`vector_backend(env_id)` names the one an id gets; an id's prefix row in
+`environments.PREFIXES` says which, through its `vector` field: `gym_vector`,
+`dmc_vector` below, or a registered prefix's own):
   * ``envpool``: EnvPool 0.8.4 (C++; its own thread pool, here one thread) where it has
     the task: `gym:` classic control ids (`ENVPOOL_GYM_IDS`, Gymnasium's API:
     terminated/truncated) and `dmc:<domain>-<task>` ids it ships (dm_env API; the
@@ -15,7 +17,12 @@ Backends (`vector_backend(env_id)` names the one an id gets):
     actions as the one-env adapter);
   * none for `atari:` ids (EnvPool's Atari preprocessing is not `components.atari`'s)
     and dm_control tasks EnvPool lacks: `make_vector_environment` refuses them with
-    `NoVectorBackendError` (one line).
+    `NoVectorBackendError` (one line);
+  * a registered prefix's own (`environments.register_prefix`), or none.
+
+A backend is a `VectorEnvironment` subclass constructed as
+``cls(env_id, name, num_envs, single, seed, max_episode_steps)`` (`single`: a one-env
+instance of the id, open during the call, for its spec), with a ``backend`` name.
 
 Auto-reset, as both EnvPool and Gymnasium's vector envs (NEXT_STEP mode) define it: the
 call after a row's LAST step resets that row; its action is ignored and the row comes back
@@ -135,8 +142,9 @@ class VectorEnvironment:
 class _EnvPoolGym(VectorEnvironment):
   backend = "envpool"
 
-  def __init__(self, env_id, num_envs, spec, task, seed, max_episode_steps):
+  def __init__(self, env_id, task, num_envs, single, seed, max_episode_steps):
     envpool = _envpool()
+    spec = environments.environment_spec(single)
     super().__init__(env_id, num_envs, spec)
     default = int(envpool.make_spec(task).config.max_episode_steps)
     self._env = envpool.make_gymnasium(
@@ -166,9 +174,11 @@ class _EnvPoolGym(VectorEnvironment):
 class _EnvPoolDmc(VectorEnvironment):
   backend = "envpool"
 
-  def __init__(self, env_id, num_envs, spec, task, keys, seed, max_episode_steps):
+  def __init__(self, env_id, name, num_envs, single, seed, max_episode_steps):
     envpool = _envpool()
-    super().__init__(env_id, num_envs, spec)
+    super().__init__(env_id, num_envs, environments.environment_spec(single))
+    task = _dmc_task(name)
+    keys = list(single._env.observation_spec().keys())  # pylint: disable=protected-access
     default = int(envpool.make_spec(task).config.max_episode_steps)
     self._env = envpool.make_dm(task, num_envs=num_envs, batch_size=num_envs, seed=int(seed),
                                 num_threads=1,
@@ -234,8 +244,9 @@ def _mapped_env(name: str, max_episode_steps: int):
 class _GymnasiumVector(VectorEnvironment):
   backend = "gymnasium"
 
-  def __init__(self, env_id, num_envs, spec, name, seed, max_episode_steps):
+  def __init__(self, env_id, name, num_envs, single, seed, max_episode_steps):
     import gymnasium  # pylint: disable=g-import-not-at-top
+    spec = environments.environment_spec(single)
     super().__init__(env_id, num_envs, spec)
     self._env = gymnasium.vector.SyncVectorEnv(
         [lambda: _mapped_env(name, max_episode_steps)] * num_envs,
@@ -275,26 +286,44 @@ def _dmc_task(name: str) -> str:
   return "".join(p[:1].upper() + p[1:] for p in re.split(r"[-_]", name) if p) + "-v1"
 
 
-def _action_repeat(env_id: Any) -> int:
-  """The id's action repeat (1: none), parsed where the suffix is defined."""
-  return environments.split_action_repeat(env_id)[1]
+def gym_vector(name: str):
+  """`gym:` ids' vector backend (`environments.PREFIXES["gym"].vector`): EnvPool where it
+  implements the task (`ENVPOOL_GYM_IDS`), Gymnasium's `SyncVectorEnv` otherwise."""
+  return _EnvPoolGym if name in ENVPOOL_GYM_IDS and name in _envpool_ids() else _GymnasiumVector
 
 
-def vector_backend(env_id: str) -> Optional[str]:
-  """"envpool", "gymnasium" or None (no vector backend) for a well-formed `env_id`; None
-  for an action-repeat id (``@repeat=K``: the vector backends do not apply it).
+def dmc_vector(name: str):
+  """`dmc:` ids' vector backend: EnvPool for the tasks it ships, else None."""
+  return _EnvPoolDmc if _dmc_task(name) in _envpool_ids() else None
+
+
+def _factory(env_id: Any):
+  """(the vector backend of a well-formed `env_id` or None, why there is none).
 
   Raises:
     environments.UnknownEnvironmentError: a suffix other than ``@repeat=K``.
   """
-  if _action_repeat(env_id) > 1:
-    return None
-  kind, _, name = str(env_id).partition(":")
-  if kind == "gym":
-    return "envpool" if name in ENVPOOL_GYM_IDS and name in _envpool_ids() else "gymnasium"
-  if kind == "dmc" and _dmc_task(name) in _envpool_ids():
-    return "envpool"
-  return None
+  try:
+    parsed = environments.parse_id(env_id)
+  except environments.UnknownEnvironmentError:
+    environments.split_action_repeat(env_id)  # a bad suffix is the error
+    return None, "EnvPool 0.8.4 does not ship this task"  # an unknown prefix
+  if parsed.repeat > 1:
+    return None, "action repeat (@repeat=K) runs only on the one-env path"
+  factory = parsed.entry.vector_factory(parsed.name)
+  return factory, (None if factory is not None else parsed.entry.no_vector)
+
+
+def vector_backend(env_id: str) -> Optional[str]:
+  """"envpool", "gymnasium" (or a registered prefix's backend name) or None (no vector
+  backend) for a well-formed `env_id`; None for an action-repeat id (``@repeat=K``: the
+  vector backends do not apply it).
+
+  Raises:
+    environments.UnknownEnvironmentError: a suffix other than ``@repeat=K``.
+  """
+  factory, _ = _factory(env_id)
+  return None if factory is None else factory.backend
 
 
 def check_num_envs(env_id: str, num_envs: Any) -> int:
@@ -307,15 +336,13 @@ def check_num_envs(env_id: str, num_envs: Any) -> int:
   """
   if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
     raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
-  if num_envs > 1 and vector_backend(env_id) is None:
-    kind = str(env_id).partition(":")[0]
-    why = ("action repeat (@repeat=K) runs only on the one-env path" if _action_repeat(env_id) > 1
-           else "EnvPool's Atari preprocessing differs from actorq's atari: adapter"
-           if kind == "atari" else "EnvPool 0.8.4 does not ship this task")
-    raise NoVectorBackendError(
-        f"{env_id} has no vector backend ({why}); num_envs > 1 needs a gym: id (EnvPool or "
-        "Gymnasium's vector envs) or a dmc: task EnvPool ships (e.g. dmc:cartpole-balance, "
-        "dmc:walker-stand); use num_envs 1 for it")
+  if num_envs > 1:
+    factory, why = _factory(env_id)
+    if factory is None:
+      raise NoVectorBackendError(
+          f"{env_id} has no vector backend ({why}); num_envs > 1 needs a gym: id (EnvPool or "
+          "Gymnasium's vector envs) or a dmc: task EnvPool ships (e.g. dmc:cartpole-balance, "
+          "dmc:walker-stand); use num_envs 1 for it")
   return int(num_envs)
 
 
@@ -324,7 +351,8 @@ def make_vector_environment(env_id: str, num_envs: int, seed: int = 0,
   """B = `num_envs` environments of `env_id` on its vector backend (module docstring).
 
   Args:
-    env_id: ``gym:<id>`` or ``dmc:<domain>-<task>``.
+    env_id: ``gym:<id>``, ``dmc:<domain>-<task>`` or a registered prefix's id whose row
+      gives a vector backend.
     num_envs: B >= 1.
     seed: row i is seeded `seed + i`.
     max_episode_steps: the episode step cap (a truncation), at most the task's own limit.
@@ -338,21 +366,14 @@ def make_vector_environment(env_id: str, num_envs: int, seed: int = 0,
   check_num_envs(env_id, num_envs)
   single = environments.make_environment(env_id, seed=seed)  # the spec, and a valid id
   try:
+    factory, _ = _factory(env_id)
+    if factory is None:
+      check_num_envs(env_id, 2)  # raises, naming why
     spec = environments.environment_spec(single)
-    keys = (list(single._env.observation_spec().keys())  # pylint: disable=protected-access
-            if isinstance(single, environments.DmControlFlat) else None)
+    env = factory(env_id, environments.parse_id(env_id).name, num_envs, single, seed,
+                  max_episode_steps)
   finally:
     single.close()
-  backend = vector_backend(env_id)
-  if backend is None:
-    check_num_envs(env_id, 2)  # raises, naming why
-  name = env_id.partition(":")[2]
-  if backend == "gymnasium":
-    env = _GymnasiumVector(env_id, num_envs, spec, name, seed, max_episode_steps)
-  elif keys is not None:
-    env = _EnvPoolDmc(env_id, num_envs, spec, _dmc_task(name), keys, seed, max_episode_steps)
-  else:
-    env = _EnvPoolGym(env_id, num_envs, spec, name, seed, max_episode_steps)
   first = env.reset()
   want = (num_envs,) + tuple(spec.observations.shape)
   if first.observation.shape != want:

@@ -8,6 +8,14 @@
 | "mixed" (`make_mixed_runtime`) | LiteRT: int8 / float32 kernels per layer | `mixed.make_payload` |
 | "mixed:<choice>,..." (a per-layer policy by name) | the same | the same |
 
+The uniform precisions are one table, `RUNTIMES` (precision -> `PrecisionEntry(runtime
+class, payload encoder)`): `make_runtime` builds the row's class
+(`PolicyRuntime.for_precision`), `make_payload` encodes with the row's encoder (what the
+learner's `PolicyServer` ships for ``policy/<precision>``). A new precision/runtime is one
+`PolicyRuntime` subclass plus one entry (`register_precision`;
+docs/guides/add-a-precision.md). ``"mixed:..."`` names are a family, not rows: each
+names its per-layer policy (`actorq.quantization.mixed`).
+
 A `network_spec.RecurrentSpec` (R2D2's LSTM Q-network) runs in `make_runtime`'s
 `recurrent.RecurrentRuntime`: its torso, LSTM gate matmul and head at the precision
 above (a ``"mixed:..."`` name: each part under its own layers' labels), the LSTM cell's
@@ -15,9 +23,11 @@ elementwise update and its state in float32 numpy.
 """
 from __future__ import annotations
 
+import collections.abc
+import dataclasses
 import time
 import warnings
-from typing import Dict, Tuple
+from typing import Callable, Dict, Tuple, Type
 
 import numpy as np
 
@@ -30,7 +40,130 @@ from actorq.quantization.runtimes.jax_runtime import JaxRuntime, SimulatedInt8Ru
 from actorq.quantization.runtimes.litert_runtime import LiteRTInt8Runtime, LiteRTMixedRuntime
 from actorq.quantization.runtimes.recurrent import RecurrentRuntime
 
-RUNTIME_PRECISIONS = core.PRECISIONS
+RUNTIME_PRECISIONS = core.PRECISIONS  # the built-in rows of `RUNTIMES`, in order
+
+
+@dataclasses.dataclass(frozen=True)
+class PrecisionEntry:
+  """One row of `RUNTIMES`: how a precision is executed and shipped.
+
+  Attributes:
+    runtime: the `PolicyRuntime` subclass executing it, built as
+      ``runtime.for_precision(precision, spec, num_threads)``; its `payload_precision`
+      names the payload it pulls (a row of this table) and `accepted_payloads` what its
+      `load` takes.
+    encode: the learner-side encoder of the payload:
+      ``encode(params, spec, precision, version, per_channel) -> payload.Payload`` (params
+      `{layer: {"w", "b"}}` float arrays matching `spec`; raises ValueError naming the layer
+      for params that do not fit). Called once per parameter version (`PolicyServer`).
+    acting: whether actors and evaluators may act with it (an agent config's
+      `actor_precision`, `ExperimentConfig.actor_precision`: `ACTING_PRECISIONS`); False
+      for a precision meant for studies only (``simulated-int8``).
+  """
+  runtime: Type[PolicyRuntime]
+  encode: Callable[..., pl.Payload]
+  acting: bool = True
+
+
+# The table: precision -> (runtime class, payload encoder), in `core.PRECISIONS`' order.
+RUNTIMES: Dict[str, PrecisionEntry] = {
+    core.FP32: PrecisionEntry(JaxRuntime, pl.make_payload),
+    core.FP16: PrecisionEntry(JaxRuntime, pl.make_payload),
+    core.BF16: PrecisionEntry(JaxRuntime, pl.make_payload),
+    core.INT8: PrecisionEntry(LiteRTInt8Runtime, pl.make_payload),
+    core.SIMULATED_INT8: PrecisionEntry(SimulatedInt8Runtime, pl.make_payload, acting=False),
+}
+
+
+class PrecisionNames(collections.abc.Sequence):
+  """The names of `RUNTIMES` (only its acting rows with `acting=True`), read from the table
+  at every use: a check declared at import time (an agent config's `actor_precision`
+  choices, `config_checks.precision_field`) accepts a precision registered later."""
+
+  def __init__(self, acting: bool):
+    self._acting = acting
+
+  def _names(self) -> Tuple[str, ...]:
+    return tuple(p for p, e in RUNTIMES.items() if e.acting or not self._acting)
+
+  def __getitem__(self, index):
+    return self._names()[index]
+
+  def __len__(self) -> int:
+    return len(self._names())
+
+  def __contains__(self, value) -> bool:
+    return value in self._names()
+
+  def __eq__(self, other) -> bool:
+    return tuple(self) == (tuple(other) if isinstance(other, collections.abc.Sequence)
+                           and not isinstance(other, str) else other)
+
+  def __hash__(self) -> int:
+    return hash((type(self), self._acting))
+
+  def __repr__(self) -> str:
+    return repr(self._names())
+
+
+# What actors may act with: `core.ACTOR_PRECISIONS` and the acting precisions registered
+# since (a live view of the table).
+ACTING_PRECISIONS = PrecisionNames(acting=True)
+
+
+def register_precision(name: str, entry: PrecisionEntry) -> None:
+  """Adds precision `name`: `make_runtime(name, spec)` builds `entry.runtime`, and
+  `make_payload(..., name, ...)` (so a `PolicyServer`'s ``policy/<name>``) uses
+  `entry.encode`.
+
+  Raises:
+    ValueError: `name` is empty, has whitespace or ``,``, starts with ``mixed:``, or is
+      already registered; `entry` is not a `PrecisionEntry` of a `PolicyRuntime` subclass.
+  """
+  if (not isinstance(name, str) or not name or name.split() != [name] or "," in name
+      or name.startswith(core.MIXED_PREFIX)):
+    raise ValueError(f"a precision name must be one word without ',' that does not start "
+                     f"with {core.MIXED_PREFIX!r}, got {name!r}")
+  if name in RUNTIMES:
+    raise ValueError(f"precision {name!r} is already registered")
+  if not (isinstance(entry, PrecisionEntry) and isinstance(entry.runtime, type)
+          and issubclass(entry.runtime, PolicyRuntime) and callable(entry.encode)):
+    raise ValueError(f"precision {name!r}: the entry must be a PrecisionEntry of a "
+                     f"PolicyRuntime subclass and an encoder, got {entry!r}")
+  RUNTIMES[name] = entry
+
+
+def precisions() -> Tuple[str, ...]:
+  """Every precision a runtime exists for: the built-in `RUNTIME_PRECISIONS` and those
+  registered since."""
+  return tuple(RUNTIMES)
+
+
+def entry_for(precision: str) -> PrecisionEntry:
+  """The `RUNTIMES` row of `precision`.
+
+  Raises:
+    ValueError: an unknown precision (the message lists the known ones).
+  """
+  try:
+    return RUNTIMES[precision]
+  except (KeyError, TypeError):
+    raise ValueError(f"precision {precision!r} unknown; allowed: {precisions()}") from None
+
+
+def make_payload(params, spec: ns.NetworkSpec, precision: str, version: int = 0,
+                 per_channel: bool = True) -> pl.Payload:
+  """`params` encoded for `make_runtime(precision, spec)`: the table row's encoder
+  (`payload.make_payload` for the built-in precisions), or `mixed.make_payload` of the
+  policy a ``"mixed:<choice>,..."`` precision names (`per_channel` does not apply: each
+  layer's label says).
+
+  Raises:
+    ValueError: an unknown precision or params/policy that do not fit `spec`.
+  """
+  if core.is_mixed(precision):
+    return mixed.make_payload(params, spec, mixed.policy_of(precision, spec), int(version))
+  return entry_for(precision).encode(params, spec, precision, int(version), per_channel)
 
 
 def make_runtime(precision: str, spec: ns.NetworkSpec, num_threads: int = 1) -> PolicyRuntime:
@@ -47,19 +180,13 @@ def make_runtime(precision: str, spec: ns.NetworkSpec, num_threads: int = 1) -> 
   """
   if isinstance(spec, ns.RecurrentSpec):
     if not core.is_mixed(precision):
-      core.check_precision(precision, "precision", RUNTIME_PRECISIONS)
+      core.check_precision(precision, "precision", precisions())
     return RecurrentRuntime(precision, spec, make_runtime, num_threads)
   if core.is_mixed(precision):
     policy = mixed.policy_of(precision, spec)
     return LiteRTMixedRuntime(spec, policy.float_layers, num_threads,
                               payload_precision=precision)
-  if precision in ("fp32", "fp16", "bf16"):
-    return JaxRuntime(precision, spec, num_threads)
-  if precision == "simulated-int8":
-    return SimulatedInt8Runtime(spec, num_threads)
-  if precision == "int8":
-    return LiteRTInt8Runtime(spec, num_threads)
-  raise ValueError(f"precision {precision!r} unknown; allowed: {RUNTIME_PRECISIONS}")
+  return entry_for(precision).runtime.for_precision(precision, spec, num_threads)
 
 
 def make_mixed_runtime(policy, spec: ns.NetworkSpec, num_threads: int = 1) -> PolicyRuntime:
@@ -109,7 +236,7 @@ def choose_runtime(spec: ns.NetworkSpec, batch_size: int = 1, precision: str = "
   lat = {}
   for prec in (precision, baseline):
     rt = make_runtime(prec, spec, num_threads)
-    rt.load(pl.make_payload(params, spec, rt.payload_precision, 0))
+    rt.load(make_payload(params, spec, rt.payload_precision, 0))
     lat[prec] = median_latency_us(rt, obs, repeats)
   ratio = lat[precision] / lat[baseline]
   info = {f"{precision}_us": lat[precision], f"{baseline}_us": lat[baseline], "ratio": ratio}
@@ -128,4 +255,6 @@ def choose_runtime(spec: ns.NetworkSpec, batch_size: int = 1, precision: str = "
 __all__ = ["PolicyRuntime", "RecurrentRuntime", "make_runtime", "make_mixed_runtime",
            "choose_runtime",
            "median_latency_us",
-           "RUNTIME_PRECISIONS"]
+           "ACTING_PRECISIONS", "PrecisionEntry", "PrecisionNames", "RUNTIMES",
+           "RUNTIME_PRECISIONS", "entry_for", "make_payload", "precisions",
+           "register_precision"]

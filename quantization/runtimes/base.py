@@ -25,6 +25,15 @@ class PolicyRuntime:
   payload_precision: str = ""
   accepted_payloads: tuple = ()
 
+  @classmethod
+  def for_precision(cls, precision: str, spec: ns.NetworkSpec,
+                    num_threads: int = 1) -> "PolicyRuntime":
+    """The runtime of `precision` executing `spec` (how `runtimes.make_runtime` builds a
+    table row's class): ``cls(spec, num_threads)``; a class serving several precisions
+    (`JaxRuntime`) passes `precision` on."""
+    del precision
+    return cls(spec, num_threads)
+
   def __init__(self, spec: ns.NetworkSpec, num_threads: int = 1):
     if int(num_threads) < 1:
       raise ValueError(f"num_threads={num_threads}; allowed: >= 1")

@@ -33,6 +33,10 @@ _DTYPES = {"fp32": jnp.float32, "fp16": jnp.float16, "bf16": jnp.bfloat16}
 
 class JaxRuntime(base.PolicyRuntime):
 
+  @classmethod
+  def for_precision(cls, precision: str, spec, num_threads: int = 1) -> "JaxRuntime":
+    return cls(precision, spec, num_threads)
+
   def __init__(self, precision: str, spec, num_threads: int = 1):
     if precision not in _DTYPES:
       raise ValueError(f"JaxRuntime precision {precision!r}; allowed: {tuple(_DTYPES)}")
@@ -89,6 +93,11 @@ class JaxRuntime(base.PolicyRuntime):
 
 class SimulatedInt8Runtime(JaxRuntime):
   """Dequantize-then-fp32 JAX runtime (accuracy studies only; not fast)."""
+
+  @classmethod
+  def for_precision(cls, precision: str, spec, num_threads: int = 1) -> "SimulatedInt8Runtime":
+    del precision
+    return cls(spec, num_threads)
 
   def __init__(self, spec, num_threads: int = 1):
     super().__init__("fp32", spec, num_threads)

@@ -20,6 +20,7 @@ from actorq.launch import distributed_nodes
 from actorq.launch import experiment
 from actorq.launch import hosts
 from actorq.testing import netns
+from actorq.launch import supervisors
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYTHON = sys.executable
@@ -209,8 +210,8 @@ def test_hosts_program_gives_every_node_but_the_learner_the_cpu_and_one_thread(t
       num_steps=100, logdir=str(tmp_path))
   dp = distributed.make_program(config, num_actors=3,
                                 hosts=hosts.HostsConfig(("h0", "h1", "h2")))
-  slots = distributed._slots(dp)
-  envs = dict(zip([s["title"] for s in slots], distributed._hosts_node_envs(dp, slots)))
+  slots = supervisors._slots(dp)
+  envs = dict(zip([s["title"] for s in slots], supervisors._hosts_node_envs(dp, slots)))
   for title, env in envs.items():
     if title == "learner/0":  # no actor on its host: every core of this (its) machine
       assert "JAX_PLATFORMS" not in env and "CUDA_VISIBLE_DEVICES" not in env
@@ -220,8 +221,8 @@ def test_hosts_program_gives_every_node_but_the_learner_the_cpu_and_one_thread(t
       assert env["XLA_FLAGS"] == "--xla_cpu_multi_thread_eigen=false", title
       assert env["TF_NUM_INTRAOP_THREADS"] == env["OMP_NUM_THREADS"] == "1", title
   one_host = distributed.make_program(config, num_actors=2, hosts=hosts.HostsConfig(("h0",)))
-  slots = distributed._slots(one_host)
-  learner = distributed._hosts_node_envs(one_host, slots)[
+  slots = supervisors._slots(one_host)
+  learner = supervisors._hosts_node_envs(one_host, slots)[
       [s["title"] for s in slots].index("learner/0")]
   assert learner["TF_NUM_INTRAOP_THREADS"] == str(placement.learner_threads(2))
 

@@ -168,16 +168,16 @@ def test_installed_agents_by_entry_point(tmp_path, monkeypatch, capsys):
 def test_launched_node_commands_carry_the_import_path(user_dir):
   """After `--agent module:Builder`, every local_mp node command and every hosts task
   entry of the program header has the launcher's directory in PYTHONPATH."""
-  from actorq.launch import distributed, experiment  # pylint: disable=g-import-not-at-top
+  from actorq.launch import distributed, experiment, supervisors  # pylint: disable=g-import-not-at-top
   path, name = user_dir
   config_cls, builder_cls = registry.get(f"{name}:MyBuilder")
   config = experiment.ExperimentConfig(builder_cls(config_cls(hidden_sizes=(8,))),
                                        "gym:CartPole-v1", num_steps=100)
   dp = distributed.make_program(config, num_actors=1, hosts=hosts.HostsConfig(("h0", "h1")))
-  slots = distributed._slots(dp)  # pylint: disable=protected-access
-  for env in distributed._hosts_node_envs(dp, slots):  # pylint: disable=protected-access
+  slots = supervisors._slots(dp)  # pylint: disable=protected-access
+  for env in supervisors._hosts_node_envs(dp, slots):  # pylint: disable=protected-access
     assert env["PYTHONPATH"] == str(path)
-  commands = distributed._local_mp_commands(  # pylint: disable=protected-access
+  commands = supervisors._local_mp_commands(  # pylint: disable=protected-access
       distributed.make_program(config, num_actors=1).program)
   assert len(commands) == 6  # replay, counter, learner, actor, evaluator, limiter
   for command in commands:

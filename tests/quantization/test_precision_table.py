@@ -1,0 +1,193 @@
+"""Precisions are a table (`runtimes.RUNTIMES`: precision -> runtime class, payload
+encoder): the built-in rows, the errors for an unknown one, and a precision registered
+from outside the package (one runtime class plus one table entry) that an actor acts with
+through the variable client, its payload made once per version on the learner side."""
+import dataclasses
+import time
+
+import numpy as np
+import pytest
+
+from actorq import core
+from actorq.agents.dqn import builder as dqn_builder
+from actorq.agents.dqn import config as dqn_config
+from actorq.components.acting import actors
+from actorq.components.envs import environments
+from actorq.components.acting import variable_client as vc
+from actorq.launch import experiment
+from actorq.launch import local
+from actorq.quantization import network_spec as ns
+from actorq.quantization import payload as pl
+from actorq.quantization import runtimes
+from actorq.quantization.runtimes.jax_runtime import JaxRuntime, SimulatedInt8Runtime
+from actorq.quantization.runtimes.litert_runtime import LiteRTInt8Runtime
+from actorq.testing import fakes
+
+SPEC = ns.mlp(4, [8], 2)
+
+
+@pytest.fixture
+def table():
+  """The table as it was before the test (a test's registrations do not leak)."""
+  saved = dict(runtimes.RUNTIMES)
+  yield runtimes.RUNTIMES
+  runtimes.RUNTIMES.clear()
+  runtimes.RUNTIMES.update(saved)
+
+
+# --- The worked example of docs/guides/add-a-precision.md ---------------------------------
+class NumpyRuntime(runtimes.PolicyRuntime):
+  """fp32 in plain numpy (Dense and Flatten layers): the precision ``numpy-fp32``, whose
+  payload is the fp32 arrays under that name."""
+  precision = "numpy-fp32"
+  payload_precision = "numpy-fp32"
+  accepted_payloads = ("numpy-fp32",)
+
+  def __init__(self, spec, num_threads=1):
+    super().__init__(spec, num_threads)
+    if any(isinstance(layer, ns.Conv2D) for layer in spec.layers):
+      raise ValueError("numpy-fp32 runs Dense and Flatten layers only")
+    self._layers = None
+
+  def _load(self, payload):
+    pl.check_payload(payload, self.spec, self.accepted_payloads)
+    self._layers = payload.layers
+
+  def __call__(self, observation):
+    x = self._check_observation(observation) * np.float32(self.spec.input_scale)
+    self.timings["calls"] += 1
+    for layer in self.spec.layers:
+      if isinstance(layer, ns.Flatten):
+        x = x.reshape(x.shape[0], -1)
+        continue
+      x = x @ self._layers[layer.name]["w"] + self._layers[layer.name]["b"]
+      x = {"relu": lambda v: np.maximum(v, 0), "tanh": np.tanh,
+           "none": lambda v: v}[layer.activation](x)
+    return x.astype(np.float32)
+
+
+def encode_numpy_fp32(params, spec, precision, version, per_channel=True):
+  """The fp32 payload, labelled `precision` (what `NumpyRuntime` pulls)."""
+  return dataclasses.replace(pl.make_payload(params, spec, "fp32", version),
+                             precision=precision)
+
+
+NUMPY_FP32 = runtimes.PrecisionEntry(NumpyRuntime, encode_numpy_fp32)
+# ------------------------------------------------------------------------------------------
+
+
+def test_the_table_holds_the_built_in_precisions():
+  assert runtimes.precisions() == core.PRECISIONS == runtimes.RUNTIME_PRECISIONS
+  assert {p: e.runtime for p, e in runtimes.RUNTIMES.items()} == {
+      "fp32": JaxRuntime, "fp16": JaxRuntime, "bf16": JaxRuntime, "int8": LiteRTInt8Runtime,
+      "simulated-int8": SimulatedInt8Runtime}
+  # Actors act with every row but the accuracy-study one.
+  assert runtimes.ACTING_PRECISIONS == core.ACTOR_PRECISIONS
+  assert "simulated-int8" not in runtimes.ACTING_PRECISIONS
+  for precision in core.PRECISIONS:
+    runtime = runtimes.make_runtime(precision, SPEC)
+    assert type(runtime) is runtimes.RUNTIMES[precision].runtime
+    assert runtime.precision == precision == runtime.payload_precision
+
+
+def test_an_unknown_precision_keeps_its_errors():
+  with pytest.raises(ValueError) as e:
+    runtimes.make_runtime("int3", SPEC)
+  assert str(e.value) == ("precision 'int3' unknown; allowed: ('fp32', 'fp16', 'bf16', "
+                          "'int8', 'simulated-int8')")
+  with pytest.raises(ValueError) as e:
+    vc.PolicyPublisher(fakes.CountingLearner(SPEC), SPEC, "int3")
+  assert str(e.value).startswith("precision must be one of fp32, fp16, bf16, int8, "
+                                 "simulated-int8 or ")
+  assert str(e.value).endswith("; got 'int3'")
+
+
+def test_register_precision_refuses_a_taken_or_malformed_name(table):
+  with pytest.raises(ValueError, match="precision 'int8' is already registered"):
+    runtimes.register_precision("int8", NUMPY_FP32)
+  for bad in ("", "a b", "a,b", "mixed:fp32", None):
+    with pytest.raises(ValueError, match="a precision name must be one word"):
+      runtimes.register_precision(bad, NUMPY_FP32)
+  with pytest.raises(ValueError, match="must be a PrecisionEntry of a PolicyRuntime subclass"):
+    runtimes.register_precision("numpy-fp32", runtimes.PrecisionEntry(object, encode_numpy_fp32))
+  assert runtimes.precisions() == core.PRECISIONS
+
+
+def test_an_agent_config_refuses_an_unregistered_precision_in_one_line():
+  with pytest.raises(ValueError) as e:
+    dqn_config.DQNConfig(actor_precision="numpy-fp32")
+  assert str(e.value) == ("DQNConfig.actor_precision must be one of fp32, fp16, bf16, int8 "
+                          f"or {core.MIXED_FORM}; got 'numpy-fp32'")
+
+
+def test_a_registered_precision_computes_what_fp32_computes(table):
+  runtimes.register_precision("numpy-fp32", NUMPY_FP32)  # the one table entry
+  rng = np.random.default_rng(0)
+  params = {n: {k: rng.normal(0, 0.5, s).astype(np.float32) for k, s in shp.items()}
+            for n, shp in pl.expected_shapes(SPEC).items()}
+  payload = vc.make_payload(params, SPEC, "numpy-fp32", 3)
+  assert (payload.precision, payload.version) == ("numpy-fp32", 3)
+  assert payload.nbytes == vc.make_payload(params, SPEC, "fp32", 3).nbytes
+  mine, fp32 = vc.make_runtime("numpy-fp32", SPEC), vc.make_runtime("fp32", SPEC)
+  assert type(mine) is NumpyRuntime
+  mine.load(payload)
+  fp32.load(vc.make_payload(params, SPEC, "fp32", 3))
+  obs = rng.normal(size=(16, 4)).astype(np.float32)
+  np.testing.assert_allclose(mine(obs), fp32(obs), rtol=1e-5, atol=1e-6)
+  # Payloads of another precision are refused, naming what it takes.
+  with pytest.raises(ValueError, match=r"payload precision 'fp32' cannot be loaded here; "
+                                       r"allowed: \('numpy-fp32',\)"):
+    mine.load(vc.make_payload(params, SPEC, "fp32", 4))
+
+
+def test_an_actor_acts_with_a_registered_precision_through_the_variable_client(table):
+  runtimes.register_precision("numpy-fp32", NUMPY_FP32)
+  learner = fakes.CountingLearner(SPEC)  # every parameter equals its step count
+  server = vc.PolicyServer(learner, SPEC)
+  runtime = vc.make_runtime("numpy-fp32", SPEC)
+  client = vc.VariableClient(server, runtime, update_period=1)
+  client.update_and_wait()
+  actor = actors.FeedForwardActor(runtime, actors.greedy, client)
+  env = environments.make_environment("gym:CartPole-v1", seed=0)
+  ts = env.reset()
+  actions = []
+  for _ in range(10):
+    learner.step()
+    action = actor.select_action(ts.observation)
+    actions.append(int(action))
+    ts = env.step(action)
+    if ts.last():
+      ts = env.reset()
+    actor.update()
+    time.sleep(0.02)
+  actor.update()
+  assert actor.policy_version >= 9 and runtime.version == actor.policy_version
+  # The learner side encoded ``policy/numpy-fp32`` with the registered encoder, once per
+  # version pulled, and the actor holds that version's values.
+  publisher = server.publisher("numpy-fp32")
+  assert publisher.stats["conversions"] <= learner.step_count + 1
+  held = client.payload
+  assert held.precision == "numpy-fp32"
+  for arrays in held.layers.values():
+    np.testing.assert_array_equal(arrays["w"], float(held.version))
+  # All parameters equal and positive: both outputs are equal, argmax picks action 0.
+  assert actions == [0] * 10
+
+
+@pytest.mark.slow
+def test_dqn_trains_with_a_registered_precision(table, monkeypatch):
+  """The config takes it once registered (a live view of the table), and a single-process
+  run's actor and evaluator execute the registered runtime."""
+  runtimes.register_precision("numpy-fp32", NUMPY_FP32)
+  cfg = dqn_config.DQNConfig(min_replay_size=32, batch_size=16, hidden_sizes=(16,),
+                             epsilon_decay_steps=100, actor_precision="numpy-fp32")
+  calls, load = [], NumpyRuntime._load
+  monkeypatch.setattr(NumpyRuntime, "_load",
+                      lambda self, payload: (calls.append(payload.version), load(self, payload)))
+  result = local.run(experiment.ExperimentConfig(
+      builder=dqn_builder.DQNBuilder(cfg), env_id="gym:CartPole-v1", num_steps=200, seed=0,
+      eval_every=200, eval_episodes=1, checkpoint_every=None))
+  assert result.actor_steps == 200 and result.learner_steps > 0
+  assert len(result.evaluations) == 1 and result.evaluations[0]["episode_return"] >= 8
+  # The actor pulled new versions of policy/numpy-fp32 as the learner stepped.
+  assert max(calls) > 0 and len(set(calls)) > 1
