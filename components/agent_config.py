@@ -48,7 +48,7 @@ class ActorSettings(AgentConfig):
 
   Attributes:
     variable_update_period: actor steps between two parameter pulls of an actor's
-      variable client (each pull quantizes for int8 actors); >= 1.
+      variable client; >= 1.
     actor_precision: precision the actors act with: fp32, fp16, bf16, int8 (runtimes:
       `actorq.quantization.runtimes`) or a per-layer policy ``mixed:<choice>,...`` (one
       choice per parameter layer, e.g. ``mixed:int8,int8,fp32``). The learner is always

@@ -9,7 +9,7 @@ import typing
 
 import pytest
 
-from actorq.components import config_checks
+from actorq.components import config_checks, config_io
 from actorq.launch import registry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,3 +33,26 @@ def test_defaults_types_checks_and_rules_are_unchanged(agent):
   assert {f.name: repr(config_checks.check_of(config_cls, f.name))
           for f in dataclasses.fields(config_cls)} == before["checks"]
   assert [r.text for r in config_checks.rules_of(config_cls)] == before["rules"]
+
+
+@pytest.mark.parametrize("agent", registry.names())
+def test_every_field_has_a_meaning_and_every_meaning_a_field(agent):
+  config_cls, _ = registry.get(agent)
+  help_ = config_io.field_help(config_cls)
+  assert [h.name for h in help_] == [f.name for f in dataclasses.fields(config_cls)]
+  assert [h.name for h in help_ if len(h.meaning) < 10] == []
+  # An Attributes entry of any class of the config names one of its fields (no stale or
+  # misspelt entry).
+  names = {f.name for f in dataclasses.fields(config_cls)}
+  for klass in config_cls.__mro__:
+    assert set(config_io.attribute_docs(klass)) <= names, klass.__name__
+
+
+def test_inherited_fields_keep_their_shared_meaning_unless_re_worded():
+  dqn, r2d2, sac, ppo = (dict((h.name, h.meaning) for h in config_io.field_help(registry.get(a)[0]))
+                         for a in ("dqn", "r2d2", "sac", "ppo"))
+  assert dqn["actor_precision"] == sac["actor_precision"] == ppo["actor_precision"]
+  assert "ActorQ" in sac["actor_precision"]
+  assert r2d2["actor_precision"] != dqn["actor_precision"]  # names its layer order
+  assert r2d2["min_replay_size"].startswith("sequences")
+  assert dqn["min_replay_size"] == sac["min_replay_size"]
