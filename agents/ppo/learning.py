@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
+import chex
 import jax
 import jax.numpy as jnp
 import optax
@@ -79,11 +80,10 @@ def ppo_loss(head: onpolicy.PolicyHead, outputs: jnp.ndarray, values: jnp.ndarra
   n = outputs.shape[0]
   if importance_weights is None:
     importance_weights = jnp.ones((n,), jnp.float32)
-  for name, x in (("values", values), ("behaviour_log_prob", behaviour_log_prob),
-                  ("advantages", advantages), ("returns", returns), ("weights", weights),
-                  ("importance_weights", importance_weights)):
-    if x.shape != (n,):
-      raise ValueError(f"{name} must have shape [{n}] like outputs' batch, got {x.shape}")
+  chex.assert_shape([values, behaviour_log_prob, advantages, returns, weights, importance_weights],
+                    (n,), exception_type=ValueError,
+                    custom_message="values, behaviour_log_prob, advantages, returns, weights and "
+                                   "importance_weights must have shape [N] like outputs' batch")
   log_pi = onpolicy.log_prob(head, outputs, actions)
   log_ratio = jnp.clip(log_pi - behaviour_log_prob, -MAX_LOG_RATIO, MAX_LOG_RATIO)
   ratio = jnp.exp(log_ratio)
