@@ -47,10 +47,12 @@ def vtrace_targets(v_tm1: jnp.ndarray, v_t: jnp.ndarray, r_t: jnp.ndarray,
   Raises:
     ValueError: for inputs that are not all of shape [T].
   """
-  message = "v_t, r_t, discount_t, log_rho_tm1 and mask must have shape [T] (rank 1, like v_tm1)"
-  chex.assert_rank(v_tm1, 1, custom_message=message, exception_type=ValueError)
-  chex.assert_equal_shape([v_tm1, v_t, r_t, discount_t, log_rho_tm1, mask],
-                          custom_message=message, exception_type=ValueError)
+  chex.assert_rank(v_tm1, 1, custom_message="v_tm1 must have shape [T]",
+                   exception_type=ValueError)
+  for name, x in (("v_t", v_t), ("r_t", r_t), ("discount_t", discount_t),
+                  ("log_rho_tm1", log_rho_tm1), ("mask", mask)):
+    chex.assert_equal_shape([v_tm1, x], custom_message=f"{name} must have shape [T] like v_tm1",
+                            exception_type=ValueError)
   log_cap = float(np.log(max(clip_rho_threshold, clip_pg_rho_threshold, 1.0)))
   rho = jnp.exp(jnp.minimum(log_rho_tm1, log_cap)) * mask
   out = rlax.vtrace_td_error_and_advantage(

@@ -80,10 +80,11 @@ def ppo_loss(head: onpolicy.PolicyHead, outputs: jnp.ndarray, values: jnp.ndarra
   n = outputs.shape[0]
   if importance_weights is None:
     importance_weights = jnp.ones((n,), jnp.float32)
-  chex.assert_shape([values, behaviour_log_prob, advantages, returns, weights, importance_weights],
-                    (n,), exception_type=ValueError,
-                    custom_message="values, behaviour_log_prob, advantages, returns, weights and "
-                                   "importance_weights must have shape [N] like outputs' batch")
+  for name, x in (("values", values), ("behaviour_log_prob", behaviour_log_prob),
+                  ("advantages", advantages), ("returns", returns), ("weights", weights),
+                  ("importance_weights", importance_weights)):
+    chex.assert_shape(x, (n,), custom_message=f"{name} must have shape [N] like outputs' batch",
+                      exception_type=ValueError)
   log_pi = onpolicy.log_prob(head, outputs, actions)
   log_ratio = jnp.clip(log_pi - behaviour_log_prob, -MAX_LOG_RATIO, MAX_LOG_RATIO)
   ratio = jnp.exp(log_ratio)
