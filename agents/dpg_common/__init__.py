@@ -9,25 +9,3 @@ from actorq.agents.dpg_common.learning import (
     dpg_policy_loss, init_policy_and_critic, preactivation_penalty_loss, smoothed_target_action,
     target_update, twin_critic_loss)
 from actorq.agents.dpg_common.builder import ActorCriticBuilder, DPGBuilder
-
-__all__ = [
-    "ActorCriticBuilder",
-    "ActorCriticConfig",
-    "CriticLoss",
-    "DPGBuilder",
-    "DPGConfig",
-    "DPGLearner",
-    "DPGNetworks",
-    "QValue",
-    "TrainingState",
-    "check_target_update",
-    "clipped_double_q_target",
-    "dpg_policy_loss",
-    "init_policy_and_critic",
-    "make_critic",
-    "make_networks",
-    "preactivation_penalty_loss",
-    "smoothed_target_action",
-    "target_update",
-    "twin_critic_loss",
-]

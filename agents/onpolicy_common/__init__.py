@@ -12,14 +12,3 @@ from actorq.agents.onpolicy_common.learning import (
     make_optimizer, masked_mean, minibatch_indices, normalize_advantages, rollout_forward,
     rollout_loss_update, trace_lambda, transition_mask, truncated_importance_weights)
 from actorq.agents.onpolicy_common.builder import OnPolicyBuilder
-
-__all__ = [
-    "ACTIVATIONS", "ActorCriticNetworks", "CorrectedOnPolicyConfig", "LOG_STD_MAX", "LOG_STD_MIN",
-    "OnPolicyBuilder", "OnPolicyConfig", "OnPolicyLearner", "PolicyHead", "TrainingState",
-    "behaviour_actions", "behaviour_kl", "categorical_selector", "entropy", "extras_spec",
-    "gaussian_selector", "gradient_update", "learning_rate_schedule", "log_prob",
-    "make_actor_critic_networks", "make_optimizer", "make_selector", "masked_mean",
-    "minibatch_indices", "normalize_advantages", "policy_head", "rollout_forward",
-    "rollout_loss_update", "split_gaussian", "trace_lambda", "transition_mask",
-    "truncated_importance_weights",
-]

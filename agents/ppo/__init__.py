@@ -1,15 +1,8 @@
 """PPO (Schulman et al. 2017): the clipped surrogate objective with GAE.
 
-As in Acme, the package is the agent's public face:
-
-    from actorq.agents import ppo
-    config = ppo.PPOConfig(...)
-    builder = ppo.PPOBuilder(config)
-
-Exports the config, networks, learner (with its losses) and builder; results: README.md.
-
-The learner is `actorq.agents.onpolicy_common.OnPolicyLearner`, re-exported here, driven by
-this package's `make_update`."""
+`from actorq.agents import ppo` as in Acme: ppo.PPOConfig, ppo.PPOBuilder,
+ppo.make_networks, ppo.OnPolicyLearner (the family's, driven by make_update) and its
+losses."""
 from actorq.agents.ppo.config import PPOConfig
 from actorq.agents.ppo.networks import PPONetworks, make_networks
 from actorq.agents.ppo.learning import (
@@ -17,18 +10,3 @@ from actorq.agents.ppo.learning import (
     ppo_loss, sgd_updates_per_learner_step)
 from actorq.agents.ppo.builder import PPOBuilder
 from actorq.agents.onpolicy_common.learning import OnPolicyLearner
-
-__all__ = [
-    "MAX_LOG_RATIO",
-    "OnPolicyLearner",
-    "PPOBuilder",
-    "PPOConfig",
-    "PPONetworks",
-    "gae_advantages",
-    "learning_rate_schedule",
-    "make_networks",
-    "make_optimizer",
-    "make_update",
-    "ppo_loss",
-    "sgd_updates_per_learner_step",
-]
