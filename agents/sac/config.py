@@ -30,10 +30,12 @@ class SACConfig(ActorCriticConfig):
       distribution on [-1, 1], which no squashed policy exceeds (a higher target would
       raise alpha without end).
   """
+  # Inherited fields, at the paper's defaults (their checks and meanings are the base's):
   n_step: int = 1
   samples_per_insert: float = 256.0
   target_update_period: int = 1
   target_update_tau: float = 0.005
+  # SAC's own:
   initial_temperature: float = checks.field(1.0, gt=0.0)
   temperature_learning_rate: float = checks.field(3e-4, gt=0.0)
   target_entropy_per_dimension: float = checks.field(-1.0, lt=math.log(2.0))

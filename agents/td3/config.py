@@ -37,12 +37,14 @@ class TD3Config(DPGConfig):
     target_noise_clip: the smoothing noise is clipped to +-this (units: half the action
       range); >= 0.
   """
+  # Inherited fields, at the defaults above (their checks and meanings are the base's):
   n_step: int = 3
   random_warmup_steps: int = 1_000
   samples_per_insert: float = 256.0
   target_update_period: int = 2
   target_update_tau: float = 0.005
   sigma: float = 0.1
+  # TD3's own:
   policy_delay: int = checks.field(2, ge=1)
   target_noise_sigma: float = checks.field(0.2, ge=0.0)
   target_noise_clip: float = checks.field(0.5, ge=0.0)
