@@ -4,9 +4,10 @@
       ActorSettings        what the actors and the variable client read: parameter pulls,
                            actor/evaluation precision, the replay table's name
         OffPolicySettings  + replay sizes, samples per insert, target network period
+      EpsilonGreedySettings  the epsilon schedule of value-based agents' actors
 
 DQN, R2D2 and the actor-critic agents (`dpg_common.ActorCriticConfig`) extend
-`OffPolicySettings`; the on-policy agents (`onpolicy_common.OnPolicyConfig`) extend
+`OffPolicySettings` (DQN and R2D2 also `EpsilonGreedySettings`); the on-policy agents (`onpolicy_common.OnPolicyConfig`) extend
 `ActorSettings`. A subclass changes a default by re-declaring the field with a plain
 default (it keeps the checks and, in `config_io.field_help`, the meaning declared here) and
 may re-word a field's meaning in its own `Attributes:` (e.g. replay units: sequences).
@@ -82,3 +83,23 @@ class OffPolicySettings(ActorSettings):
   target_update_period: int = checks.field(100, ge=1)
 
   RULES = (replay_size_rule("transitions"),)
+
+
+@dataclasses.dataclass
+class EpsilonGreedySettings(AgentConfig):
+  """The exploration of epsilon-greedy actors (Mnih et al. 2015): epsilon decays linearly
+  from epsilon_start to epsilon_end over epsilon_decay_steps actor steps, then stays.
+
+  Attributes:
+    epsilon_start: exploration epsilon at actor step 0, in [0, 1].
+    epsilon_end: epsilon after the decay, in [0, 1] and <= epsilon_start.
+    epsilon_decay_steps: actor steps over which epsilon decays linearly, summed over the
+      actors of a distributed run (each of N actors counts its own steps times N); >= 0.
+  """
+  epsilon_start: float = checks.field(1.0, ge=0.0, le=1.0)
+  epsilon_end: float = checks.field(0.01, ge=0.0, le=1.0)
+  epsilon_decay_steps: int = checks.field(20_000, ge=0)
+
+  EPSILON_RULE = checks.Rule("need epsilon_end <= epsilon_start (epsilon decays)",
+                             lambda c: c.epsilon_end <= c.epsilon_start)
+  RULES = (EPSILON_RULE,)

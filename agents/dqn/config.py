@@ -11,7 +11,7 @@ from actorq.components import config_checks as checks
 
 
 @dataclasses.dataclass
-class DQNConfig(agent_config.OffPolicySettings):
+class DQNConfig(agent_config.OffPolicySettings, agent_config.EpsilonGreedySettings):
   """Double DQN with n-step returns (Mnih et al. 2015; van Hasselt et al. 2016) and two
   Rainbow components (Hessel et al. 2018), on by default: prioritized replay with
   importance-sampling weights (`prioritized_replay`, Schaul et al. 2016) and a dueling
@@ -52,11 +52,6 @@ class DQNConfig(agent_config.OffPolicySettings):
       the learner takes one step every B / samples_per_insert actor steps; > 0.
     target_update_period: learner steps between two copies online -> target parameters
       (Mnih et al. 2015's C); >= 1.
-    epsilon_start: exploration epsilon of the epsilon-greedy actors at actor step 0, in
-      [0, 1].
-    epsilon_end: epsilon after the decay, in [0, 1] and <= epsilon_start.
-    epsilon_decay_steps: actor steps over which epsilon decays linearly (summed over the
-      actors of a distributed run: each of N actors counts its own steps times N); >= 0.
     qat_bits: quantization-aware training: fake-quantize the online network's weights to
       this many bits in the learner's forward pass (2 to 8), or null (off).
     prioritized_replay: prioritized replay (Schaul et al. 2016): P(i) = p_i^alpha /
@@ -86,9 +81,6 @@ class DQNConfig(agent_config.OffPolicySettings):
   max_replay_size: int = 100_000
   samples_per_insert: float = 32.0
   target_update_period: int = 500
-  epsilon_start: float = checks.field(1.0, ge=0.0, le=1.0)
-  epsilon_end: float = checks.field(0.01, ge=0.0, le=1.0)
-  epsilon_decay_steps: int = checks.field(20_000, ge=0)
   qat_bits: Optional[int] = checks.field(None, ge=2, le=8)
   prioritized_replay: bool = True
   priority_exponent: float = checks.field(0.6, ge=0.0)
@@ -98,6 +90,4 @@ class DQNConfig(agent_config.OffPolicySettings):
   dueling: bool = True
 
   RULES = agent_config.OffPolicySettings.RULES + (
-      checks.Rule("need epsilon_end <= epsilon_start (epsilon decays)",
-                  lambda c: c.epsilon_end <= c.epsilon_start),
-  )
+      agent_config.EpsilonGreedySettings.EPSILON_RULE,)

@@ -12,7 +12,7 @@ from actorq.components import config_checks as checks
 
 
 @dataclasses.dataclass
-class R2D2Config(agent_config.OffPolicySettings):
+class R2D2Config(agent_config.OffPolicySettings, agent_config.EpsilonGreedySettings):
   """R2D2: recurrent experience replay (Kapturowski et al. 2019, "Recurrent Experience
   Replay in Distributed Reinforcement Learning", ICLR).
 
@@ -86,11 +86,8 @@ class R2D2Config(agent_config.OffPolicySettings):
       [0, 1].
     max_priority_weight: eta, the weight of the max in a sequence's priority (paper:
       0.9), in [0, 1].
-    epsilon_start: exploration epsilon at actor step 0, in [0, 1].
     epsilon_end: epsilon after the decay, in [0, 1] and <= epsilon_start (the paper gives
-      each of its 256 actors a fixed epsilon).
-    epsilon_decay_steps: actor steps over which epsilon decays linearly (summed over the
-      actors of a distributed run); >= 0.
+      each of its 256 actors a fixed epsilon instead).
     variable_update_period: actor steps between two parameter pulls of an actor (paper:
       400); >= 1.
     actor_precision: precision the actors act with: fp32, fp16, bf16, int8 or a
@@ -117,14 +114,11 @@ class R2D2Config(agent_config.OffPolicySettings):
   importance_sampling_exponent: float = checks.field(0.6, ge=0.0, le=1.0)
   max_priority_weight: float = checks.field(0.9, ge=0.0, le=1.0)
   replay_table_name: str = "r2d2_sequences"
-  epsilon_start: float = checks.field(1.0, ge=0.0, le=1.0)
-  epsilon_end: float = checks.field(0.01, ge=0.0, le=1.0)
-  epsilon_decay_steps: int = checks.field(10_000, ge=0)
+  epsilon_decay_steps: int = 10_000
 
   RULES = (
       agent_config.replay_size_rule("sequences"),
-      checks.Rule("need epsilon_end <= epsilon_start (epsilon decays)",
-                  lambda c: c.epsilon_end <= c.epsilon_start),
+      agent_config.EpsilonGreedySettings.EPSILON_RULE,
       checks.Rule("need n_step <= trace_length (an n-step target bootstraps inside the "
                   "sequence)", lambda c: c.n_step <= c.trace_length),
       checks.Rule("need sequence_period <= burn_in_length + trace_length + 1 (the "
