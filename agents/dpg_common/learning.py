@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, NamedTuple, Optional, Tuple
 
-import haiku as hk
 import chex
+import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np

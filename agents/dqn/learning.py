@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Iterator, NamedTuple, Optional
 
-import haiku as hk
 import chex
+import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
