@@ -9,21 +9,23 @@ for the Launchpad launches).
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import json
 import os
+import shutil
 import sys
+import textwrap
 import time
 
 from tqdm import tqdm
 
 from actorq import core
-from actorq.launch import checkpointing, placement
 from actorq.cli import main as cli
-from actorq.launch import distributed, distributed_nodes, hosts, local
-from actorq.launch import precision_arg
-from actorq.launch import run_dir
+from actorq.components import config_io
+from actorq.launch import checkpointing, distributed, distributed_nodes, hosts, local
+from actorq.launch import placement, precision_arg, registry, run_dir, supervisors
 from actorq.launch import spec as spec_lib
-from actorq.launch import supervisors
 
 DEFAULT_AGENT = spec_lib.DEFAULT_AGENT
 DEFAULT_ENV = spec_lib.DEFAULT_ENV
@@ -44,9 +46,64 @@ def _in_process(launch: str) -> bool:
   return launch == spec_lib.LOCAL or supervisors.supervisor_for(launch).in_process
 
 
+class _AgentName(argparse.Action):
+  """`--agent NAME`: stored as usual; a later -h/--help lists that agent's config fields."""
+
+  def __call__(self, parser, namespace, values, option_string=None):
+    setattr(namespace, self.dest, values)
+    parser.named_agent = values
+
+
+class _HelpWithConfigFields(argparse.Action):
+  """-h/--help of `actorq train`: the flags, then the config fields of the agent an
+  `--agent NAME` before it names (`config_fields_help`), or the agents to name."""
+
+  def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+               help=None):  # pylint: disable=redefined-builtin
+    super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+  def __call__(self, parser, namespace, values, option_string=None):
+    agent = getattr(parser, "named_agent", None)
+    try:
+      fields = config_fields_help(agent) if agent else textwrap.fill(
+          f"agents: {', '.join(registry.names())}; add --agent NAME before --help to list "
+          "the fields of its config (--set KEY=VALUE)", _help_width())
+    except registry.UnknownAgentError as e:
+      parser.error(str(e))
+    parser.print_help()
+    print("\n" + fields)
+    parser.exit()
+
+
+def _help_width() -> int:
+  return max(40, min(100, shutil.get_terminal_size().columns - 2))
+
+
+def config_fields_help(agent: str) -> str:
+  """The fields of `agent`'s config, one block each: name, type, default, then the meaning
+  from its Attributes docstring (`config_io.field_help`), wrapped to the terminal.
+
+  Raises:
+    registry.UnknownAgentError: naming the allowed agents.
+  """
+  config_cls, _ = registry.get(agent)
+  width = _help_width()
+  lines = [f"config fields of {agent} ({config_cls.__name__}; set with --set KEY=VALUE or "
+           "--config FILE):"]
+  for f in config_io.field_help(config_cls):
+    default = f.default if isinstance(f.default, str) else json.dumps(f.default)
+    lines.append(f"  {f.name}: {f.type}, default {default}")
+    lines += textwrap.wrap(f.meaning, width, initial_indent=" " * 6, subsequent_indent=" " * 6)
+  return "\n".join(lines)
+
+
 def add_parser(subparsers):
-  train = subparsers.add_parser("train", help="train an agent (default: DQN on gym:CartPole-v1)")
-  train.add_argument("--agent", default=DEFAULT_AGENT,
+  train = subparsers.add_parser("train", help="train an agent (default: DQN on gym:CartPole-v1)",
+                                add_help=False)
+  train.add_argument("-h", "--help", action=_HelpWithConfigFields,
+                     help="show this help and exit; after --agent NAME also every field of "
+                          "its config with type, default and meaning")
+  train.add_argument("--agent", default=DEFAULT_AGENT, action=_AgentName,
                      help="agent name (default: dqn), an installed agent (entry point group "
                           "actorq.agents) or a builder class as package.module:BuilderClass, "
                           "imported from the current directory")

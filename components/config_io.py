@@ -12,14 +12,21 @@ field and what it must be, an unknown key named with the allowed keys, ints acce
 for float fields, integral floats and ``1_000``-style strings for int fields,
 ``"true"``/``"false"`` for booleans and ``"64,64"`` for tuples. The dataclass's own
 `__post_init__` checks run as usual.
+
+`field_help(DQNConfig)` lists every field with its type, default and meaning, the meaning
+read from the `Attributes:` section (Google style) of the class's docstring or, for an
+inherited field, of the nearest base class that describes it; `actorq train --agent NAME
+--help` prints it.
 """
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
+import re
 import typing
-from typing import Any, Dict, Mapping, Optional, Type, TypeVar
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Type, TypeVar
 
 import dacite
 
@@ -223,3 +230,89 @@ def parse_assignment(text: str) -> tuple:
   except json.JSONDecodeError:
     value = raw
   return key, value
+
+
+class FieldHelp(NamedTuple):
+  """One config field as `--help` shows it.
+
+  Attributes:
+    name: the field's name (the KEY of `--set KEY=VALUE`).
+    type: its type in words: int, float, bool, str, "list of int", "float or null", ...
+    default: its default value (a tuple field's as a tuple).
+    meaning: what it means, its units and allowed values, from an `Attributes:` section
+      ("" where no class of the config describes it).
+  """
+  name: str
+  type: str
+  default: Any
+  meaning: str
+
+
+_ENTRY = re.compile(r"^([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+def attribute_docs(cls: type) -> Dict[str, str]:
+  """name -> meaning from the `Attributes:` section of `cls`'s own docstring (Google
+  style: an entry `name: text` one level below the header, continued on deeper-indented
+  lines; `a, b: text` describes both). Inherited docstrings are not read: see
+  `field_help`."""
+  doc = cls.__dict__.get("__doc__") or ""
+  lines = inspect.cleandoc(doc).splitlines()
+  docs: Dict[str, str] = {}
+  header = next((i for i, line in enumerate(lines) if line.strip() == "Attributes:"), None)
+  if header is None:
+    return docs
+  top = len(lines[header]) - len(lines[header].lstrip())
+  entry_indent, names = None, []
+  for line in lines[header + 1:]:
+    if not line.strip():
+      continue
+    indent = len(line) - len(line.lstrip())
+    if indent <= top:
+      break
+    if entry_indent is None:
+      entry_indent = indent
+    match = _ENTRY.match(line.strip()) if indent == entry_indent else None
+    if match:
+      names = [n.strip() for n in match.group(1).split(",")]
+      for n in names:
+        docs[n] = match.group(2).strip()
+    elif indent > entry_indent:
+      for n in names:
+        docs[n] = (docs[n] + " " + line.strip()).strip()
+  return docs
+
+
+def type_name(annotation: Any) -> str:
+  """A field annotation in words: int, float, bool, str, "list of int", "int or null"."""
+  args = typing.get_args(annotation)
+  if typing.get_origin(annotation) is typing.Union:
+    inner = [type_name(a) for a in args if a is not type(None)]
+    return " or ".join(inner) + (" or null" if type(None) in args else "")
+  if typing.get_origin(annotation) in (tuple, list):
+    return "list" + (f" of {type_name(args[0])}" if args else "")
+  return getattr(annotation, "__name__", str(annotation))
+
+
+def field_help(config_cls: Type[Any]) -> List[FieldHelp]:
+  """Every init field of a config dataclass, in declaration order, as
+  `FieldHelp(name, type, default, meaning)`; a field's meaning is the first one found in
+  the `Attributes:` sections of `config_cls` and then its base classes (method
+  resolution order), so a subclass may re-word an inherited field.
+
+  Raises:
+    TypeError: `config_cls` is not a dataclass.
+  """
+  if not (dataclasses.is_dataclass(config_cls) and isinstance(config_cls, type)):
+    raise TypeError(f"expected a config dataclass, got {config_cls!r}")
+  hints = typing.get_type_hints(config_cls)
+  sections = [attribute_docs(klass) for klass in config_cls.__mro__]
+  out = []
+  for f in dataclasses.fields(config_cls):
+    if not f.init:
+      continue
+    default = (f.default if f.default is not dataclasses.MISSING else
+               f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+    meaning = next((docs[f.name] for docs in sections if f.name in docs), "")
+    out.append(FieldHelp(f.name, type_name(hints[f.name]), default, meaning))
+  return out

@@ -16,8 +16,13 @@ class A2CConfig(CorrectedOnPolicyConfig):
   `agents/a2c/learning.py`); otherwise there is no off-policy correction.
 
   The defaults solve gym:CartPole-v1 (greedy return >= 475); see agents/a2c/README.md.
+
+  Attributes:
+    gae_lambda: lambda of the GAE advantages (Schulman et al. 2016), in [0, 1]; 1: n-step
+      returns bootstrapped at the rollout end.
+    value_cost: weight of the value loss in the total loss; >= 0.
+    entropy_cost: weight of the entropy bonus (Mnih et al. 2016); >= 0.
   """
-  # 1: n-step returns bootstrapped at the rollout end.
   gae_lambda: float = checks.field(1.0, ge=0.0, le=1.0)
   value_cost: float = checks.field(0.5, ge=0.0)
   entropy_cost: float = checks.field(0.01, ge=0.0)

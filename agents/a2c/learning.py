@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
+import chex
 import jax
 import jax.numpy as jnp
 import optax
@@ -53,10 +54,11 @@ def a2c_loss(head: onpolicy.PolicyHead, outputs: jnp.ndarray, values: jnp.ndarra
       [T], or `importance_rho_bar` without `behaviour_log_prob`.
   """
   t = outputs.shape[0]
-  if values.shape != (t + 1,):
-    raise ValueError(f"values must have shape [{t + 1}] (T + 1 with the bootstrap), got {values.shape}")
-  if behaviour_log_prob is not None and behaviour_log_prob.shape != (t,):
-    raise ValueError(f"behaviour_log_prob must have shape [{t}], got {behaviour_log_prob.shape}")
+  chex.assert_shape(values, (t + 1,), exception_type=ValueError,
+                    custom_message="values must have shape [T + 1] (with the bootstrap)")
+  if behaviour_log_prob is not None:
+    chex.assert_shape(behaviour_log_prob, (t,), exception_type=ValueError,
+                      custom_message="behaviour_log_prob must have shape [T]")
   if importance_rho_bar is not None and behaviour_log_prob is None:
     raise ValueError("the importance correction (importance_rho_bar) needs behaviour_log_prob")
   adv = rlax.truncated_generalized_advantage_estimation(

@@ -17,10 +17,15 @@ class D4PGConfig(DPGConfig):
 
   vmin/vmax must cover the task's discounted returns: dmc tasks give rewards in [0, 1],
   so with discount 0.99 returns lie in [0, 100].
+
+  Attributes:
+    num_atoms: atoms of the critic's categorical distribution (Bellemare et al. 2017's
+      51); >= 2.
+    vmin: the lowest atom (discounted return); finite and |vmin| <= 1e30 (the atoms are
+      float32: an infinite or huge bound would make inf/NaN atoms); < vmax.
+    vmax: the highest atom (discounted return), as vmin; > vmin.
   """
   num_atoms: int = checks.field(51, ge=2)
-  # Finite and well inside float32's range (the atoms are float32; an infinite or huge
-  # bound would make inf/NaN atoms).
   vmin: float = checks.field(-150.0, ge=-SUPPORT_LIMIT, le=SUPPORT_LIMIT)
   vmax: float = checks.field(150.0, ge=-SUPPORT_LIMIT, le=SUPPORT_LIMIT)
 

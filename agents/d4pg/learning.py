@@ -2,6 +2,7 @@
 `actorq.agents.dpg_common.learning.DPGLearner`."""
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 import rlax
@@ -37,15 +38,14 @@ def d4pg_critic_loss(logits_tm1: jnp.ndarray, r_t: jnp.ndarray, discount_t: jnp.
   Raises:
     ValueError: on shape mismatches.
   """
-  if logits_tm1.ndim != 2 or logits_t.shape != logits_tm1.shape:
-    raise ValueError(f"logits_tm1 and logits_t must both be [B, N], got {logits_tm1.shape} "
-                     f"and {logits_t.shape}")
+  message = "logits_tm1 and logits_t must both be [B, N]"
+  chex.assert_rank(logits_tm1, 2, custom_message=message, exception_type=ValueError)
+  chex.assert_equal_shape([logits_tm1, logits_t], custom_message=message,
+                          exception_type=ValueError)
   b, n = logits_tm1.shape
-  if atoms.shape != (n,):
-    raise ValueError(f"atoms must be [N] = [{n}], got {atoms.shape}")
-  if r_t.shape != (b,) or discount_t.shape != (b,):
-    raise ValueError(f"r_t and discount_t must be [B] = [{b}], got {r_t.shape} and "
-                     f"{discount_t.shape}")
+  chex.assert_shape(atoms, (n,), custom_message="atoms must be [N]", exception_type=ValueError)
+  chex.assert_shape([r_t, discount_t], (b,), custom_message="r_t and discount_t must be [B]",
+                    exception_type=ValueError)
   losses = jax.vmap(rlax.categorical_td_learning, in_axes=(None, 0, 0, 0, None, 0))(
       atoms, logits_tm1, r_t, discount_t, atoms, logits_t)
   return jnp.mean(losses)

@@ -17,6 +17,9 @@ class DDPGConfig(DPGConfig):
   copies: D4PG's settings with a non-distributional critic. On dmc:cartpole-balance the
   paper-style settings (n_step=1, target_update_period=1, target_update_tau=0.005,
   sigma=0.2) reached only 484 after 40k actor steps (seed 0), these ones >= 900 (README).
+
+  Attributes:
+    huber_delta: Huber threshold of the critic's TD loss (> 0), or null: the squared
+      loss 0.5 * td^2.
   """
-  # Huber threshold of the critic's TD loss (None: squared loss 0.5 * td^2).
   huber_delta: Optional[float] = checks.field(None, gt=0.0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+import chex
 import jax
 import jax.numpy as jnp
 import rlax
@@ -41,11 +42,11 @@ def ddpg_critic_loss(q_tm1: jnp.ndarray, r_t: jnp.ndarray, discount_t: jnp.ndarr
     q_tm1 = q_tm1[:, 0]
   if q_t.ndim == 2 and q_t.shape[-1] == 1:
     q_t = q_t[:, 0]
-  if q_tm1.ndim != 1 or q_t.shape != q_tm1.shape:
-    raise ValueError(f"q_tm1 and q_t must both be [B] or [B, 1], got {q_tm1.shape} and {q_t.shape}")
-  if r_t.shape != q_tm1.shape or discount_t.shape != q_tm1.shape:
-    raise ValueError(f"r_t and discount_t must be [B] = {q_tm1.shape}, got {r_t.shape} and "
-                     f"{discount_t.shape}")
+  message = "q_tm1 and q_t must both be [B] or [B, 1]"
+  chex.assert_rank(q_tm1, 1, custom_message=message, exception_type=ValueError)
+  chex.assert_equal_shape([q_tm1, q_t], custom_message=message, exception_type=ValueError)
+  chex.assert_equal_shape([q_tm1, r_t, discount_t], exception_type=ValueError,
+                          custom_message="r_t and discount_t must be [B] like q_tm1")
   td = jax.vmap(rlax.td_learning)(q_tm1, r_t, discount_t, q_t)
   if huber_delta is None:
     return jnp.mean(rlax.l2_loss(td))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, NamedTuple, Optional, Tuple
 
+import chex
 import haiku as hk
 import jax
 import jax.numpy as jnp
@@ -92,8 +93,9 @@ def dpg_policy_loss(a_t: jnp.ndarray, dqda_t: jnp.ndarray,
   Returns:
     float32 scalar; its value is `mean_b 0.5 * |dqda_b|^2` (after clipping).
   """
-  if a_t.ndim != 2 or dqda_t.shape != a_t.shape:
-    raise ValueError(f"a_t and dqda_t must both be [B, A], got {a_t.shape} and {dqda_t.shape}")
+  message = "a_t and dqda_t must both be [B, A]"
+  chex.assert_rank(a_t, 2, custom_message=message, exception_type=ValueError)
+  chex.assert_equal_shape([a_t, dqda_t], custom_message=message, exception_type=ValueError)
   per_dim = jax.vmap(lambda a, g: rlax.dpg_loss(a, g, dqda_clipping))(a_t, dqda_t)
   return jnp.mean(jnp.sum(per_dim, axis=-1))
 
@@ -114,8 +116,7 @@ def preactivation_penalty_loss(z_t: jnp.ndarray, penalty: float) -> jnp.ndarray:
   Raises:
     ValueError: z_t not [B, A].
   """
-  if z_t.ndim != 2:
-    raise ValueError(f"z_t must be [B, A], got shape {z_t.shape}")
+  chex.assert_rank(z_t, 2, custom_message="z_t must be [B, A]", exception_type=ValueError)
   return penalty * jnp.mean(jnp.sum(jnp.square(z_t), axis=-1))
 
 
@@ -164,14 +165,14 @@ def twin_critic_loss(q_tm1: jnp.ndarray, r_t: jnp.ndarray, discount_t: jnp.ndarr
   Raises:
     ValueError: on shape mismatches.
   """
-  if q_tm1.ndim != 2 or q_t.shape != q_tm1.shape:
-    raise ValueError(f"q_tm1 and q_t must both be [B, K], got {q_tm1.shape} and {q_t.shape}")
+  message = "q_tm1 and q_t must both be [B, K]"
+  chex.assert_rank(q_tm1, 2, custom_message=message, exception_type=ValueError)
+  chex.assert_equal_shape([q_tm1, q_t], custom_message=message, exception_type=ValueError)
   b = q_tm1.shape[0]
   if alpha_log_pi_t is None:
     alpha_log_pi_t = jnp.zeros((b,), q_t.dtype)
   for name, x in (("r_t", r_t), ("discount_t", discount_t), ("alpha_log_pi_t", alpha_log_pi_t)):
-    if x.shape != (b,):
-      raise ValueError(f"{name} must be [B] = [{b}], got {x.shape}")
+    chex.assert_shape(x, (b,), custom_message=f"{name} must be [B]", exception_type=ValueError)
   y = jax.vmap(clipped_double_q_target)(r_t, discount_t, q_t, alpha_log_pi_t)
   return jnp.mean(jnp.sum(rlax.l2_loss(y[:, None] - q_tm1), axis=-1))
 

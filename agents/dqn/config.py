@@ -6,11 +6,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Tuple
 
+from actorq.components import agent_config
 from actorq.components import config_checks as checks
 
 
 @dataclasses.dataclass
-class DQNConfig:
+class DQNConfig(agent_config.OffPolicySettings, agent_config.EpsilonGreedySettings):
   """Double DQN with n-step returns (Mnih et al. 2015; van Hasselt et al. 2016) and two
   Rainbow components (Hessel et al. 2018), on by default: prioritized replay with
   importance-sampling weights (`prioritized_replay`, Schaul et al. 2016) and a dueling
@@ -27,13 +28,47 @@ class DQNConfig:
   `learning_rate_decay_steps` to the run's learner steps.
 
   Every field is checked at construction (type, finite, range, allowed values) and so
-  are `RULES`, the pairs of fields that could contradict each other.
+  are `RULES`, the pairs of fields that could contradict each other. Units: actor steps
+  and learner steps (module docstring); replay items are n-step transitions.
+
+  Attributes:
+    hidden_sizes: widths of the Q-network's hidden layers (ReLU), each >= 1.
+    learning_rate: Adam's learning rate at learner step 0; > 0.
+    learning_rate_decay_steps: learner steps over which the learning rate decays linearly
+      to learning_rate * final_learning_rate_fraction (null: constant); 50k = the default
+      100k actor steps at 0.5 learner steps per actor step.
+    final_learning_rate_fraction: the decayed learning rate as a fraction of
+      learning_rate, in [0, 1].
+    adam_eps: Adam's epsilon (numerical stability of the update); > 0.
+    max_gradient_norm: global-norm clip of the gradient; > 0.
+    discount: per-step discount gamma of the return, in [0, 1].
+    n_step: steps summed in each n-step return (Sutton and Barto 2018, 7.1); >= 1.
+    huber_delta: threshold of the Huber TD loss (Mnih et al. 2015: 1); > 0.
+    double_q: the target's action is the online network's argmax (double DQN, van
+      Hasselt et al. 2016); false: the target network's max.
+    batch_size: transitions per learner step; >= 1.
+    max_replay_size: capacity of the replay table (transitions); the oldest are evicted.
+    samples_per_insert: sampled transitions per inserted transition: with batch_size B
+      the learner takes one step every B / samples_per_insert actor steps; > 0.
+    target_update_period: learner steps between two copies online -> target parameters
+      (Mnih et al. 2015's C); >= 1.
+    qat_bits: quantization-aware training: fake-quantize the online network's weights to
+      this many bits in the learner's forward pass (2 to 8), or null (off).
+    prioritized_replay: prioritized replay (Schaul et al. 2016): P(i) = p_i^alpha /
+      sum_k p_k^alpha through Reverb's Prioritized selector, p_i = |TD error| +
+      priority_epsilon after each learner step, and the loss weighted by importance-
+      sampling weights w_i = (N P(i))^-beta / max_j w_j; false: uniform replay.
+    priority_exponent: alpha of prioritized replay (0: uniform); >= 0.
+    importance_sampling_exponent: beta at learner step 0, annealed linearly to 1 over
+      importance_sampling_annealing_steps, in [0, 1].
+    importance_sampling_annealing_steps: learner steps over which beta reaches 1; >= 0.
+    priority_epsilon: added to |TD error| so that no priority is 0; >= 0.
+    dueling: dueling head (Wang et al. 2016): the network's last layer outputs
+      [V, A_1..A_n] and Q = V + A - mean_a A (actors still run one plain sequential
+      spec); false: a plain Q head.
   """
   hidden_sizes: Tuple[int, ...] = checks.field((256, 256), ge=1)
   learning_rate: float = checks.field(1e-3, gt=0.0)
-  # Linear decay of the learning rate to learning_rate * final_learning_rate_fraction
-  # over this many *learner* steps (None: constant); 50k = the default 100k actor steps
-  # at 0.5 learner steps per actor step.
   learning_rate_decay_steps: Optional[int] = checks.field(50_000, ge=1)
   final_learning_rate_fraction: float = checks.field(0.0, ge=0.0, le=1.0)
   adam_eps: float = checks.field(1e-8, gt=0.0)
@@ -43,50 +78,16 @@ class DQNConfig:
   huber_delta: float = checks.field(1.0, gt=0.0)
   double_q: bool = True
   batch_size: int = checks.field(64, ge=1)
-  # Replay (units: transitions).
-  min_replay_size: int = checks.field(1_000, ge=1)
-  max_replay_size: int = checks.field(100_000, ge=1)
-  # Sampled transitions per inserted transition; with batch_size B the learner takes
-  # one step every B / samples_per_insert actor steps.
-  samples_per_insert: float = checks.field(32.0, gt=0.0)
-  # Copy online -> target parameters every this many *learner* steps (case E5).
-  target_update_period: int = checks.field(500, ge=1)
-  # Epsilon-greedy exploration, decayed linearly over *actor* steps (summed over the
-  # actors of a distributed run: each of N actors counts its own steps times N).
-  epsilon_start: float = checks.field(1.0, ge=0.0, le=1.0)
-  epsilon_end: float = checks.field(0.01, ge=0.0, le=1.0)
-  epsilon_decay_steps: int = checks.field(20_000, ge=0)
-  # Actor steps between parameter pulls.
-  variable_update_period: int = checks.field(10, ge=1)
-  # Precision the actors act with: fp32, fp16, bf16, int8 (see quantization.runtimes).
-  actor_precision: str = checks.precision_field("fp32")
-  # None: same as the actors.
-  evaluation_precision: Optional[str] = checks.precision_field(None)
-  # Quantization-aware training: fake-quant the online network's weights (bits) or None.
+  max_replay_size: int = 100_000
+  samples_per_insert: float = 32.0
+  target_update_period: int = 500
   qat_bits: Optional[int] = checks.field(None, ge=2, le=8)
-  replay_table_name: str = checks.field("priority_table", nonempty=True)
-  # Prioritized replay (Schaul et al. 2016): P(i) = p_i^alpha / sum_k p_k^alpha through
-  # Reverb's Prioritized selector, p_i = |TD error| + priority_epsilon after each learner
-  # step, and the loss weighted by w_i = (N P(i))^-beta / max_j w_j, beta annealed
-  # linearly from importance_sampling_exponent to 1 over this many *learner* steps.
   prioritized_replay: bool = True
-  priority_exponent: float = checks.field(0.6, ge=0.0)  # alpha
-  importance_sampling_exponent: float = checks.field(0.4, ge=0.0, le=1.0)  # beta at step 0
+  priority_exponent: float = checks.field(0.6, ge=0.0)
+  importance_sampling_exponent: float = checks.field(0.4, ge=0.0, le=1.0)
   importance_sampling_annealing_steps: int = checks.field(25_000, ge=0)
   priority_epsilon: float = checks.field(1e-6, ge=0.0)
-  # Dueling head (Wang et al. 2016): the network's last layer outputs [V, A_1..A_n] and
-  # Q = V + A - mean_a A (actors still run one plain sequential spec).
   dueling: bool = True
 
-  RULES = (
-      checks.Rule("need min_replay_size <= max_replay_size (learning starts once the "
-                  "table holds min_replay_size transitions)",
-                  lambda c: c.min_replay_size <= c.max_replay_size),
-      checks.Rule("need epsilon_end <= epsilon_start (epsilon decays)",
-                  lambda c: c.epsilon_end <= c.epsilon_start),
-  )
-
-  def __post_init__(self):
-    """Raises ValueError naming the field(s), the value(s) and what is allowed
-    (`actorq.components.config_checks`)."""
-    checks.validate(self)
+  RULES = agent_config.OffPolicySettings.RULES + (
+      agent_config.EpsilonGreedySettings.EPSILON_RULE,)

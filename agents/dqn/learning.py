@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Iterator, NamedTuple, Optional
 
+import chex
 import haiku as hk
 import jax
 import jax.numpy as jnp
@@ -85,8 +86,8 @@ def importance_sampling_weights(probabilities: jnp.ndarray, table_size: jnp.ndar
   """
   p = jnp.asarray(probabilities, jnp.float32)
   n = jnp.asarray(table_size, jnp.float32)
-  if p.ndim != 1:
-    raise ValueError(f"probabilities must be a batch [B], got shape {p.shape}")
+  chex.assert_rank(p, 1, custom_message="probabilities must be a batch [B]",
+                   exception_type=ValueError)
   log_w = -jnp.asarray(beta, jnp.float32) * (jnp.log(n) + jnp.log(p))
   return jnp.exp(log_w - jnp.max(log_w))
 

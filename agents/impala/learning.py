@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, NamedTuple, Tuple
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -46,11 +47,12 @@ def vtrace_targets(v_tm1: jnp.ndarray, v_t: jnp.ndarray, r_t: jnp.ndarray,
   Raises:
     ValueError: for inputs that are not all of shape [T].
   """
-  shape = v_tm1.shape
+  chex.assert_rank(v_tm1, 1, custom_message="v_tm1 must have shape [T]",
+                   exception_type=ValueError)
   for name, x in (("v_t", v_t), ("r_t", r_t), ("discount_t", discount_t),
                   ("log_rho_tm1", log_rho_tm1), ("mask", mask)):
-    if x.shape != shape or len(shape) != 1:
-      raise ValueError(f"{name} must have shape {shape} (rank 1, like v_tm1), got {x.shape}")
+    chex.assert_equal_shape([v_tm1, x], custom_message=f"{name} must have shape [T] like v_tm1",
+                            exception_type=ValueError)
   log_cap = float(np.log(max(clip_rho_threshold, clip_pg_rho_threshold, 1.0)))
   rho = jnp.exp(jnp.minimum(log_rho_tm1, log_cap)) * mask
   out = rlax.vtrace_td_error_and_advantage(
@@ -80,8 +82,8 @@ def impala_loss(head: onpolicy.PolicyHead, outputs: jnp.ndarray, values: jnp.nda
     (float32 scalar, metrics; `behaviour_kl` estimates KL(mu || pi), `onpolicy.behaviour_kl`).
   """
   t = outputs.shape[0]
-  if values.shape != (t + 1,):
-    raise ValueError(f"values must have shape [{t + 1}] (T + 1 with the bootstrap), got {values.shape}")
+  chex.assert_shape(values, (t + 1,), exception_type=ValueError,
+                    custom_message="values must have shape [T + 1] (with the bootstrap)")
   log_pi = onpolicy.log_prob(head, outputs, actions)
   vt = vtrace_targets(values[:-1], values[1:], r_t, discount_t,
                       jax.lax.stop_gradient(log_pi) - behaviour_log_prob, mask, lambda_,

@@ -14,44 +14,53 @@ import dataclasses
 from typing import Optional, Tuple
 
 from actorq import core
+from actorq.components import agent_config
 from actorq.components import config_checks as checks
 
 ACTIVATIONS = ("tanh", "relu")
 
 
 @dataclasses.dataclass
-class OnPolicyConfig:
-  """Networks, optimiser, rollouts, queue and actors of an on-policy agent."""
+class OnPolicyConfig(agent_config.ActorSettings):
+  """Networks, optimiser, rollouts, queue and actors of an on-policy agent.
+
+  Attributes:
+    policy_hidden: widths of the policy network's hidden layers, each >= 1.
+    value_hidden: widths of the value network's hidden layers, each >= 1.
+    activation: the hidden layers' activation: tanh or relu.
+    learning_rate: Adam's learning rate (at step 0 when it decays); > 0.
+    learning_rate_decay_steps: actor steps over which the learning rate decays linearly
+      to 0 (set it to the run's --steps for the usual "anneal over training"), or null:
+      constant; >= 1.
+    adam_eps: Adam's epsilon (numerical stability of the update); > 0.
+    max_gradient_norm: global-norm clip of the gradient, separately for the policy and
+      the value network; > 0.
+    discount: per-step discount gamma of the return, in [0, 1].
+    rollout_length: T, the transitions (actor steps) of one rollout; >= 1.
+    batch_size: rollouts per learner step (batch_size * T transitions); >= 1 and <=
+      max_queue_size.
+    max_queue_size: rollouts the queue holds; a full queue blocks the actors; >= 1.
+    replay_table_name: name of the Reverb queue of rollouts (non-empty).
+  """
   policy_hidden: Tuple[int, ...] = checks.field((64, 64), ge=1)
   value_hidden: Tuple[int, ...] = checks.field((64, 64), ge=1)
   activation: str = checks.field("tanh", choices=ACTIVATIONS)
   learning_rate: float = checks.field(1e-3, gt=0.0)
-  # Linear decay of the learning rate to 0 over this many actor steps (None: constant).
   learning_rate_decay_steps: Optional[int] = checks.field(None, ge=1)
   adam_eps: float = checks.field(1e-5, gt=0.0)
-  # Clipped separately for the policy and value nets.
   max_gradient_norm: float = checks.field(40.0, gt=0.0)
   discount: float = checks.field(0.99, ge=0.0, le=1.0)
-  # Rollouts of T transitions (units: actor steps); a learner step takes `batch_size`.
   rollout_length: int = checks.field(20, ge=1)
   batch_size: int = checks.field(8, ge=1)
-  max_queue_size: int = checks.field(64, ge=1)  # rollouts; a full queue blocks the actors
-  variable_update_period: int = checks.field(4, ge=1)  # actor steps between parameter pulls
-  actor_precision: str = checks.precision_field("fp32")
-  # None: same as the actors.
-  evaluation_precision: Optional[str] = checks.precision_field(None)
-  replay_table_name: str = checks.field("rollouts", nonempty=True)
+  max_queue_size: int = checks.field(64, ge=1)
+  variable_update_period: int = 4
+  replay_table_name: str = "rollouts"
 
   RULES = (
       checks.Rule("need batch_size <= max_queue_size (a learner step takes batch_size "
                   "rollouts from a queue that holds at most max_queue_size)",
                   lambda c: c.batch_size <= c.max_queue_size),
   )
-
-  def __post_init__(self):
-    """Raises ValueError naming the field(s), the value(s) and what is allowed
-    (`actorq.components.config_checks`); subclasses extend `RULES`."""
-    checks.validate(self)
 
 
 @dataclasses.dataclass
@@ -62,10 +71,15 @@ class CorrectedOnPolicyConfig(OnPolicyConfig):
   importance ratio `rho = min(importance_rho_bar, pi(a|s) / mu(a|s))` (as in IMPALA's
   V-trace, Espeholt et al. 2018; for quantized rollouts, FlashRL's truncated importance
   sampling, Yao et al. 2025). See `onpolicy_common.learning.truncated_importance_weights`.
+
+  Attributes:
+    importance_correction: weight the policy-gradient terms by the truncated importance
+      ratio (true) or not (false); null: on exactly when actor_precision is not fp32
+      (see `importance_correction_on`).
+    importance_rho_bar: rho-bar, the truncation of the importance ratios pi/mu (1:
+      IMPALA's); > 0.
   """
-  # None: on exactly when actor_precision is not fp32 (see `importance_correction_on`).
   importance_correction: Optional[bool] = None
-  # rho-bar, the truncation of the importance ratios pi/mu (> 0; 1: IMPALA's).
   importance_rho_bar: float = checks.field(1.0, gt=0.0)
 
   def importance_correction_on(self) -> bool:

@@ -20,26 +20,36 @@ class PPOConfig(CorrectedOnPolicyConfig):
   agents/ppo/README.md for the measured runs. With actors at another precision than fp32
   the importance correction is on by default (`importance_correction`, see
   `agents/ppo/learning.py`).
+
+  Attributes:
+    gae_lambda: lambda of the GAE advantages (Schulman et al. 2016), in [0, 1].
+    clip_epsilon: epsilon of the clipped surrogate objective (eq. 7); > 0.
+    value_cost: weight of the value loss (eq. 9's c1); >= 0.
+    entropy_cost: weight of the entropy bonus (eq. 9's c2); >= 0.
+    normalize_advantages: normalize the advantages of each minibatch to mean 0, std 1.
+    state_independent_log_std: continuous actions: a state-independent log-std parameter
+      (starting at initial_log_std) instead of a log-std head (see
+      `onpolicy_common.ActorCriticNetworks`).
+    initial_log_std: the state-independent log-std at the start, within the log-std
+      bounds of `onpolicy_common.networks` (LOG_STD_MIN, LOG_STD_MAX).
+    rollout_length: T, the transitions (actor steps) of one rollout; a learner step
+      takes batch_size rollouts, i.e. batch_size * T transitions.
+    num_epochs: passes of minibatch SGD over a learner step's transitions; >= 1.
+    minibatch_size: transitions per SGD step (the last minibatch of a pass holds the
+      remainder); >= 1 and <= batch_size * rollout_length.
   """
   learning_rate: float = 3e-4
-  # learning_rate_decay_steps: set it to the run's --steps for the usual "anneal over
-  # training" schedule.
-  max_gradient_norm: float = 0.5   # clipped separately for the policy and value nets
+  max_gradient_norm: float = 0.5
   gae_lambda: float = checks.field(0.95, ge=0.0, le=1.0)
   clip_epsilon: float = checks.field(0.2, gt=0.0)
   value_cost: float = checks.field(0.5, ge=0.0)
   entropy_cost: float = checks.field(0.0, ge=0.0)
   normalize_advantages: bool = True
-  # Continuous actions: a state-independent log-std parameter (starting at
-  # initial_log_std) instead of a log-std head (see onpolicy.ActorCriticNetworks).
   state_independent_log_std: bool = False
   initial_log_std: float = checks.field(0.0, ge=LOG_STD_MIN, le=LOG_STD_MAX)
-  # Rollouts: T transitions each (units: actor steps); a learner step takes
-  # `batch_size` rollouts, i.e. batch_size * T transitions.
   rollout_length: int = 128
   batch_size: int = 4
   num_epochs: int = checks.field(4, ge=1)
-  # Transitions; the last minibatch holds the remainder.
   minibatch_size: int = checks.field(128, ge=1)
   replay_table_name: str = "ppo_rollouts"
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
+import chex
 import jax
 import jax.numpy as jnp
 import optax
@@ -82,8 +83,8 @@ def ppo_loss(head: onpolicy.PolicyHead, outputs: jnp.ndarray, values: jnp.ndarra
   for name, x in (("values", values), ("behaviour_log_prob", behaviour_log_prob),
                   ("advantages", advantages), ("returns", returns), ("weights", weights),
                   ("importance_weights", importance_weights)):
-    if x.shape != (n,):
-      raise ValueError(f"{name} must have shape [{n}] like outputs' batch, got {x.shape}")
+    chex.assert_shape(x, (n,), custom_message=f"{name} must have shape [N] like outputs' batch",
+                      exception_type=ValueError)
   log_pi = onpolicy.log_prob(head, outputs, actions)
   log_ratio = jnp.clip(log_pi - behaviour_log_prob, -MAX_LOG_RATIO, MAX_LOG_RATIO)
   ratio = jnp.exp(log_ratio)

@@ -5,14 +5,14 @@ them); learner steps are gradient updates; a sequence is one replay item of
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Tuple
 
-from actorq import core
+from actorq.components import agent_config
 from actorq.components import config_checks as checks
 
 
 @dataclasses.dataclass
-class R2D2Config:
+class R2D2Config(agent_config.OffPolicySettings, agent_config.EpsilonGreedySettings):
   """R2D2: recurrent experience replay (Kapturowski et al. 2019, "Recurrent Experience
   Replay in Distributed Reinforcement Learning", ICLR).
 
@@ -54,55 +54,71 @@ class R2D2Config:
   Defaults are small, for (partially observable) CartPole (`gym:CartPole-v1-po`, which
   hides the velocities); the paper's Atari values are in the comments. Every field is
   checked at construction (type, finite, range, allowed values) and so are `RULES`.
+
+  Attributes:
+    torso_sizes: widths of the MLP torso's layers (ReLU after each) before the LSTM,
+      each >= 1.
+    lstm_size: H, the LSTM's hidden size (paper: 512); >= 1.
+    dueling: a dueling head (Wang et al. 2016) on the LSTM output; false: a plain Q head.
+    burn_in_length: steps unrolled from the stored state without gradient before the
+      loss's transitions (paper: 40); >= 0.
+    trace_length: steps of a sequence that carry the loss (paper: 80); >= 1.
+    sequence_period: steps between the starts of two consecutive sequences (paper: 40);
+      >= 1 and <= burn_in_length + trace_length + 1.
+    n_step: steps summed in each n-step target (paper: 5); >= 1 and <= trace_length.
+    discount: per-step discount gamma (paper: 0.997), in [0, 1].
+    value_rescaling_epsilon: eps of the value rescaling h (paper: 1e-3); >= 0.
+    learning_rate: Adam's learning rate (paper: 1e-4); > 0.
+    adam_eps: Adam's epsilon (paper: 1e-3); > 0.
+    max_gradient_norm: global-norm clip of the gradient; > 0.
+    batch_size: sequences per learner step (paper: 64); >= 1.
+    target_update_period: learner steps between two copies online -> target (paper:
+      2500); >= 1.
+    min_replay_size: sequences the table holds before the learner starts; <=
+      max_replay_size.
+    max_replay_size: capacity of the replay table (sequences); the oldest are evicted.
+    samples_per_insert: sampled sequences per inserted sequence: one learner step per
+      batch_size / samples_per_insert sequences written (64: one per half sequence, ~every
+      4-5 actor steps on CartPole; 16 learned nothing in 40k steps on seed 0, see
+      README); > 0.
+    priority_exponent: alpha of prioritized replay (paper: 0.9); >= 0.
+    importance_sampling_exponent: beta of the importance-sampling weights (paper: 0.6), in
+      [0, 1].
+    max_priority_weight: eta, the weight of the max in a sequence's priority (paper:
+      0.9), in [0, 1].
+    epsilon_end: epsilon after the decay, in [0, 1] and <= epsilon_start (the paper gives
+      each of its 256 actors a fixed epsilon instead).
+    variable_update_period: actor steps between two parameter pulls of an actor (paper:
+      400); >= 1.
+    actor_precision: precision the actors act with: fp32, fp16, bf16, int8 or a
+      ``mixed:<choice>,...`` name (one choice per parameter layer in the order torso
+      layers, gate matmul, head; see above).
   """
-  # Torso MLP sizes (ReLU after each) before the LSTM.
   torso_sizes: Tuple[int, ...] = checks.field((64,), ge=1)
-  lstm_size: int = checks.field(64, ge=1)               # H (paper: 512)
+  lstm_size: int = checks.field(64, ge=1)
   dueling: bool = checks.field(True)
-  # Sequences (units: steps). Paper: burn-in 40, trace 80, period 40.
   burn_in_length: int = checks.field(8, ge=0)
   trace_length: int = checks.field(16, ge=1)
   sequence_period: int = checks.field(8, ge=1)
-  n_step: int = checks.field(5, ge=1)                    # paper: 5
-  discount: float = checks.field(0.99, ge=0.0, le=1.0)   # paper: 0.997
-  value_rescaling_epsilon: float = checks.field(1e-3, ge=0.0)  # paper: 1e-3
-  # Optimiser (paper: Adam, lr 1e-4, eps 1e-3).
+  n_step: int = checks.field(5, ge=1)
+  discount: float = checks.field(0.99, ge=0.0, le=1.0)
+  value_rescaling_epsilon: float = checks.field(1e-3, ge=0.0)
   learning_rate: float = checks.field(1e-3, gt=0.0)
   adam_eps: float = checks.field(1e-3, gt=0.0)
   max_gradient_norm: float = checks.field(10.0, gt=0.0)
-  batch_size: int = checks.field(32, ge=1)               # sequences per learner step
-  # Copy online -> target every this many learner steps (paper: 2500).
-  target_update_period: int = checks.field(200, ge=1)
-  # Replay (units: sequences).
-  min_replay_size: int = checks.field(100, ge=1)
-  max_replay_size: int = checks.field(10_000, ge=1)
-  # Sampled sequences per inserted sequence: one learner step per
-  # batch_size / samples_per_insert sequences written (64: one per half sequence, ~every
-  # 4-5 actor steps on CartPole; 16 learned nothing in 40k steps on seed 0, see README).
-  samples_per_insert: float = checks.field(64.0, gt=0.0)
-  priority_exponent: float = checks.field(0.9, ge=0.0)            # alpha (paper: 0.9)
-  importance_sampling_exponent: float = checks.field(0.6, ge=0.0, le=1.0)  # beta (0.6)
-  max_priority_weight: float = checks.field(0.9, ge=0.0, le=1.0)  # eta (paper: 0.9)
-  replay_table_name: str = checks.field("r2d2_sequences", nonempty=True)
-  # Epsilon-greedy exploration, decayed linearly over *actor* steps (summed over the actors
-  # of a distributed run; the paper gives each of its 256 actors a fixed epsilon).
-  epsilon_start: float = checks.field(1.0, ge=0.0, le=1.0)
-  epsilon_end: float = checks.field(0.01, ge=0.0, le=1.0)
-  epsilon_decay_steps: int = checks.field(10_000, ge=0)
-  # Actor steps between parameter pulls (paper: 400).
-  variable_update_period: int = checks.field(10, ge=1)
-  # Precision the actors act with: fp32, fp16, bf16, int8 or a "mixed:<choice>,..." name
-  # (see the class docstring).
-  actor_precision: str = checks.precision_field("fp32")
-  # None: same as the actors.
-  evaluation_precision: Optional[str] = checks.precision_field(None)
+  batch_size: int = checks.field(32, ge=1)
+  target_update_period: int = 200
+  min_replay_size: int = 100
+  max_replay_size: int = 10_000
+  priority_exponent: float = checks.field(0.9, ge=0.0)
+  importance_sampling_exponent: float = checks.field(0.6, ge=0.0, le=1.0)
+  max_priority_weight: float = checks.field(0.9, ge=0.0, le=1.0)
+  replay_table_name: str = "r2d2_sequences"
+  epsilon_decay_steps: int = 10_000
 
   RULES = (
-      checks.Rule("need min_replay_size <= max_replay_size (learning starts once the "
-                  "table holds min_replay_size sequences)",
-                  lambda c: c.min_replay_size <= c.max_replay_size),
-      checks.Rule("need epsilon_end <= epsilon_start (epsilon decays)",
-                  lambda c: c.epsilon_end <= c.epsilon_start),
+      agent_config.replay_size_rule("sequences"),
+      agent_config.EpsilonGreedySettings.EPSILON_RULE,
       checks.Rule("need n_step <= trace_length (an n-step target bootstraps inside the "
                   "sequence)", lambda c: c.n_step <= c.trace_length),
       checks.Rule("need sequence_period <= burn_in_length + trace_length + 1 (the "
@@ -114,8 +130,3 @@ class R2D2Config:
   def sequence_length(self) -> int:
     """L = burn_in_length + trace_length + 1 steps per replay item."""
     return self.burn_in_length + self.trace_length + 1
-
-  def __post_init__(self):
-    """Raises ValueError naming the field(s), the value(s) and what is allowed
-    (`actorq.components.config_checks`)."""
-    checks.validate(self)

@@ -20,16 +20,22 @@ class SACConfig(ActorCriticConfig):
   target entropy -1 nat per action dimension (-|A|). Learning starts after
   `min_replay_size` transitions of the initial stochastic policy (no separate
   uniform-random phase).
+
+  Attributes:
+    initial_temperature: alpha at the start, the entropy bonus's weight (units: reward
+      per nat); > 0.
+    temperature_learning_rate: Adam's learning rate for log(alpha); > 0.
+    target_entropy_per_dimension: the target entropy is |A| times this (nats per action
+      dimension; -1: the paper's -|A|). Below log 2, the entropy of the uniform
+      distribution on [-1, 1], which no squashed policy exceeds (a higher target would
+      raise alpha without end).
   """
+  # Inherited fields, at the paper's defaults (their checks and meanings are the base's):
   n_step: int = 1
   samples_per_insert: float = 256.0
   target_update_period: int = 1
   target_update_tau: float = 0.005
-  # alpha at the start (the entropy bonus's weight; units: reward per nat).
+  # SAC's own:
   initial_temperature: float = checks.field(1.0, gt=0.0)
-  # Adam's learning rate for log(alpha).
   temperature_learning_rate: float = checks.field(3e-4, gt=0.0)
-  # The target entropy is |A| times this (nats per action dimension; -1: the paper's
-  # -|A|). Below log 2, the entropy of the uniform distribution on [-1, 1], which no
-  # squashed policy exceeds (a higher target would raise alpha without end).
   target_entropy_per_dimension: float = checks.field(-1.0, lt=math.log(2.0))

@@ -28,16 +28,23 @@ class TD3Config(DPGConfig):
   steps; discount 0.98 alone did not help (-1569 at 3k); 3-step returns reached -274 at 3k.
   3-step without warm-up still failed on 1 seed in 5 (seed 4: -1426 flat at both
   precisions); with the warm-up that seed reaches -122 at 6k (agents/td3/README.md).
+
+  Attributes:
+    policy_delay: d: the policy and the targets change on learner steps d, 2d, ...
+      (sec. 5.2, delayed policy updates); >= 1.
+    target_noise_sigma: std of the target policy smoothing noise N(0, sigma^2) added to
+      the target action (eq. 14; units: half the action range; 0: none); >= 0.
+    target_noise_clip: the smoothing noise is clipped to +-this (units: half the action
+      range); >= 0.
   """
+  # Inherited fields, at the defaults above (their checks and meanings are the base's):
   n_step: int = 3
   random_warmup_steps: int = 1_000
   samples_per_insert: float = 256.0
   target_update_period: int = 2
   target_update_tau: float = 0.005
   sigma: float = 0.1
-  # The policy and the targets change on learner steps d, 2d, ... (sec. 5.2).
+  # TD3's own:
   policy_delay: int = checks.field(2, ge=1)
-  # Target policy smoothing (eq. 14): noise N(0, target_noise_sigma^2) clipped to
-  # +-target_noise_clip on the target action (units: half the action range; 0: none).
   target_noise_sigma: float = checks.field(0.2, ge=0.0)
   target_noise_clip: float = checks.field(0.5, ge=0.0)

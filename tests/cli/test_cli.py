@@ -5,6 +5,8 @@ import threading
 import pytest
 
 from actorq.cli import main as cli
+from actorq.components import config_io
+from actorq.launch import registry
 from actorq.testing.cli import run_cli
 
 
@@ -148,3 +150,40 @@ def test_ensure_writable_dir_is_safe_when_runs_start_together(tmp_path):
   for t in threads:
     t.join()
   assert errors == [] and os.listdir(path) == []
+
+
+def _help(argv, capsys):
+  with pytest.raises(SystemExit) as e:
+    cli.main(argv)
+  captured = capsys.readouterr()
+  return e.value.code, " ".join(captured.out.split()), captured.err
+
+
+def test_train_agent_help_lists_every_config_field_with_type_default_and_meaning(capsys):
+  code, out, _ = _help(["train", "--agent", "sac", "--help"], capsys)
+  assert code == 0
+  assert "--launch" in out  # the usual flags come first
+  help_ = {h.name: h for h in config_io.field_help(registry.get("sac")[0])}
+  assert "config fields of sac (SACConfig" in out
+  for name in help_:
+    assert f" {name}: " in out, name
+  spi, precision = help_["samples_per_insert"], help_["actor_precision"]
+  assert f"samples_per_insert: float, default 256.0 {' '.join(spi.meaning.split())}" in out
+  assert "sampled transitions per inserted transition" in out
+  assert f"actor_precision: str, default fp32 {' '.join(precision.meaning.split())}" in out
+  assert "precision the actors act with: fp32, fp16, bf16, int8" in out
+  assert "policy_hidden_sizes: list of int, default [256, 256]" in out
+  assert "evaluation_precision: str or null, default null" in out
+
+
+def test_train_help_without_agent_names_the_agents(capsys):
+  code, out, _ = _help(["train", "--help"], capsys)
+  assert code == 0
+  assert f"agents: {', '.join(registry.names())}; add --agent NAME before --help" in out
+  assert "config fields of" not in out and "samples_per_insert" not in out
+  code, out, err = _help(["train", "--agent", "nosuch", "--help"], capsys)
+  assert code == 2 and out == ""
+  with pytest.raises(registry.UnknownAgentError) as unknown:
+    registry.get("nosuch")
+  assert str(unknown.value).startswith("unknown agent 'nosuch'; allowed: " + ", ".join(registry.names()))
+  assert err == f"actorq: error: {unknown.value}\n"

@@ -2,6 +2,7 @@
 import dataclasses
 import json
 import os
+import typing
 
 import pytest
 
@@ -102,3 +103,57 @@ def test_train_resolves_file_then_set_then_flag():
   config, _ = spec_lib.resolve_config(args, "dqn", resumed)
   assert isinstance(config, DQNConfig)
   assert (config.batch_size, config.actor_precision) == (8, "int8")
+
+
+@dataclasses.dataclass
+class _Base:
+  """A base.
+
+  Attributes:
+    rate: steps per second; > 0.
+    sizes: widths of the layers,
+      each >= 1.
+
+  Raises:
+    Nothing: a section after Attributes ends it.
+  """
+  rate: float = 1.0
+  sizes: tuple = (4,)
+
+
+@dataclasses.dataclass
+class _Child(_Base):
+  """A child that re-words one inherited field and adds two.
+
+  Attributes:
+    rate: items per second (re-worded).
+    lo, hi (float): the bounds.
+  """
+  lo: typing.Optional[float] = None
+  hi: typing.Tuple[int, ...] = (1, 2)
+  undocumented: bool = False
+
+
+def test_attribute_docs_reads_only_the_classs_own_attributes_section():
+  assert config_io.attribute_docs(_Base) == {
+      "rate": "steps per second; > 0.", "sizes": "widths of the layers, each >= 1."}
+  assert config_io.attribute_docs(_Child) == {
+      "rate": "items per second (re-worded).", "lo": "the bounds.", "hi": "the bounds."}
+
+
+def test_field_help_takes_the_nearest_meaning_the_type_and_the_default():
+  assert config_io.field_help(_Child) == [
+      ("rate", "float", 1.0, "items per second (re-worded)."),
+      ("sizes", "tuple", (4,), "widths of the layers, each >= 1."),
+      ("lo", "float or null", None, "the bounds."),
+      ("hi", "list of int", (1, 2), "the bounds."),
+      ("undocumented", "bool", False, ""),
+  ]
+  help_ = {h.name: h for h in config_io.field_help(DQNConfig)}
+  assert help_["samples_per_insert"].default == 32.0
+  assert help_["samples_per_insert"].type == "float"
+  assert help_["samples_per_insert"].meaning.startswith("sampled transitions per inserted")
+  # inherited from components.agent_config.ActorSettings
+  assert help_["actor_precision"].meaning.startswith("precision the actors act with: fp32")
+  with pytest.raises(TypeError, match="config dataclass"):
+    config_io.field_help(DQNConfig())
