@@ -1,6 +1,7 @@
 """The documentation site builds with `mkdocs build --strict` (mkdocs.yml; docs/): a broken
 link, a missing anchor or a page left out of the navigation fails the suite."""
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -60,3 +61,13 @@ def test_strict_build_fails_on_a_broken_link_anchor_and_orphan_page(tmp_path):
   assert "Aborted with 3 warnings in strict mode" in output
   for named in ("'missing-page.md'", "#no-such-section", "guides/orphan.md"):
     assert named in output, named
+
+
+def test_every_relative_link_of_the_readme_resolves():
+  """README.md is outside the site (GitHub renders it); its links are checked here."""
+  text = (ROOT / "README.md").read_text(encoding="utf-8")
+  targets = [t.split("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", text)
+             if not t.startswith(("http://", "https://", "#"))]
+  assert len(targets) >= 20  # the headline table's rows and the pages of "Where to go next"
+  missing = [t for t in targets if not (ROOT / t).exists()]
+  assert missing == []
