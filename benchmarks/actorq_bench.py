@@ -123,7 +123,7 @@ PRESETS = {
     # one; 1e-5 learned, but slowly (measured, 2026-11-29).
     # 100k actor steps: at 50k, runs of this policy were still climbing (seed 0 with these
     # settings: fp32 949, int8 886 and rising), too early for a return-parity figure; at
-    # 100k, 5 of the 6 runs of seeds 0-2 ended at 987-1000 (docs/bench_actorq).
+    # 100k, 5 of the 6 runs of seeds 0-2 ended at 987-1000 (docs/results/bench_actorq).
     # On a 2-core CPU the fp32 learner takes ~115 ms per step, one run ~30 min, the
     # preset's 2 precisions x 3 seeds ~3 h: run seeds separately (--seeds 0, --seeds 1,
     # --seeds 2) and combine them with --merge. fp16 is left out by default (3x slower

@@ -4,7 +4,7 @@ the fp32 JAX policy's, paired by run (one run per seed), with its interval.
     .venv/bin/actorq sweep --agent dqn --steps 20000 --seeds 0-4 --precisions fp32 \\
         --eval-every 5000 --eval-episodes 5 --logdir runs/export-dqn
     .venv/bin/python -m actorq.benchmarks.export_parity --runs runs/export-dqn/fp32-s* \\
-        --episodes 20 --out docs/export_parity
+        --episodes 20 --out docs/results/export_parity
 
 Each run is exported at each `--precisions` (default int8 and fp32; per-layer policies as
 policy files or `mixed:` names, the list then `;`-separated: `"int8;precision_policy.json"`)

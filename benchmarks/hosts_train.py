@@ -4,9 +4,9 @@ the launcher; 10.231.0.2 the actors and the evaluator), over a veth link that `t
 at each actor precision and seed, side by side in one run.
 
     sudo .venv/bin/python benchmarks/hosts_train.py --preset dqn --seeds 0,1,2 \\
-        --json docs/network/train_dqn.json
+        --json docs/results/network/train_dqn.json
     sudo .venv/bin/python benchmarks/hosts_train.py --preset actorq --rate 100mbit \\
-        --seeds 0,1 --json docs/network/e2e_actorq_100mbit.json
+        --seeds 0,1 --json docs/results/network/e2e_actorq_100mbit.json
 
 Each (seed, precision) run is one `actorq train --launch hosts` process, started in the first
 namespace exactly as a user starts it on the first host (`--start 'ip netns exec ...{index}'`

@@ -3,7 +3,7 @@ on one pinned core: actor steps per second (evaluation time excluded) and the wa
 seconds to the first greedy evaluation >= 475.
 
     .venv/bin/python benchmarks/peer_sb3.py --sb3-python /path/to/py311/bin/python \\
-        --seeds 0 1 2 --steps 50000 --core 1 --out docs/peer_sb3
+        --seeds 0 1 2 --steps 50000 --core 1 --out docs/results/peer_sb3
 
 SB3 (with PyTorch) is not part of actorq's stack (Python 3.10, TF 2.8): give the Python of
 an environment where `import stable_baselines3` works (e.g. `python3.11 -m venv V &&

@@ -208,8 +208,9 @@ def run(args) -> int:
   spec = spec_lib.RunSpec.from_args(args)
   config = (dataclasses.replace(spec, logdir=None) if args.dry_run else spec).build()
   if args.dry_run and spec.launch == "local":
-    print(f"launch local: one process (embedded Reverb server, 1 actor, learner, evaluation "
-          f"every {spec.eval_every} actor steps); no Launchpad program")
+    print(f"launch local: one process (seeded in-process replay built from the agent's "
+          f"reverb.Table definitions, 1 actor, learner, evaluation every {spec.eval_every} "
+          "actor steps); no Launchpad program (--launch local_mt: real Reverb in one process)")
     return 0
   if not args.dry_run:
     spec = dataclasses.replace(spec, logdir=cli.ensure_writable_dir(spec.logdir))

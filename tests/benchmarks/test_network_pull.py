@@ -1,5 +1,5 @@
 """benchmarks/network_pull.py's table and input checks (the measurement itself needs root
-and ~90 s: it is run by hand, figures in docs/network/README.md)."""
+and ~90 s: it is run by hand, figures in docs/results/network/README.md)."""
 import pytest
 
 from actorq.benchmarks import network_pull

@@ -1,4 +1,4 @@
-"""The README's composing example runs single-process and as a Launchpad program."""
+"""docs/guides/compose-an-agent.md's example runs single-process and as a Launchpad program."""
 import dataclasses
 import importlib.util
 import os
