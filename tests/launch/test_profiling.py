@@ -10,20 +10,19 @@ from actorq.components.acting import variable_client as vc
 from actorq.launch import profiling
 from actorq.testing import fakes
 from actorq.quantization import network_spec as ns
-from actorq.quantization import payload as payload_lib
 
 SPEC = ns.mlp(4, [8], 2)
 CONVERT_S = 0.3
 
 
 def test_pull_waiting_on_another_threads_conversion_is_transfer_not_conversion(monkeypatch):
-  real = payload_lib.make_payload
+  real = vc.make_payload  # what the publisher converts with (the precision table's encoder)
 
   def slow_make_payload(*args, **kwargs):
     time.sleep(CONVERT_S)
     return real(*args, **kwargs)
 
-  monkeypatch.setattr(payload_lib, "make_payload", slow_make_payload)
+  monkeypatch.setattr(vc, "make_payload", slow_make_payload)
   server = vc.PolicyServer(fakes.CountingLearner(SPEC), SPEC)
   publisher = server.publisher("int8")
   timed = profiling.TimedSource(server)  # the training actor's view, as in the bench
