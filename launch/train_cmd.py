@@ -58,6 +58,10 @@ def add_parser(subparsers):
   train.add_argument("--resume", default=None, metavar="RUN_DIR",
                      help="continue a run of 'actorq train' from its newest readable checkpoint "
                           "(agent, environment, seed and config come from its run.json)")
+  train.add_argument("--overwrite", action="store_true",
+                     help="start over in a --logdir that already holds a run: its run.json, "
+                          "checkpoints/ and logs are removed first (without it such a "
+                          "directory is refused; --resume continues it instead)")
   train.add_argument("--checkpoint-every", type=cli.positive_float("--checkpoint-every"),
                      default=10.0, metavar="MINUTES", help="minutes between checkpoints "
                      "(default: 10; one is also written at the end and on Ctrl-C)")
@@ -176,6 +180,9 @@ def apply_resume(args) -> None:
                          "--config and --set cannot be combined with it")
   if args.dry_run:
     raise cli.UsageError("--dry-run cannot be combined with --resume")
+  if getattr(args, "overwrite", False):
+    raise cli.UsageError("--overwrite starts a new run; --resume continues one: give one "
+                         "of them")
   try:
     run_path, _ = run_dir.resolve(args.resume)
   except cli.UsageError as e:
@@ -315,6 +322,8 @@ def run(args) -> int:
   except ValueError as e:
     raise cli.UsageError(str(e)) from None
   if not args.dry_run:
+    if not args.resume:  # one run per directory (case B8)
+      run_dir.claim_logdir(args.logdir, overwrite=getattr(args, "overwrite", False))
     args.logdir = cli.ensure_writable_dir(args.logdir)
     if not args.resume:
       run_dir.write_info(args.logdir, run_info(args, builder.config))
