@@ -290,6 +290,13 @@ def _place(args) -> None:
 
 
 def run(args) -> int:
+  # SIGTERM is a stop like Ctrl-C from the first line on (experiment.Preempted; `actorq`
+  # exits 143), not a silent death at start-up; the loops and launchers refine it.
+  with experiment.preemptible():
+    return _run(args)
+
+
+def _run(args) -> int:
   args.resume_info = None
   if args.resume:
     apply_resume(args)
@@ -342,6 +349,20 @@ def failure(args, error: core.RunFailure) -> core.RunFailure:
   return type(error)(message)
 
 
+def stop_message(logdir: str, saved: "str | None") -> str:
+  """What a stopped run (Ctrl-C, SIGTERM) says about its checkpoints, truthfully (case
+  B9): the checkpoint `saved` at the stop, else the newest earlier one, else that there
+  is nothing to resume."""
+  if saved:
+    return (f"actorq: checkpoint saved ({os.path.basename(saved)}); continue with: "
+            f"actorq train --resume {logdir}")
+  if checkpointing.list_checkpoints(os.path.join(logdir, run_dir.CHECKPOINTS)):
+    return (f"actorq: no checkpoint was written at the stop; continue from the newest "
+            f"earlier one with: actorq train --resume {logdir}")
+  return (f"actorq: stopped before the first checkpoint, nothing to resume; start again "
+          f"with the same flags and --overwrite (--logdir {logdir})")
+
+
 def _run_local(args, config) -> int:
   bar = tqdm(total=args.steps, unit="step", dynamic_ncols=True, disable=args.no_progress,
              mininterval=0.5, smoothing=0.05)
@@ -364,9 +385,8 @@ def _run_local(args, config) -> int:
     raise cli.UsageError(f"--resume {args.logdir}: {e}") from None
   except core.RunFailure as e:
     raise failure(args, e) from e
-  except KeyboardInterrupt:
-    print(f"actorq: checkpoint saved; continue with: actorq train --resume {args.logdir}",
-          file=sys.stderr)
+  except KeyboardInterrupt as e:
+    print(stop_message(args.logdir, getattr(e, "checkpoint_path", None)), file=sys.stderr)
     raise
   finally:
     bar.close()
@@ -414,6 +434,8 @@ def _run_distributed(args, config) -> int:
 
   result = distributed.launch(dp, args.launch, echo=not args.no_progress, on_poll=on_poll)
   print(distributed.summary_line(result), flush=True)
+  if result.reason == "signal":  # which checkpoint the run continues from, truthfully
+    print(stop_message(args.logdir, result.checkpoint), file=sys.stderr, flush=True)
   if result.evaluations:
     print(f"final evaluation return: {result.final_eval_return:.1f} "
           f"(mean over {args.eval_episodes} greedy episodes, actors {config.precision})",
