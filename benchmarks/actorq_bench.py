@@ -71,7 +71,7 @@ from acme import specs
 
 from actorq import core
 from actorq.benchmarks import aggregate as ag
-from actorq.components import actors, config_io, environments, profiling
+from actorq.components import actors, atomic, config_io, environments, profiling
 from actorq.components import loop as loop_lib
 from actorq.components import variable_client as vc
 from actorq.launch import experiment, local, registry
@@ -447,8 +447,9 @@ def summarize(runs: List[Dict[str, Any]], precisions: Sequence[str]) -> Dict[str
 
 
 def write_csv(path, fieldnames, rows):
-  """`rows` (dicts; keys not in `fieldnames` ignored, None written empty) as a CSV file."""
-  with open(path, "w", newline="", encoding="utf-8") as f:
+  """`rows` (dicts; keys not in `fieldnames` ignored, None written empty) as a CSV file,
+  written whole (`atomic.atomic_write`)."""
+  with atomic.atomic_write(path, newline="") as f:
     w = csv.DictWriter(f, fieldnames=fieldnames, extrasaction="ignore")
     w.writeheader()
     for row in rows:

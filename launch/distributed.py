@@ -105,6 +105,7 @@ from launchpad import address as lp_address
 
 from actorq import core
 from actorq.components import checkpointing
+from actorq.components import fault_points
 from actorq.components import placement
 from actorq.launch import distributed_nodes as nodes_lib
 from actorq.launch import experiment as experiment_lib
@@ -709,6 +710,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
                         dp.resumed_counts)
     try:
       while True:
+        fault_points.point("launch_poll")  # tests: a signal at the n-th poll
         if sigs.received is not None or (external_stop() and reason != "finished"):
           reason = "signal"
           detail = f"signal {sigs.received or signal.SIGTERM} to the launcher"
