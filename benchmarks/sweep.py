@@ -56,6 +56,7 @@ from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import aggregate as ag
 from actorq.components import atomic, checkpointing, fault_points
 from actorq.launch import plot_cmd, processes
+from actorq.launch import run_dir as run_dir_lib
 
 SWEEP_JSON = "sweep.json"
 SEEDS_FIELDS = ("precision", "seed", "final_return", "last3_return", "best_return",
@@ -190,9 +191,17 @@ def check_reusable(outdir: str, settings: Dict[str, Any]) -> None:
   """Refuses a sweep directory holding finished runs of other settings, or a non-empty
   directory where a run would go that `actorq train` did not write (it would be replaced).
 
+  Also refuses the directory of an `actorq train` run (its run.json or checkpoints/):
+  a sweep's runs go into folders of their own beside its reports.
+
   Raises:
     ValueError: naming the run and the first setting that differs.
   """
+  held = [n for n in (run_dir_lib.RUN_INFO, run_dir_lib.CHECKPOINTS)
+          if os.path.exists(os.path.join(outdir, n))]
+  if held:
+    raise ValueError(f"{outdir} is the run directory of an 'actorq train' run (it holds "
+                     f"{' and '.join(held)}); give a new --logdir")
   for precision, seed in plan(settings["precisions"], settings["seeds"]):
     run_dir = os.path.join(outdir, run_name(precision, seed))
     if (os.path.isdir(run_dir) and os.listdir(run_dir)

@@ -45,7 +45,7 @@ from acme import specs
 from ai_edge_litert.interpreter import Interpreter
 
 from actorq import core
-from actorq.components import actors, atomic, environments, evaluation
+from actorq.components import actors, atomic, environments, evaluation, fault_points
 from actorq.components import loop as loop_lib
 from actorq.launch import cli, precision_arg, run_dir
 from actorq.quantization import mixed
@@ -285,6 +285,7 @@ def run(args) -> int:
                      tflite_bytes=len(model)),
   }
   json_path = report_path(out)
+  fault_points.point("export_write")  # tests: a stop right before the files are replaced
   try:  # the pair is replaced together or not at all (case B10)
     atomic.write_together({out: model, json_path: json.dumps(report, indent=1)})
   except OSError as e:

@@ -16,7 +16,7 @@ import pytest
 from ai_edge_litert.interpreter import Interpreter
 
 from actorq import core
-from actorq.components import environments, evaluation
+from actorq.components import environments, evaluation, fault_points
 from actorq.launch import cli, run_dir
 from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
@@ -270,3 +270,16 @@ def test_b10_a_failed_write_is_one_line_exit_1_and_keeps_the_previous_pair(train
   assert "the files there before are kept as they were" in lines[0]
   assert out.read_bytes() == model and meta.read_text() == report  # the previous pair
   assert sorted(os.listdir(out.parent)) == ["policy.json", "policy.tflite"]
+
+
+def test_an_export_stopped_right_before_its_write_keeps_the_previous_pair(trained_run, tmp_path,
+                                                                          capsys, monkeypatch):
+  out = tmp_path / "policy.tflite"
+  argv = ["export", "--checkpoint", str(trained_run), "--out", str(out), "--episodes", "1"]
+  assert run_cli(argv, capsys)[0] == 0
+  before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+  monkeypatch.setattr(fault_points, "_PLAN", {"export_write": [(1, int(signal.SIGINT))]})
+  monkeypatch.setattr(fault_points, "_SEEN", {})
+  code, _, err = run_cli(argv + ["--precision", "fp32", "--out", str(out)], capsys)
+  assert code == 130 and err.strip() == "actorq: interrupted", err
+  assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
