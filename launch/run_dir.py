@@ -25,10 +25,17 @@ RUN_ENTRIES = (RUN_INFO, CHECKPOINTS, "tensorboard", "logs", "program.actorq")
 
 
 def write_info(logdir: str, info: Dict[str, Any]) -> None:
-  """Writes `<logdir>/run.json` atomically."""
+  """Writes `<logdir>/run.json` atomically.
+
+  Raises:
+    core.RunDirectoryError: it cannot be written (a full disk, ...); one line, exit 1.
+  """
   path = os.path.join(logdir, RUN_INFO)
-  with atomic.atomic_write(path) as f:
-    json.dump(info, f, indent=2, sort_keys=True)
+  try:
+    with atomic.atomic_write(path) as f:
+      json.dump(info, f, indent=2, sort_keys=True)
+  except OSError as e:
+    raise core.RunDirectoryError.writing(path, e) from e
 
 
 def run_entries(logdir: str) -> List[str]:
@@ -89,6 +96,22 @@ def claim_logdir(logdir: str, *, overwrite: bool = False, flag: str = "--logdir"
     except OSError as e:
       raise core.RunDirectoryError.writing(path, e, "--overwrite removes the earlier run "
                                            "first") from e
+
+
+def refuse_run_directory(path: str, flag: str) -> None:
+  """An output folder of another command (`bench --logdir`, `quantize --out`) must not be
+  a run directory of `actorq train`: its files would mix with the run's.
+
+  Raises:
+    cli.UsageError: `path` holds a run.json or checkpoints/; one line naming it and
+      what to do instead.
+  """
+  path = os.path.abspath(path)
+  held = [n for n in (RUN_INFO, CHECKPOINTS) if os.path.exists(os.path.join(path, n))]
+  if held:
+    raise cli.UsageError(f"{flag} {path} is the directory of an 'actorq train' run (it holds "
+                         f"{' and '.join(held)}); give another {flag}, e.g. a new folder "
+                         "inside it")
 
 
 def read_info(run_path: str) -> Dict[str, Any]:

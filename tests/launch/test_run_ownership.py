@@ -91,3 +91,19 @@ def test_claim_logdir_names_what_a_directory_holds(tmp_path):
   assert run_dir.run_entries(str(logs)) == ["train.csv"]
   run_dir.claim_logdir(str(logs), overwrite=True)
   assert os.listdir(logs) == []
+
+
+def test_bench_and_quantize_out_refuse_a_train_run_directory(tmp_path, capsys):
+  logdir = tmp_path / "D"
+  logdir.mkdir()
+  (logdir / "run.json").write_text('{"agent": "dqn", "env": "gym:CartPole-v1", "seed": 0, '
+                                   '"config": {}}')
+  before = sorted(os.listdir(logdir))
+  code, _, err = run_cli(["bench", "--logdir", str(logdir), "--steps", "10"], capsys)
+  assert code == 2 and len(err.strip().splitlines()) == 1, err
+  assert (f"--logdir {logdir} is the directory of an 'actorq train' run (it holds run.json); "
+          "give another --logdir") in err
+  assert sorted(os.listdir(logdir)) == before
+  with pytest.raises(Exception, match=r"--out .*D is the directory of an 'actorq train' run"):
+    run_dir.refuse_run_directory(str(logdir), "--out")
+  run_dir.refuse_run_directory(str(logdir / "quantize-sweep"), "--out")  # a folder inside: fine
