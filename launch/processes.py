@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import psutil
 
@@ -243,6 +243,33 @@ class Signals:
   def __exit__(self, *exc) -> None:
     for sig, old in self._old.items():
       signal.signal(sig, old)
+
+
+def run_child(argv: Sequence[str], **popen_kwargs) -> Tuple[int, Optional[int]]:
+  """Runs `argv` to its end in a session of its own (a terminal's Ctrl-C reaches this
+  process alone) and forwards the first SIGINT or SIGTERM this process receives
+  meanwhile to it, once; the child is always waited for, so none is left running
+  (issue 42). Signals are watched in the main thread only (elsewhere: a plain wait).
+
+  Returns:
+    (the child's exit status, the signal forwarded or None).
+  """
+  with Signals() as sigs:
+    proc = subprocess.Popen(list(argv), start_new_session=True, **popen_kwargs)
+    forwarded = None
+    while True:
+      try:
+        code = proc.wait(timeout=0.2)
+        break
+      except subprocess.TimeoutExpired:
+        pass
+      if sigs.received is not None and forwarded is None:
+        forwarded = sigs.received
+        try:
+          proc.send_signal(forwarded)
+        except ProcessLookupError:
+          pass
+  return code, forwarded
 
 
 def watch_launcher(launcher_pid: Optional[int]) -> None:

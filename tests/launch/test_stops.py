@@ -14,13 +14,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
 import pytest
 
 from actorq.components import checkpointing
-from actorq.launch import cli, train_cmd
+from actorq.launch import cli, processes, train_cmd
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = 400
@@ -228,3 +229,30 @@ def test_a_sweep_stopped_while_its_child_starts_starts_the_seed_again(tmp_path):
   code, err, _ = _actorq(_sweep_argv(logdir, steps))
   assert code == 0, err
   assert _checkpoint_steps(logdir / "fp32-s0")[-1] == steps
+
+
+CHILD = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
+open(sys.argv[1], "w").close()
+time.sleep(60)
+"""
+
+
+def test_run_child_forwards_a_stop_once_and_waits_for_the_child(tmp_path):
+  # What `actorq bench` does with its job children (processes.run_child).
+  ready = tmp_path / "ready"
+
+  def stop_when_ready():
+    deadline = time.time() + 60
+    while not ready.exists() and time.time() < deadline:
+      time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGTERM)  # recorded by run_child, not fatal to pytest
+
+  thread = threading.Thread(target=stop_when_ready)
+  thread.start()
+  start = time.time()
+  code, forwarded = processes.run_child([sys.executable, "-c", CHILD, str(ready)])
+  thread.join()
+  assert (code, forwarded) == (143, signal.SIGTERM)
+  assert time.time() - start < 30  # stopped by the forwarded signal, not its sleep
