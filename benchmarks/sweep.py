@@ -315,12 +315,13 @@ def _run_one(settings, outdir, precision, seed, children: Optional[Children] = N
 
 class Stopped(Exception):
   """The sweep was stopped by a signal (`signum`) after its children were stopped and
-  reaped; `runs` names the runs that were stopped part-way (each resumes from its
-  checkpoint when the same sweep runs again)."""
+  reaped. `runs`: the runs stopped part-way with a checkpoint (each resumes from it when
+  the same sweep runs again); `restart`: those stopped before their first checkpoint
+  (each starts again)."""
 
-  def __init__(self, signum: int, runs: List[str]):
+  def __init__(self, signum: int, runs: List[str], restart: Sequence[str] = ()):
     super().__init__(f"signal {signum}")
-    self.signum, self.runs = int(signum), list(runs)
+    self.signum, self.runs, self.restart = int(signum), list(runs), list(restart)
 
 
 def run_all(settings: Dict[str, Any], outdir: str, jobs: int = 1,
@@ -360,7 +361,7 @@ def run_all(settings: Dict[str, Any], outdir: str, jobs: int = 1,
         precision, seed, error, seconds = future.result()
         if children.stopping is not None:
           if error and "not started" not in error:
-            stopped.append(run_name(precision, seed))
+            stopped.append((precision, seed))
           continue
         done += 1
         if error:
@@ -371,7 +372,10 @@ def run_all(settings: Dict[str, Any], outdir: str, jobs: int = 1,
         log(f"[{done}/{total}] {run_name(precision, seed)}: final return "
             f"{evals[-1]['episode_return']:.1f} ({seconds:.0f} s)")
   if children.stopping is not None:
-    raise Stopped(children.stopping, sorted(stopped))
+    ckpt = lambda p, s: checkpointing.list_checkpoints(
+        os.path.join(outdir, run_name(p, s), "checkpoints"))
+    raise Stopped(children.stopping, sorted(run_name(p, s) for p, s in stopped if ckpt(p, s)),
+                  sorted(run_name(p, s) for p, s in stopped if not ckpt(p, s)))
   return failures
 
 

@@ -175,7 +175,10 @@ def run(args) -> int:
     failures = sweep.run_all(settings, outdir, jobs=args.jobs,
                              log=lambda m: print(m, flush=True))
   except sweep.Stopped as e:  # every child stopped (and checkpointed) and reaped
-    which = f" ({', '.join(e.runs)} checkpointed)" if e.runs else ""
+    parts = ([f"{', '.join(e.runs)} checkpointed"] if e.runs else []) + (
+        [f"{', '.join(e.restart)} stopped before a checkpoint, will start again"]
+        if e.restart else [])
+    which = f" ({'; '.join(parts)})" if parts else ""
     print(f"actorq sweep: stopped{which}; run the same command again to continue "
           "(finished runs are reused, stopped ones resume from their checkpoints)",
           file=sys.stderr, flush=True)

@@ -225,6 +225,7 @@ def test_a_sweep_stopped_while_its_child_starts_starts_the_seed_again(tmp_path):
   logdir, steps = tmp_path / "sweep", 300
   code, err, started = _actorq(_sweep_argv(logdir, steps), "sweep_child:SIGTERM")
   assert code == 128 + signal.SIGTERM and "Traceback" not in err, err
+  assert "fp32-s0 stopped before a checkpoint, will start again" in err, err
   assert not _alive(started)
   code, err, _ = _actorq(_sweep_argv(logdir, steps))
   assert code == 0, err
