@@ -38,7 +38,6 @@ Output files (in the sweep directory):
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import csv
 import json
 import math
@@ -47,7 +46,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -233,50 +231,14 @@ def resumable(run_dir: str, settings: Dict[str, Any], precision: str, seed: int)
   return path is not None
 
 
-class Children:
-  """The sweep's running `actorq train` children: started in sessions of their own (a
-  terminal's Ctrl-C reaches the sweep alone), and stopped by `stop(signum)`, which
-  forwards the signal to each once (each checkpoints, as `actorq train` does on it) and
-  refuses to start new ones."""
-
-  def __init__(self):
-    self._lock = threading.Lock()
-    self._procs: Dict[int, subprocess.Popen] = {}
-    self.stopping: Optional[int] = None
-
-  def start(self, argv: List[str], **kwargs) -> Optional[subprocess.Popen]:
-    """`subprocess.Popen(argv, start_new_session=True, **kwargs)`; None once stopping."""
-    with self._lock:
-      if self.stopping is not None:
-        return None
-      proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
-      self._procs[proc.pid] = proc
-      return proc
-
-  def finished(self, proc: subprocess.Popen) -> None:
-    with self._lock:
-      self._procs.pop(proc.pid, None)
-
-  def stop(self, signum: int) -> None:
-    """Forwards `signum` to every running child (once) and starts no new one."""
-    with self._lock:
-      if self.stopping is not None:
-        return
-      self.stopping = signum
-      for proc in self._procs.values():
-        if proc.poll() is None:
-          with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signum)
-
-
-def _run_one(settings, outdir, precision, seed, children: Optional[Children] = None
+def _run_one(settings, outdir, precision, seed, children: Optional[processes.ChildGroup] = None
              ) -> Tuple[str, int, Optional[str], float]:
   """Trains one (precision, seed) in a child; (precision, seed, error or None, seconds).
 
   An unfinished run of this sweep with a readable checkpoint (a sweep stopped before) is
   continued (`--resume`); any other unfinished run directory is started again.
   """
-  children = children or Children()
+  children = children or processes.ChildGroup()
   name = run_name(precision, seed)
   run_dir = os.path.join(outdir, name)
   if resumable(run_dir, settings, precision, seed):
@@ -345,7 +307,7 @@ def run_all(settings: Dict[str, Any], outdir: str, jobs: int = 1,
       todo.append((precision, seed))
   failures, stopped = [], []
   done = total - len(todo)
-  children = Children()
+  children = processes.ChildGroup()
   with processes.Signals() as sigs, \
       concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
     futures = [pool.submit(_run_one, settings, outdir, p, s, children) for p, s in todo]
