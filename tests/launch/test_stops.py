@@ -187,7 +187,7 @@ def _episodes(path):
 
 @pytest.mark.slow
 def test_b11_sigterm_to_a_sweep_stops_its_child_and_the_same_sweep_resumes_it(tmp_path):
-  logdir, steps = tmp_path / "sweep", 1500
+  logdir, steps = tmp_path / "sweep", 800
   run = logdir / "fp32-s0"
   proc = subprocess.Popen([sys.executable, "-m", "actorq.launch.cli"] + _sweep_argv(logdir, steps),
                           cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
