@@ -76,7 +76,7 @@ from actorq.components.envs import environments
 from actorq.launch import profiling
 from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
-from actorq.launch import experiment, local
+from actorq.launch import experiment, local, processes
 from actorq.launch import spec as spec_lib
 from actorq.quantization import network_spec as ns
 
@@ -343,8 +343,12 @@ def jobs_for(agent, env, precisions, seeds, steps, eval_every, eval_episodes, ta
 def run_job(job: Dict[str, Any], workdir: str, log=print) -> Dict[str, Any]:
   """Runs one job in a fresh child process; its stderr goes to `workdir/<name>.log`.
 
+  SIGINT/SIGTERM meanwhile is forwarded to the child (`processes.run_child`), which is
+  waited for; then `experiment.Preempted` is raised.
+
   Raises:
     RuntimeError: the child failed (with the log's last lines).
+    experiment.Preempted: the benchmark was signalled (the child has ended).
   """
   name = (f"{job['precision']}-s{job['seed']}" if job["kind"] == "train"
           else f"peer-s{job['seed']}")
@@ -355,13 +359,16 @@ def run_job(job: Dict[str, Any], workdir: str, log=print) -> Dict[str, Any]:
     json.dump(job, f, indent=1)
   start = time.time()
   with open(log_path, "w", encoding="utf-8") as logf:
-    proc = subprocess.run([sys.executable, "-m", "actorq.benchmarks.actorq_bench", "--child",
-                           job_path, "--out", out_path], stdout=logf, stderr=subprocess.STDOUT,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), check=False)
-  if proc.returncode != 0:
+    returncode, stopped = processes.run_child(
+        [sys.executable, "-m", "actorq.benchmarks.actorq_bench", "--child", job_path, "--out",
+         out_path], stdout=logf, stderr=subprocess.STDOUT,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  if stopped is not None:  # forwarded to the job, which has ended: stop the benchmark too
+    raise experiment.Preempted(stopped)
+  if returncode != 0:
     with open(log_path, encoding="utf-8") as f:
       tail = "".join(f.readlines()[-15:])
-    raise RuntimeError(f"benchmark job {name} failed (exit {proc.returncode}); {log_path}:\n{tail}")
+    raise RuntimeError(f"benchmark job {name} failed (exit {returncode}); {log_path}:\n{tail}")
   with open(out_path, encoding="utf-8") as f:
     result = json.load(f)
   result["process_wall_seconds"] = time.time() - start

@@ -69,7 +69,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from actorq import core
 from actorq.benchmarks import actorq_bench as ab
 from actorq.launch import placement, profiling
-from actorq.launch import distributed, experiment
+from actorq.launch import distributed, experiment, processes
 from actorq.launch import distributed_nodes as nodes
 from actorq.launch import supervisors
 
@@ -365,14 +365,16 @@ def run_job(job: Dict[str, Any], log: Callable[[str], None] = print) -> Dict[str
       json.dump(result, f, indent=1)
     return _done(result, name, start, log)
   with open(log_path, "w", encoding="utf-8") as logf:
-    proc = subprocess.run([sys.executable, "-m", "actorq.benchmarks.distributed_bench",
-                           "--child", job_path, "--out", out_path], stdout=logf,
-                          stderr=subprocess.STDOUT, check=False,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-  if proc.returncode != 0:
+    returncode, stopped = processes.run_child(
+        [sys.executable, "-m", "actorq.benchmarks.distributed_bench", "--child", job_path,
+         "--out", out_path], stdout=logf, stderr=subprocess.STDOUT,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  if stopped is not None:  # forwarded to the child, which has ended (issue 42)
+    raise experiment.Preempted(stopped)
+  if returncode != 0:
     with open(log_path, encoding="utf-8", errors="replace") as f:
       lines = [l.strip() for l in f if l.strip()]
-    raise core.RunFailure(f"run {name} failed (exit {proc.returncode}; {log_path}): "
+    raise core.RunFailure(f"run {name} failed (exit {returncode}; {log_path}): "
                           f"{lines[-1] if lines else 'no output'}")
   with open(out_path, encoding="utf-8") as f:
     result = json.load(f)

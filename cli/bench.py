@@ -28,7 +28,7 @@ from actorq.components import config_io
 from actorq.components.envs import environments, vector_env
 from actorq.launch import placement
 from actorq.cli import main as cli
-from actorq.launch import registry
+from actorq.launch import registry, run_dir
 
 
 def add_parser(subparsers):
@@ -143,6 +143,7 @@ def _merge(args) -> int:
     data = merge.combine([(d, ab.load_bench(d)) for d in args.merge])
   except (FileNotFoundError, merge.IncompatibleBenchError) as e:
     raise cli.UsageError(f"--merge: {e}") from None
+  run_dir.refuse_run_directory(args.logdir, "--logdir")  # issue 42
   outdir = cli.ensure_writable_dir(args.logdir)
   _, table = merge.report(outdir, data)
   print(table)
@@ -177,6 +178,7 @@ def _run_vector(args) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     args.logdir = os.path.join("runs", f"bench-vector-{settings['agent']}-"
                                f"{settings['env'].replace(':', '_')}-{stamp}")
+  run_dir.refuse_run_directory(args.logdir, "--logdir")  # issue 42
   outdir = cli.ensure_writable_dir(args.logdir)
   steps = args.acting_steps or 4000
   print(f"actorq bench --num-envs: {settings['agent']} on {settings['env']}, B = "
@@ -216,6 +218,7 @@ def _run_distributed(args) -> int:
     args.logdir = os.path.join(
         "runs", f"bench-{args.launch}-{num_actors}a-{args.preset}-{settings['agent']}-"
         f"{settings['env'].replace(':', '_')}-{stamp}")
+  run_dir.refuse_run_directory(args.logdir, "--logdir")  # issue 42
   outdir = cli.ensure_writable_dir(args.logdir)
   n = len(settings["precisions"]) * len(settings["seeds"])
   print(f"actorq bench --launch {args.launch}: {settings['agent']} on {settings['env']}, "
@@ -255,6 +258,7 @@ def run(args) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     args.logdir = os.path.join(
         "runs", f"bench-{args.preset}-{settings['agent']}-{settings['env'].replace(':', '_')}-{stamp}")
+  run_dir.refuse_run_directory(args.logdir, "--logdir")  # issue 42
   outdir = cli.ensure_writable_dir(args.logdir)
   n = len(settings["precisions"]) * len(settings["seeds"])
   print(f"actorq bench: {settings['agent']} on {settings['env']}, precisions "

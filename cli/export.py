@@ -27,10 +27,14 @@ bytes (fp32 and exported payloads, the .tflite file).
 Default `--out`: `<run>/export/policy-<precision>.tflite` (a per-layer policy:
 `policy-mixed-<8 hex digits>.tflite`, `core.precision_slug`). Bad input (not a run
 directory, another precision, a policy that does not fit the run's policy network, an
---out not ending in .tflite or not writable) is one line, exit 2, nothing written.
+--out not ending in .tflite or not writable) is one line, exit 2, nothing written. The
+model and its JSON (which holds the model's SHA-256) are replaced together
+(`atomic.write_together`): a failed write (a full disk) is one line, exit 1, and leaves
+the previous pair as it was.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import Any, Dict
@@ -42,6 +46,7 @@ from ai_edge_litert.interpreter import Interpreter
 
 from actorq import core
 from actorq.agents.dqn import networks as dqn_networks
+from actorq.components import atomic, fault_points
 from actorq.components.acting import actors
 from actorq.components.envs import environments
 from actorq.studies import reward_parity as evaluation
@@ -289,7 +294,8 @@ def run(args) -> int:
                         args.episodes, action_range)
   report = {
       "format_version": FORMAT_VERSION,
-      "model": {"file": os.path.basename(out), "bytes": len(model), "precision": precision,
+      "model": {"file": os.path.basename(out), "bytes": len(model),
+                "sha256": hashlib.sha256(model).hexdigest(), "precision": precision,
                 "runtime": runtime_note},
       "input": {"shape": [-1] + [int(d) for d in spec.input_shape], "dtype": "float32",
                 "what": "raw observations (batch dynamic: resize_tensor_input)"},
@@ -312,11 +318,13 @@ def run(args) -> int:
                      export_payload_bytes=int(payload.nbytes),
                      tflite_bytes=len(model)),
   }
-  with open(out, "wb") as f:
-    f.write(model)
   json_path = report_path(out)
-  with open(json_path, "w", encoding="utf-8") as f:
-    json.dump(report, f, indent=1)
+  fault_points.point("export_write")  # tests: a stop right before the files are replaced
+  try:  # the pair is replaced together or not at all (case B10)
+    atomic.write_together({out: model, json_path: json.dumps(report, indent=1)})
+  except OSError as e:
+    raise core.RunDirectoryError.writing(
+        f"{out} and {json_path}", e, "the files there before are kept as they were") from e
   p = report["parity"]
   print(f"model: {out} ({len(model):,} bytes, {precision}); specs and parity: {json_path}")
   print(f"parity over {args.episodes} episodes: return fp32 {p['fp32_return_mean']:.1f} "

@@ -14,7 +14,9 @@ themselves, separated by ';' since a name has commas.
 `actorq train --launch` does (for several hosts, `benchmarks/hosts_train.py`).
 
 Each run is `actorq train` in a child process (DIR/<precision>-s<seed>); an interrupted
-sweep run again with the same flags reuses its finished runs. See
+sweep run again with the same flags reuses its finished runs and resumes the stopped ones
+from their checkpoints. SIGINT/SIGTERM is forwarded to the children (they checkpoint);
+the sweep waits for them and exits 130/143 with nothing left running. See
 `actorq.studies.sweep` for the files and `actorq.studies.aggregate` for the
 statistics (IQM, median, mean, stratified bootstrap intervals, paired comparisons).
 """
@@ -32,6 +34,7 @@ from actorq.benchmarks import actorq_bench as ab
 from actorq.studies import sweep
 from actorq.components.envs import vector_env
 from actorq.cli import main as cli
+from actorq.launch import experiment
 from actorq.launch import precision_arg
 from actorq.launch import spec as spec_lib
 from actorq.cli import train as train_cmd
@@ -164,7 +167,18 @@ def run(args) -> int:
         f"{settings['steps']} actor steps per run ({n} runs, {args.jobs} at a time); "
         f"output in {outdir}", flush=True)
   settings["started"] = time.strftime("%Y-%m-%d %H:%M:%S")
-  failures = sweep.run_all(settings, outdir, jobs=args.jobs, log=lambda m: print(m, flush=True))
+  try:
+    failures = sweep.run_all(settings, outdir, jobs=args.jobs,
+                             log=lambda m: print(m, flush=True))
+  except sweep.Stopped as e:  # every child stopped (and checkpointed) and reaped
+    parts = ([f"{', '.join(e.runs)} checkpointed"] if e.runs else []) + (
+        [f"{', '.join(e.restart)} stopped before a checkpoint, will start again"]
+        if e.restart else [])
+    which = f" ({'; '.join(parts)})" if parts else ""
+    print(f"actorq sweep: stopped{which}; run the same command again to continue "
+          "(finished runs are reused, stopped ones resume from their checkpoints)",
+          file=sys.stderr, flush=True)
+    raise experiment.Preempted(e.signum) from None  # `actorq` exits 128 + signal
   if failures:
     for message in failures:
       print(f"actorq sweep: {message}", file=sys.stderr)

@@ -23,7 +23,7 @@ from tqdm import tqdm
 from actorq import core
 from actorq.cli import main as cli
 from actorq.components import config_io
-from actorq.launch import checkpointing, distributed, distributed_nodes, hosts, local
+from actorq.launch import checkpointing, distributed, distributed_nodes, experiment, hosts, local
 from actorq.launch import placement, precision_arg, registry, run_dir, supervisors
 from actorq.launch import spec as spec_lib
 
@@ -135,6 +135,10 @@ def add_parser(subparsers):
   train.add_argument("--resume", default=None, metavar="RUN_DIR",
                      help="continue a run of 'actorq train' from its newest readable checkpoint "
                           "(agent, environment, seed and config come from its run.json)")
+  train.add_argument("--overwrite", action="store_true",
+                     help="start over in a --logdir that already holds a run: its run.json, "
+                          "checkpoints/ and logs are removed first (without it such a "
+                          "directory is refused; --resume continues it instead)")
   train.add_argument("--checkpoint-every", type=cli.positive_float("--checkpoint-every"),
                      default=10.0, metavar="MINUTES", help="minutes between checkpoints "
                      "(default: 10; one is also written at the end and on Ctrl-C)")
@@ -204,6 +208,13 @@ def _place(args) -> None:
 
 
 def run(args) -> int:
+  # SIGTERM is a stop like Ctrl-C from the first line on (experiment.Preempted; `actorq`
+  # exits 143), not a silent death at start-up; the loops and launchers refine it.
+  with experiment.preemptible():
+    return _run(args)
+
+
+def _run(args) -> int:
   _place(args)  # before anything starts a jax backend (launch and device are as parsed)
   spec = spec_lib.RunSpec.from_args(args)
   config = (dataclasses.replace(spec, logdir=None) if args.dry_run else spec).build()
@@ -213,6 +224,8 @@ def run(args) -> int:
           "actor steps); no Launchpad program (--launch local_mt: real Reverb in one process)")
     return 0
   if not args.dry_run:
+    if not spec.resume:  # one run per directory (case B8)
+      run_dir.claim_logdir(spec.logdir, overwrite=getattr(args, "overwrite", False))
     spec = dataclasses.replace(spec, logdir=cli.ensure_writable_dir(spec.logdir))
   if spec.launch == "local":
     return _run_local(args, spec, config)  # local.run writes run.json
@@ -229,6 +242,20 @@ def failure(spec: spec_lib.RunSpec, error: core.RunFailure) -> core.RunFailure:
   if ckpt_dir and checkpointing.list_checkpoints(ckpt_dir):
     message += f"; continue from the newest checkpoint with: actorq train --resume {spec.logdir}"
   return type(error)(message)
+
+
+def stop_message(logdir: str, saved: "str | None") -> str:
+  """What a stopped run (Ctrl-C, SIGTERM) says about its checkpoints, truthfully (case
+  B9): the checkpoint `saved` at the stop, else the newest earlier one, else that there
+  is nothing to resume."""
+  if saved:
+    return (f"actorq: checkpoint saved ({os.path.basename(saved)}); continue with: "
+            f"actorq train --resume {logdir}")
+  if checkpointing.list_checkpoints(os.path.join(logdir, run_dir.CHECKPOINTS)):
+    return (f"actorq: no checkpoint was written at the stop; continue from the newest "
+            f"earlier one with: actorq train --resume {logdir}")
+  return (f"actorq: stopped before the first checkpoint, nothing to resume; start again "
+          f"with the same flags and --overwrite (--logdir {logdir})")
 
 
 def _run_local(args, spec: spec_lib.RunSpec, config) -> int:
@@ -253,9 +280,8 @@ def _run_local(args, spec: spec_lib.RunSpec, config) -> int:
     raise cli.UsageError(f"--resume {spec.logdir}: {e}") from None
   except core.RunFailure as e:
     raise failure(spec, e) from e
-  except KeyboardInterrupt:
-    print(f"actorq: checkpoint saved; continue with: actorq train --resume {spec.logdir}",
-          file=sys.stderr)
+  except KeyboardInterrupt as e:
+    print(stop_message(spec.logdir, getattr(e, "checkpoint_path", None)), file=sys.stderr)
     raise
   finally:
     bar.close()
@@ -303,6 +329,8 @@ def _run_distributed(args, spec: spec_lib.RunSpec, config) -> int:
 
   result = distributed.launch(dp, spec.launch, echo=not args.no_progress, on_poll=on_poll)
   print(distributed.summary_line(result), flush=True)
+  if result.reason == "signal":  # which checkpoint the run continues from, truthfully
+    print(stop_message(spec.logdir, result.checkpoint), file=sys.stderr, flush=True)
   if result.evaluations:
     print(f"final evaluation return: {result.final_eval_return:.1f} "
           f"(mean over {spec.eval_episodes} greedy episodes, actors {config.precision})",

@@ -7,15 +7,20 @@ temporary file is removed and `path` is left as it was. With `durable=True` the 
 the directory entry are fsynced first (a checkpoint survives a power loss, not only a
 crash of the process). Every file the project writes for a later reader goes through it:
 run.json, configs, CSV reports, checkpoints, sweep caches, Launchpad program files.
+
+`write_together({path: data, ...})` replaces files that belong together (an exported
+model and its JSON): the old set or the whole new set, never a mix (case B10).
 """
 from __future__ import annotations
 
 import contextlib
 import itertools
 import os
+import shutil
+import signal
 import tempfile
 import threading
-from typing import IO, Iterator, Optional
+from typing import IO, Iterator, Mapping, Optional, Union
 
 from actorq import core
 
@@ -100,3 +105,82 @@ def ensure_writable_dir(path: str, flag: str = "--logdir") -> str:
   except OSError as e:
     raise core.UsageError(f"{flag} {path} is not a writable directory ({e.strerror})") from None
   return path
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+  """Within it, SIGINT and SIGTERM wait (blocked in this thread, delivered on exit), so
+  a short sequence of renames is not cut in the middle. Only in the main thread, where
+  Python runs signal handlers; elsewhere no change."""
+  if (threading.current_thread() is not threading.main_thread()
+      or not hasattr(signal, "pthread_sigmask")):
+    yield
+    return
+  previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+  try:
+    yield
+  finally:
+    signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def write_together(contents: Mapping[str, Union[bytes, str]], *, durable: bool = False) -> None:
+  """Replaces the files of `contents` (path -> bytes, or str written as UTF-8) as one:
+  a reader finds the old files or all the new ones (case B10).
+
+  Every new file is first written whole to a temporary file beside its path (a full
+  disk fails here, and nothing is replaced); then, with SIGINT/SIGTERM held
+  (`signals_held`), the temporary files are renamed into place in the given order. If a
+  rename fails, the files already replaced get their previous content back (kept as a
+  hard link, or a copy where links are not supported) and a file that did not exist is
+  removed. Only a crash of the machine between two renames can leave a mix.
+
+  Raises:
+    OSError: from writing, linking or renaming; every path keeps its old content (or
+      stays absent) and no temporary file is left.
+  """
+  staged = {}
+  backups = {}
+  try:
+    for path, data in contents.items():
+      tmp = _temporary_name(path)
+      staged[path] = tmp
+      fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+      with os.fdopen(fd, "wb") as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        if durable:
+          f.flush()
+          os.fsync(f.fileno())
+    for path in contents:
+      if os.path.exists(path):
+        backup = _temporary_name(path) + ".old"
+        try:
+          os.link(path, backup)
+        except OSError:
+          shutil.copy2(path, backup)
+        backups[path] = backup
+    replaced = []
+    with signals_held():
+      try:
+        for path in contents:
+          os.replace(staged[path], path)
+          del staged[path]
+          replaced.append(path)
+      except BaseException:
+        for path in reversed(replaced):
+          with contextlib.suppress(OSError):
+            if path in backups:
+              os.replace(backups.pop(path), path)
+            else:
+              os.remove(path)
+        raise
+    if durable:
+      for directory in {os.path.dirname(os.path.abspath(p)) for p in contents}:
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+          os.fsync(dir_fd)
+        finally:
+          os.close(dir_fd)
+  finally:
+    for leftover in list(staged.values()) + list(backups.values()):
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(leftover)

@@ -27,7 +27,7 @@ import warnings
 from typing import Any, Callable, List, Optional, Tuple
 
 from actorq import core
-from actorq.components import atomic
+from actorq.components import atomic, fault_points
 
 _PATTERN = re.compile(r"ckpt-(\d+)\.pkl$")
 _MAGIC = b"ACTORQ-CKPT-1 "
@@ -55,6 +55,8 @@ def save(directory: str, state: Any, step: int, keep: int = 3) -> str:
   Raises:
     core.RunDirectoryError: the file cannot be written (a full disk, ...); no partial
       file is left and the older checkpoints are untouched.
+    KeyboardInterrupt: a signal during the write (Ctrl-C, `Preempted`) likewise leaves
+      no partial file and the older checkpoints untouched.
   """
   if keep < 1:
     raise ValueError(f"keep must be >= 1, got {keep}")
@@ -65,6 +67,7 @@ def save(directory: str, state: Any, step: int, keep: int = 3) -> str:
     os.makedirs(directory, exist_ok=True)
     with atomic.atomic_write(path, "wb", permissions=0o644, durable=True) as f:
       f.write(header)
+      fault_points.point("checkpoint")  # a test's signal lands mid-write here
       f.write(data)
   except OSError as e:  # the temporary file is already removed
     raise _write_failed(path, e) from e

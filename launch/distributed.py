@@ -101,7 +101,7 @@ from typing import Any, Dict, List, Optional
 
 import launchpad as lp
 
-from actorq import core
+from actorq.components import fault_points
 from actorq.launch import checkpointing
 from actorq.launch import distributed_nodes as nodes_lib
 from actorq.launch import experiment as experiment_lib
@@ -450,6 +450,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
                         dp.resumed_counts)
     try:
       while True:
+        fault_points.point("launch_poll")  # tests: a signal at the n-th poll
         if sigs.received is not None or (supervisor.stopped_externally()
                                          and reason != "finished"):
           reason = "signal"

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import sys
 import time
 from typing import Any, Callable, Dict, List, Optional
 
@@ -40,6 +41,7 @@ import numpy as np
 from acme.utils import counting
 
 from actorq import core
+from actorq.components import fault_points
 from actorq.components.acting import actors
 from actorq.launch import checkpointing
 from actorq.launch import logging as logging_lib
@@ -49,6 +51,7 @@ from actorq.components.acting import loop as loop_lib
 from actorq.launch import placement
 from actorq.components.acting import variable_client as vc
 from actorq.launch import experiment as experiment_lib
+from actorq.launch import processes
 from actorq.launch import spec as spec_lib
 
 
@@ -138,6 +141,10 @@ def run(config: experiment_lib.ExperimentConfig, *,
     experiment.RunError: a non-finite reward, observation or policy output stopped the
       run (after a checkpoint of the last good state, with a logdir).
     experiment.Preempted: SIGTERM (after a checkpoint), like KeyboardInterrupt for Ctrl-C.
+      Either carries `checkpoint_path`: the checkpoint written at the stop (a second
+      signal meanwhile is ignored, so it is whole), or None when none was written (no
+      logdir, or the stop came before the loop started; the newest earlier one, if any,
+      is what `--resume` continues from).
     placement.NoAcceleratorError: `config.learner_device` is "gpu" and jax sees no GPU.
   """
   device = placement.learner_device(config.learner_device)
@@ -208,9 +215,9 @@ def _run(config: experiment_lib.ExperimentConfig,
   def wall_seconds() -> float:
     return state["wall_offset"] + time.time() - start_time
 
-  def save_checkpoint(loop=None) -> None:
+  def save_checkpoint(loop=None) -> str:
     del loop
-    checkpointing.save_run(
+    return checkpointing.save_run(
         ckpt_dir, experiment_lib.checkpoint_state(
             config, learner, actor_steps=training.steps, episodes=training.episodes,
             actor_num_steps=actor.num_steps, counts=counter.save()["counts"],
@@ -222,6 +229,7 @@ def _run(config: experiment_lib.ExperimentConfig,
 
   def run_evaluation(loop=None) -> None:
     del loop
+    fault_points.point("evaluation")
     eval_actor.update(wait=True)
     stats = experiment_lib.evaluate(config, eval_actor)
     state["last_eval"] = stats["episode_return"]
@@ -237,6 +245,7 @@ def _run(config: experiment_lib.ExperimentConfig,
   class _Progress(loop_lib.Hook):
 
     def on_step(self, loop, action, timestep):
+      fault_points.point("acting")
       if loop.steps == config.num_steps and loop.steps % config.eval_every:
         run_evaluation()  # the final evaluation, when not on the period
       if progress is not None:
@@ -253,15 +262,25 @@ def _run(config: experiment_lib.ExperimentConfig,
     training.steps, training.episodes = int(restored["actor_steps"]), int(restored["episodes"])
   try:
     with experiment_lib.preemptible():
+      fault_points.point("startup")
       if training.steps < config.num_steps:
         training.run(num_steps=config.num_steps - training.steps)
       if not evaluations:  # resumed at (or past) num_steps: evaluate once
         run_evaluation()
       if ckpt_dir is not None:
         save_checkpoint()
-  except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (experiment.Preempted)
+  except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM (experiment.Preempted)
+    stop.checkpoint_path = None
     if ckpt_dir is not None:
-      save_checkpoint()  # keeps the progress made since the last checkpoint
+      # Keeps the progress made since the last checkpoint. A second Ctrl-C or SIGTERM
+      # while it is written is recorded and dropped (the run is stopping already), so
+      # the write is never torn and the caller learns which checkpoint exists (case B9).
+      with processes.Signals() as again:
+        fault_points.point("stop_checkpoint")
+        stop.checkpoint_path = save_checkpoint()
+      if again.received is not None:
+        print(f"actorq: signal {again.received} while the stop checkpoint was written: "
+              "ignored, the run stops now", file=sys.stderr, flush=True)
     raise
   except (replay_lib.NonFiniteValueError, actors.NonFiniteOutputError) as e:
     # Rejected before it reached replay or an action: the state is still the last good one.

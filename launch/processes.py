@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import psutil
 
@@ -243,6 +243,69 @@ class Signals:
   def __exit__(self, *exc) -> None:
     for sig, old in self._old.items():
       signal.signal(sig, old)
+
+
+class ChildGroup:
+  """Child processes started in sessions of their own (a terminal's Ctrl-C reaches the
+  parent alone) and stopped together: `stop(signum)` forwards the signal to each running
+  child once and refuses to start new ones. Thread-safe (a sweep starts its children from
+  worker threads); the caller waits for and reaps each child (issue 42)."""
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self._procs: Dict[int, subprocess.Popen] = {}
+    self.stopping: Optional[int] = None  # the signal forwarded, once stopped
+
+  def start(self, argv: Sequence[str], **popen_kwargs) -> Optional[subprocess.Popen]:
+    """`subprocess.Popen(argv, start_new_session=True, **popen_kwargs)`; None once
+    stopping."""
+    with self._lock:
+      if self.stopping is not None:
+        return None
+      proc = subprocess.Popen(list(argv), start_new_session=True, **popen_kwargs)
+      self._procs[proc.pid] = proc
+      return proc
+
+  def finished(self, proc: subprocess.Popen) -> None:
+    """Forgets `proc` (it has been waited for)."""
+    with self._lock:
+      self._procs.pop(proc.pid, None)
+
+  def stop(self, signum: int) -> None:
+    """Forwards `signum` to every running child (once) and starts no new one."""
+    with self._lock:
+      if self.stopping is not None:
+        return
+      self.stopping = int(signum)
+      for proc in self._procs.values():
+        if proc.poll() is None:
+          try:
+            proc.send_signal(signum)
+          except ProcessLookupError:
+            pass
+
+
+def run_child(argv: Sequence[str], **popen_kwargs) -> Tuple[int, Optional[int]]:
+  """Runs `argv` to its end as a `ChildGroup` of one and forwards the first SIGINT or
+  SIGTERM this process receives meanwhile to it, once; the child is always waited for,
+  so none is left running (issue 42). Signals are watched in the main thread only
+  (elsewhere: a plain wait).
+
+  Returns:
+    (the child's exit status, the signal forwarded or None).
+  """
+  group = ChildGroup()
+  with Signals() as sigs:
+    proc = group.start(argv, **popen_kwargs)
+    while True:
+      try:
+        code = proc.wait(timeout=0.2)
+        break
+      except subprocess.TimeoutExpired:
+        pass
+      if sigs.received is not None:
+        group.stop(sigs.received)
+  return code, group.stopping
 
 
 def watch_launcher(launcher_pid: Optional[int]) -> None:

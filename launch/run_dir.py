@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 from typing import Any, Dict, List, Optional, Tuple
 
 from actorq import core
@@ -29,15 +30,101 @@ RUN_INFO = "run.json"
 CHECKPOINTS = "checkpoints"
 EVAL_CSV = "eval.csv"
 TRAIN_CSV = "train.csv"
+# What a run writes into its directory besides `<label>.csv` files: these (and those)
+# make a directory a run's (`claim_logdir`). "program.actorq" is `launch.hosts.PROGRAM_FILE`.
+RUN_ENTRIES = (RUN_INFO, CHECKPOINTS, "tensorboard", "logs", "program.actorq")
 
 
 def write_info(logdir: str, info: Dict[str, Any]) -> None:
   """Writes `<logdir>/run.json` atomically (creating `logdir`); `info` is a
-  `RunSpec.to_json()` (`RunSpec.save`)."""
+  `RunSpec.to_json()` (`RunSpec.save`).
+
+  Raises:
+    core.RunDirectoryError: it cannot be written (a full disk, ...); one line, exit 1.
+  """
   os.makedirs(logdir, exist_ok=True)
   path = os.path.join(logdir, RUN_INFO)
-  with atomic.atomic_write(path) as f:
-    json.dump(info, f, indent=2, sort_keys=True)
+  try:
+    with atomic.atomic_write(path) as f:
+      json.dump(info, f, indent=2, sort_keys=True)
+  except OSError as e:
+    raise core.RunDirectoryError.writing(path, e) from e
+
+
+def run_entries(logdir: str) -> List[str]:
+  """The names in `logdir` that a run of `actorq train` writes (`RUN_ENTRIES` and
+  `*.csv`), sorted; [] when `logdir` does not exist or holds none of them."""
+  try:
+    names = os.listdir(logdir)
+  except (FileNotFoundError, NotADirectoryError):
+    return []
+  return sorted(n for n in names if n in RUN_ENTRIES or n.endswith(".csv"))
+
+
+def _describe(logdir: str, entries: List[str]) -> str:
+  """What a run directory holds, in a few words: the run.json's agent, environment and
+  seed, and the newest checkpoint's step (else the entries' names)."""
+  parts = []
+  try:
+    with open(os.path.join(logdir, RUN_INFO), encoding="utf-8") as f:
+      info = json.load(f)
+    parts.append(f"a run of {info['agent']} on {info['env']}, seed {info['seed']}")
+  except (OSError, ValueError, KeyError, TypeError):
+    parts.append(f"files of a run ({', '.join(entries[:4])}{', ...' if len(entries) > 4 else ''})")
+  ckpts = checkpointing.list_checkpoints(os.path.join(logdir, CHECKPOINTS))
+  if ckpts:
+    step = int(os.path.basename(ckpts[-1])[len("ckpt-"):-len(".pkl")])
+    parts.append(f"{len(ckpts)} checkpoint{'s' if len(ckpts) > 1 else ''}, the newest at "
+                 f"actor step {step}")
+  return "; ".join(parts)
+
+
+def claim_logdir(logdir: str, *, overwrite: bool = False, flag: str = "--logdir") -> None:
+  """Makes `logdir` the directory of one new run: a directory that already holds a run
+  (`run_entries`: run.json, checkpoints/, CSV logs, ...) is refused, or with `overwrite`
+  those entries are removed (other files are left alone). Call it after every other
+  check of the command, right before the run's first write (case B8).
+
+  Raises:
+    core.UsageError: `logdir` holds a run and not `overwrite`; one line naming what it
+      holds and the three ways on: `--resume`, another `--logdir`, `--overwrite`.
+    core.RunDirectoryError: with `overwrite`, an entry cannot be removed.
+  """
+  logdir = os.path.abspath(logdir)
+  entries = run_entries(logdir)
+  if not entries:
+    return
+  if not overwrite:
+    raise core.UsageError(
+        f"{flag} {logdir} already holds {_describe(logdir, entries)}; continue it with "
+        f"'actorq train --resume {logdir}', give another {flag}, or add --overwrite to "
+        f"remove its {', '.join(entries)} and start over")
+  for name in entries:
+    path = os.path.join(logdir, name)
+    try:
+      if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+      else:
+        os.remove(path)
+    except OSError as e:
+      raise core.RunDirectoryError.writing(path, e, "--overwrite removes the earlier run "
+                                           "first") from e
+
+
+def refuse_run_directory(path: str, flag: str) -> None:
+  """An output folder of another command (`bench --logdir`, `quantize --out`) must not be
+  a run directory of `actorq train`: its files would mix with the run's.
+
+  Raises:
+    core.UsageError: `path` holds a run.json or checkpoints/; one line naming it and
+      what to do instead.
+  """
+  path = os.path.abspath(path)
+  held = [n for n in (RUN_INFO, CHECKPOINTS) if os.path.exists(os.path.join(path, n))]
+  if held:
+    raise core.UsageError(f"{flag} {path} is the directory of an 'actorq train' run (it holds "
+                         f"{' and '.join(held)}); give another {flag}, e.g. a new folder "
+                         "inside it")
 
 
 def read_info(run_path: str) -> Any:

@@ -397,6 +397,9 @@ def _resume(args: Any, f: Dict[str, Any]) -> "RunSpec":
                          "--config and --set cannot be combined with it")
   if getattr(args, "dry_run", False):
     raise core.UsageError("--dry-run cannot be combined with --resume")
+  if getattr(args, "overwrite", False):
+    raise core.UsageError("--overwrite starts a new run; --resume continues one: give one "
+                          "of them")
   try:
     run_path, _ = run_dir.resolve(args.resume)
   except core.UsageError as e:

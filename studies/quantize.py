@@ -225,6 +225,7 @@ def _qat_line(runs: Sequence[LoadedRun]) -> Optional[str]:
 
 def _default_out(runs: Sequence[str], out: Optional[str], name: str) -> str:
   if out:
+    run_dir.refuse_run_directory(out, "--out")  # issue 42: not into a run's own folder
     return out
   if len(runs) != 1:
     raise core.UsageError("--out DIR is needed with several checkpoints")

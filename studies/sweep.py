@@ -19,7 +19,11 @@ evaluations fall at or a little after each multiple of `eval_every` (the evaluat
 reads the summed actor steps; the last one at or past `steps`). A run whose `eval.csv`
 already holds the final evaluation (at or past `steps`) and whose
 `run.json` has the sweep's settings is reused, so an interrupted sweep resumes; an
-unfinished run directory is discarded and its run started again.
+unfinished run of the sweep's settings with a readable checkpoint is continued from it
+(`actorq train --resume`), any other unfinished run directory is discarded and its run
+started again. SIGINT/SIGTERM to the sweep is forwarded to its children (each started in
+a session of its own), which checkpoint and exit; the sweep waits for them and exits
+128 + the signal (`Stopped`), leaving nothing running.
 
 Output files (in the sweep directory):
   sweep.json     settings, machine, each precision's resolved config, every run's
@@ -52,6 +56,8 @@ from actorq.studies import aggregate as ag
 from actorq.studies import tables as ab
 from actorq.launch import run_dir as run_dir_lib
 from actorq.launch import spec as spec_lib
+from actorq.components import atomic, fault_points
+from actorq.launch import checkpointing, processes
 
 SWEEP_JSON = "sweep.json"
 SEEDS_FIELDS = ("precision", "seed", "final_return", "last3_return", "best_return",
@@ -174,9 +180,17 @@ def check_reusable(outdir: str, settings: Dict[str, Any]) -> None:
   """Refuses a sweep directory holding finished runs of other settings, or a non-empty
   directory where a run would go that `actorq train` did not write (it would be replaced).
 
+  Also refuses the directory of an `actorq train` run (its run.json or checkpoints/):
+  a sweep's runs go into folders of their own beside its reports.
+
   Raises:
     ValueError: naming the run and the first setting that differs.
   """
+  held = [n for n in (run_dir_lib.RUN_INFO, run_dir_lib.CHECKPOINTS)
+          if os.path.exists(os.path.join(outdir, n))]
+  if held:
+    raise ValueError(f"{outdir} is the run directory of an 'actorq train' run (it holds "
+                     f"{' and '.join(held)}); give a new --logdir")
   for precision, seed in plan(settings["precisions"], settings["seeds"]):
     run_dir = os.path.join(outdir, run_name(precision, seed))
     if (os.path.isdir(run_dir) and os.listdir(run_dir)
@@ -190,20 +204,59 @@ def check_reusable(outdir: str, settings: Dict[str, Any]) -> None:
                          "give a new --logdir")
 
 
-def _run_one(settings, outdir, precision, seed) -> Tuple[str, int, Optional[str], float]:
-  """Trains one (precision, seed) in a child; (precision, seed, error or None, seconds)."""
+def resume_argv(settings: Dict[str, Any], run_dir: str) -> List[str]:
+  """The child's command line that continues an interrupted run of this sweep from its
+  newest checkpoint (`actorq train --resume`: agent, environment, seed, config and steps
+  come from its run.json)."""
+  return ([sys.executable, "-m", "actorq.cli.main", "train", "--resume", run_dir,
+           "--no-progress"] + launch_flags(settings))
+
+
+def resumable(run_dir: str, settings: Dict[str, Any], precision: str, seed: int) -> bool:
+  """Whether an unfinished run directory is this sweep's run (its run.json has the sweep's
+  settings) with a readable checkpoint to continue from."""
+  if not os.path.isdir(run_dir) or mismatch(run_dir, settings, precision, seed) is not None:
+    return False
+  path, _ = checkpointing.restore_latest(os.path.join(run_dir, "checkpoints"),
+                                         checkpointing.validate_run)
+  return path is not None
+
+
+def _run_one(settings, outdir, precision, seed, children: Optional[processes.ChildGroup] = None
+             ) -> Tuple[str, int, Optional[str], float]:
+  """Trains one (precision, seed) in a child; (precision, seed, error or None, seconds).
+
+  An unfinished run of this sweep with a readable checkpoint (a sweep stopped before) is
+  continued (`--resume`); any other unfinished run directory is started again.
+  """
+  children = children or processes.ChildGroup()
   name = run_name(precision, seed)
   run_dir = os.path.join(outdir, name)
-  if os.path.exists(run_dir):  # an interrupted run: start it again
-    shutil.rmtree(run_dir)
+  if resumable(run_dir, settings, precision, seed):
+    argv = resume_argv(settings, run_dir)
+  else:
+    if os.path.exists(run_dir):  # interrupted before its first checkpoint: start again
+      shutil.rmtree(run_dir)
+    argv = train_argv(settings, precision, seed, run_dir)
   os.makedirs(os.path.join(outdir, "logs"), exist_ok=True)
   log_path = os.path.join(outdir, "logs", f"{name}.log")
   start = time.time()
-  with open(log_path, "w", encoding="utf-8") as logf:
-    proc = subprocess.run(train_argv(settings, precision, seed, run_dir), stdout=logf,
-                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), check=False)
+  with open(log_path, "a" if "--resume" in argv else "w", encoding="utf-8") as logf:
+    proc = children.start(argv, stdout=logf, stderr=subprocess.STDOUT,
+                          stdin=subprocess.DEVNULL,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    if proc is None:
+      return precision, seed, f"{name}: not started (the sweep was stopped)", 0.0
+    fault_points.point("sweep_child")
+    try:
+      proc.wait()
+    finally:
+      children.finished(proc)
   seconds = time.time() - start
+  if children.stopping is not None:
+    done = finished(run_dir, settings["steps"])
+    return precision, seed, None if done else (
+        f"{name} stopped by signal {children.stopping} (exit {proc.returncode})"), seconds
   if proc.returncode != 0 or not finished(run_dir, settings["steps"]):
     with open(log_path, encoding="utf-8") as f:
       tail = "".join(f.readlines()[-10:])
@@ -213,10 +266,29 @@ def _run_one(settings, outdir, precision, seed) -> Tuple[str, int, Optional[str]
   return precision, seed, None, seconds
 
 
+class Stopped(Exception):
+  """The sweep was stopped by a signal (`signum`) after its children were stopped and
+  reaped. `runs`: the runs stopped part-way with a checkpoint (each resumes from it when
+  the same sweep runs again); `restart`: those stopped before their first checkpoint
+  (each starts again)."""
+
+  def __init__(self, signum: int, runs: List[str], restart: Sequence[str] = ()):
+    super().__init__(f"signal {signum}")
+    self.signum, self.runs, self.restart = int(signum), list(runs), list(restart)
+
+
 def run_all(settings: Dict[str, Any], outdir: str, jobs: int = 1,
             log: Callable[[str], None] = print) -> List[str]:
   """Trains every (precision, seed) of the sweep not already finished in `outdir`,
-  `jobs` at a time; returns the failures' messages (empty: all runs finished)."""
+  `jobs` at a time; returns the failures' messages (empty: all runs finished).
+
+  SIGINT or SIGTERM to the sweep (in the main thread) is forwarded to the running
+  children, which checkpoint and exit as `actorq train` does; no new run starts, every
+  child is waited for, and then `Stopped` is raised (case B11).
+
+  Raises:
+    Stopped: the sweep was signalled.
+  """
   todo, total = [], 0
   for precision, seed in plan(settings["precisions"], settings["seeds"]):
     total += 1
@@ -224,20 +296,39 @@ def run_all(settings: Dict[str, Any], outdir: str, jobs: int = 1,
       log(f"  {run_name(precision, seed)}: finished before, reused")
     else:
       todo.append((precision, seed))
-  failures = []
+  failures, stopped = [], []
   done = total - len(todo)
-  with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-    futures = [pool.submit(_run_one, settings, outdir, p, s) for p, s in todo]
-    for future in concurrent.futures.as_completed(futures):
-      precision, seed, error, seconds = future.result()
-      done += 1
-      if error:
-        failures.append(error)
-        log(f"[{done}/{total}] {run_name(precision, seed)}: FAILED after {seconds:.0f} s")
-        continue
-      evals = read_evaluations(os.path.join(outdir, run_name(precision, seed)))
-      log(f"[{done}/{total}] {run_name(precision, seed)}: final return "
-          f"{evals[-1]['episode_return']:.1f} ({seconds:.0f} s)")
+  children = processes.ChildGroup()
+  with processes.Signals() as sigs, \
+      concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+    futures = [pool.submit(_run_one, settings, outdir, p, s, children) for p, s in todo]
+    pending = set(futures)
+    while pending:
+      finished_now, pending = concurrent.futures.wait(
+          pending, timeout=0.2, return_when=concurrent.futures.FIRST_COMPLETED)
+      if sigs.received is not None and children.stopping is None:
+        log(f"actorq sweep: signal {sigs.received}: stopping the running runs (each "
+            "writes a checkpoint) ...")
+        children.stop(sigs.received)
+      for future in finished_now:
+        precision, seed, error, seconds = future.result()
+        if children.stopping is not None:
+          if error and "not started" not in error:
+            stopped.append((precision, seed))
+          continue
+        done += 1
+        if error:
+          failures.append(error)
+          log(f"[{done}/{total}] {run_name(precision, seed)}: FAILED after {seconds:.0f} s")
+          continue
+        evals = read_evaluations(os.path.join(outdir, run_name(precision, seed)))
+        log(f"[{done}/{total}] {run_name(precision, seed)}: final return "
+            f"{evals[-1]['episode_return']:.1f} ({seconds:.0f} s)")
+  if children.stopping is not None:
+    ckpt = lambda p, s: checkpointing.list_checkpoints(
+        os.path.join(outdir, run_name(p, s), "checkpoints"))
+    raise Stopped(children.stopping, sorted(run_name(p, s) for p, s in stopped if ckpt(p, s)),
+                  sorted(run_name(p, s) for p, s in stopped if not ckpt(p, s)))
   return failures
 
 
@@ -401,7 +492,8 @@ def plot(path: str, runs: Sequence[Dict[str, Any]], meta: Dict[str, Any]) -> Non
   ax.grid(alpha=0.3)
   ax.legend(fontsize=8, loc="best")
   fig.tight_layout()
-  fig.savefig(path, dpi=110)
+  with atomic.atomic_write(path, "wb") as f:
+    fig.savefig(f, dpi=110, format="png")
   plt.close(fig)
 
 
@@ -414,20 +506,20 @@ def report(outdir: str, data: Dict[str, Any]) -> Tuple[Dict[str, Any], str]:
   # Aggregated from seeds.csv as written, so the files agree to the last digit.
   result = ag.aggregate(read_seeds_csv(os.path.join(outdir, "seeds.csv")),
                         target=meta.get("target"), reference=meta["reference"])
-  with open(os.path.join(outdir, "aggregate.json"), "w", encoding="utf-8") as f:
+  with atomic.atomic_write(os.path.join(outdir, "aggregate.json")) as f:
     json.dump(result, f, indent=1)
   ab.write_csv(os.path.join(outdir, "aggregate.csv"), ag.CSV_FIELDS, ag.flat_rows(result))
   plot(os.path.join(outdir, "curves.png"), runs, meta)
   meta = dict(meta, machine=data["machine"])
   table = format_table(result, meta)
-  with open(os.path.join(outdir, "table.md"), "w", encoding="utf-8") as f:
+  with atomic.atomic_write(os.path.join(outdir, "table.md")) as f:
     f.write(table + "\n")
   return result, table
 
 
 def write_sweep_json(outdir: str, settings: Dict[str, Any], runs, machine) -> Dict[str, Any]:
   data = {"settings": settings, "machine": machine, "runs": runs}
-  with open(os.path.join(outdir, SWEEP_JSON), "w", encoding="utf-8") as f:
+  with atomic.atomic_write(os.path.join(outdir, SWEEP_JSON)) as f:
     json.dump(data, f, indent=1)
   return data
 

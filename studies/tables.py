@@ -4,6 +4,8 @@ from __future__ import annotations
 import csv
 from typing import Any, Sequence
 
+from actorq.components import atomic
+
 # One colour per actor precision, shared by the bench and sweep plots.
 PRECISION_COLORS = {"fp32": "tab:blue", "fp16": "tab:orange", "bf16": "tab:purple",
                     "int8": "tab:green"}
@@ -18,8 +20,9 @@ def markdown_table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def write_csv(path, fieldnames, rows):
-  """`rows` (dicts; keys not in `fieldnames` ignored, None written empty) as a CSV file."""
-  with open(path, "w", newline="", encoding="utf-8") as f:
+  """`rows` (dicts; keys not in `fieldnames` ignored, None written empty) as a CSV file,
+  written whole (`atomic.atomic_write`)."""
+  with atomic.atomic_write(path, newline="") as f:
     w = csv.DictWriter(f, fieldnames=fieldnames, extrasaction="ignore")
     w.writeheader()
     for row in rows:

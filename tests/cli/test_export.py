@@ -1,8 +1,11 @@
 """`actorq export`: the standalone .tflite and its JSON; a subprocess with only ai_edge_litert
 and numpy reproduces the actor's greedy actions on recorded observations."""
 import dataclasses
+import hashlib
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 import textwrap
@@ -17,6 +20,8 @@ from actorq.components.envs import environments
 from actorq.studies import reward_parity as evaluation
 from actorq.cli import main as cli
 from actorq.launch import spec as spec_lib
+from actorq.components import fault_points
+from actorq.launch import run_dir
 from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
@@ -240,3 +245,45 @@ def test_export_of_a_per_layer_policy_file(trained_run, tmp_path, capsys):
   err = capsys.readouterr().err.strip()
   assert len(err.splitlines()) == 1 and "3 parameter layers" in err, err
   assert not refused.parent.exists()
+
+
+def test_b10_a_failed_write_is_one_line_exit_1_and_keeps_the_previous_pair(trained_run,
+                                                                           tmp_path, capsys):
+  out = tmp_path / "deploy" / "policy.tflite"
+  meta = tmp_path / "deploy" / "policy.json"
+  argv = ["export", "--checkpoint", str(trained_run), "--out", str(out), "--episodes", "1"]
+  code, _, err = run_cli(argv, capsys)
+  assert code == 0, err
+  model, report = out.read_bytes(), meta.read_text()
+  info = json.loads(report)
+  assert info["model"]["bytes"] == len(model)
+  assert info["model"]["sha256"] == hashlib.sha256(model).hexdigest()  # the pair's link
+  # The disk "fills" at half the model's size (RLIMIT_FSIZE: writes past it fail with
+  # EFBIG, "File too large", as a full disk fails with ENOSPC).
+  soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+  previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+  resource.setrlimit(resource.RLIMIT_FSIZE, (len(model) // 2, hard))
+  try:
+    code, _, err = run_cli(argv, capsys)
+  finally:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    signal.signal(signal.SIGXFSZ, previous)
+  lines = err.strip().splitlines()
+  assert code == 1 and len(lines) == 1, err
+  assert lines[0].startswith(f"actorq: stopped: cannot write {out} and {meta}: File too large")
+  assert "the files there before are kept as they were" in lines[0]
+  assert out.read_bytes() == model and meta.read_text() == report  # the previous pair
+  assert sorted(os.listdir(out.parent)) == ["policy.json", "policy.tflite"]
+
+
+def test_an_export_stopped_right_before_its_write_keeps_the_previous_pair(trained_run, tmp_path,
+                                                                          capsys, monkeypatch):
+  out = tmp_path / "policy.tflite"
+  argv = ["export", "--checkpoint", str(trained_run), "--out", str(out), "--episodes", "1"]
+  assert run_cli(argv, capsys)[0] == 0
+  before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+  monkeypatch.setattr(fault_points, "_PLAN", {"export_write": [(1, int(signal.SIGINT))]})
+  monkeypatch.setattr(fault_points, "_SEEN", {})
+  code, _, err = run_cli(argv + ["--precision", "fp32", "--out", str(out)], capsys)
+  assert code == 130 and err.strip() == "actorq: interrupted", err
+  assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

@@ -1,5 +1,7 @@
 """`components.atomic.atomic_write`: whole new file or the old one, never a part."""
 import os
+import resource
+import signal
 import stat
 
 import pytest
@@ -50,3 +52,58 @@ def test_a_bad_mode_is_refused(tmp_path):
   with pytest.raises(ValueError, match="atomic_write mode must be 'w' or 'wb', got 'a'"):
     with atomic.atomic_write(str(tmp_path / "x"), "a"):
       pass
+
+
+def _pair(tmp_path):
+  model, meta = str(tmp_path / "policy.tflite"), str(tmp_path / "policy.json")
+  atomic.write_together({model: b"old model", meta: '{"old": true}'})
+  return model, meta
+
+
+def test_write_together_replaces_a_pair_whole(tmp_path):
+  model, meta = _pair(tmp_path)
+  assert open(model, "rb").read() == b"old model" and open(meta).read() == '{"old": true}'
+  atomic.write_together({model: b"new model", meta: '{"new": true}'}, durable=True)
+  assert open(model, "rb").read() == b"new model" and open(meta).read() == '{"new": true}'
+  assert sorted(os.listdir(tmp_path)) == ["policy.json", "policy.tflite"]
+
+
+def test_write_together_a_failed_second_rename_puts_the_first_file_back(tmp_path, monkeypatch):
+  model, meta = _pair(tmp_path)
+  real = os.replace
+  calls = []
+
+  def replace(src, dst):
+    calls.append(dst)
+    if dst == meta and len(calls) == 2:  # the model is in place, the JSON's rename fails
+      raise OSError(28, "No space left on device", dst)
+    return real(src, dst)
+
+  monkeypatch.setattr(atomic.os, "replace", replace)
+  with pytest.raises(OSError, match="No space left on device"):
+    atomic.write_together({model: b"new model", meta: '{"new": true}'})
+  assert open(model, "rb").read() == b"old model" and open(meta).read() == '{"old": true}'
+  assert sorted(os.listdir(tmp_path)) == ["policy.json", "policy.tflite"]
+  # A pair that did not exist before is not left half there either.
+  calls.clear()
+  fresh_model, fresh_meta = str(tmp_path / "b.tflite"), str(tmp_path / "b.json")
+  meta = fresh_meta
+  with pytest.raises(OSError):
+    atomic.write_together({fresh_model: b"m", fresh_meta: "{}"})
+  assert sorted(os.listdir(tmp_path)) == ["policy.json", "policy.tflite"]
+
+
+def test_write_together_a_failed_write_replaces_nothing(tmp_path):
+  model, meta = _pair(tmp_path)
+  soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+  previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+  resource.setrlimit(resource.RLIMIT_FSIZE, (1000, hard))  # a "full disk" at 1000 bytes
+  try:
+    with pytest.raises(OSError) as info:
+      atomic.write_together({model: b"x" * 5000, meta: "{}"})
+  finally:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    signal.signal(signal.SIGXFSZ, previous)
+  assert info.value.strerror == "File too large"
+  assert open(model, "rb").read() == b"old model" and open(meta).read() == '{"old": true}'
+  assert sorted(os.listdir(tmp_path)) == ["policy.json", "policy.tflite"]

@@ -85,6 +85,10 @@ def test_a_run_is_reused_only_when_finished_with_the_sweep_settings(tmp_path):
   (other / "fp32-s0" / "notes.txt").write_text("mine")
   with pytest.raises(ValueError, match="not a run directory of 'actorq train'"):
     sweep.check_reusable(str(other), settings)
+  # A train run's own directory is not a sweep's (issue 42: one run per directory).
+  with pytest.raises(ValueError, match=r"fp32-s0 is the run directory of an 'actorq train' "
+                                       r"run \(it holds run.json\); give a new --logdir"):
+    sweep.check_reusable(run_dir, settings)
 
 
 def test_num_envs_reaches_each_run_and_its_reuse_check(tmp_path):

@@ -82,3 +82,50 @@ def test_validate_priorities_values_and_errors():
     priorities_lib.validate_priorities(np.array([1.0, np.nan, -3.0], np.float32))
   with pytest.raises(ValueError, match="2 keys but 3 priorities"):
     priorities_lib.validate_priorities([1.0, 1.0, 1.0], keys=[1, 2])
+
+
+class _RecordingClient:
+  """A Reverb client stand-in that records what `mutate_priorities` receives."""
+
+  def __init__(self):
+    self.updates = []
+
+  def mutate_priorities(self, table, updates):
+    self.updates.append((table, dict(updates)))
+
+
+# Reverb keys are uniform uint64: about half lie at or above 2**63 (case B12).
+B12_KEYS = [2**63 + 12_345_678_901, 17, 2**64 - 3, 2**63 - 1, 9_007_199_254_740_993]
+
+
+def test_b12_a_list_mixing_large_and_small_keys_reaches_reverb_exactly():
+  # np.asarray(B12_KEYS) is float64: the three keys above 2**53 would be rounded and the
+  # update would match no item (silently dropped by Reverb).
+  assert np.asarray(B12_KEYS).dtype == np.float64
+  client = _RecordingClient()
+  priorities_lib.update_priorities(client, TABLE, B12_KEYS, [1.0, 2.0, 3.0, 4.0, 5.0])
+  assert client.updates == [(TABLE, {k: float(i + 1) for i, k in enumerate(B12_KEYS)})]
+  np.testing.assert_array_equal(priorities_lib.item_keys(B12_KEYS),
+                                np.array(B12_KEYS, np.uint64))
+  assert [int(k) for k in priorities_lib.item_keys(np.array(B12_KEYS, np.uint64))] == B12_KEYS
+
+
+def test_b12_non_integer_keys_are_refused_and_nothing_is_written():
+  client = _RecordingClient()
+  for bad, what in [(np.asarray(B12_KEYS), "float64"), ([17, 2.5], "2.5"),
+                    ([17, -1], "-1"), ([2**64], str(2**64)), ([True], "True")]:
+    with pytest.raises(ValueError, match="replay item keys must be") as info:
+      priorities_lib.update_priorities(client, TABLE, bad, [1.0] * len(bad))
+    assert what in str(info.value)
+  assert client.updates == []
+
+
+def test_b12_keys_above_2_63_update_a_real_reverb_table(table):
+  client, keys = table
+  as_list = [int(k) for k in keys]  # whatever mix of large and small keys Reverb drew
+  priorities_lib.update_priorities(client, TABLE, as_list, [0.0, 0.0, 0.0, 7.0])
+  try:
+    _, priorities, found = _sample_indices(client, 200)
+    assert set(found) == {3} and set(priorities) == {7.0}
+  finally:
+    priorities_lib.update_priorities(client, TABLE, keys, [0.0, 0.0, 3.0, 0.0])
