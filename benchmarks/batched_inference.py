@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
@@ -33,17 +32,6 @@ NETWORKS = {"dqn_2x256": lambda: ns.mlp(4, [256, 256], 3),
             "d4pg_3x2048": lambda: ns.mlp(5, [2048, 2048, 2048], 1, output_activation="tanh")}
 
 
-def _median_us(fn, repeats: int) -> float:
-  for _ in range(5):
-    fn(0)
-  times = []
-  for i in range(repeats):
-    start = time.perf_counter()
-    fn(i)
-    times.append(time.perf_counter() - start)
-  return float(np.median(times) * 1e6)
-
-
 def measure(spec, batches, repeats: int):
   rng = np.random.default_rng(0)
   params = {n: {k: rng.normal(0, 0.05, s).astype(np.float32) for k, s in shp.items()}
@@ -56,13 +44,13 @@ def measure(spec, batches, repeats: int):
       rt = runtimes.make_runtime(precision, spec)
       rt.load(pl.make_payload(params, spec, rt.payload_precision, 0))
       call = lambda i, rt=rt: rt(obs)  # pylint: disable=cell-var-from-loop
-      out[f"{precision}_us"] = _median_us(call, repeats)
+      out[f"{precision}_us"] = runtimes.median_call_us(call, repeats)
     if b > 1:
       rt = runtimes.make_runtime("int8", spec)
       rt.load(pl.make_payload(params, spec, "int8", 0))
       short = obs[:-1]
       call = lambda i: rt(obs if i % 2 else short)  # pylint: disable=cell-var-from-loop
-      out["int8_dynamic_us"] = _median_us(call, repeats)
+      out["int8_dynamic_us"] = runtimes.median_call_us(call, repeats)
     rows.append(out)
   return rows
 

@@ -30,7 +30,10 @@ from actorq.components.acting import variable_client as vc
 class ReplayTableBuilder:
   """What the single-process loop asks every replay-table builder (launch/local.py),
   from `config.min_replay_size` and `config.replay_table_name`; a subclass adds
-  `learner_steps_owed` and Acme's builder methods."""
+  `learner_steps_owed` and Acme's builder methods. Its dataset iterator and actor serve
+  every such builder; `actor_class` is the actor `make_actor` builds (its constructor
+  takes `(runtime, selector, variable_client, adder, seed=)`)."""
+  actor_class = actors.FeedForwardActor
 
   def __init__(self, config):
     self.config = config
@@ -40,6 +43,25 @@ class ReplayTableBuilder:
 
   def replay_table_name(self) -> str:
     return self.config.replay_table_name
+
+  # --- Acme's builder contract --------------------------------------------------------
+  def make_dataset_iterator(self, replay_client: reverb.Client) -> Iterator[reverb.ReplaySample]:
+    """Batches of `batch_size` items (transitions, or R2D2's sequences) from Reverb, or
+    from the single-process run's seeded in-process replay (`replay.make_iterator`)."""
+    return replay.make_iterator(replay_client, self.config.replay_table_name,
+                                self.config.batch_size)
+
+  def make_actor(self, random_key: jax.Array, policy, environment_spec: specs.EnvironmentSpec,
+                 variable_source: core.VariableSource,
+                 adder: Optional[acme_adders.Adder] = None) -> actors.FeedForwardActor:
+    """An `actor_class` actor whose runtime executes `policy.spec` at `policy.precision`,
+    refreshed from `variable_source` every `variable_update_period` actor steps."""
+    del environment_spec
+    seed = int(jax.random.randint(random_key, (), 0, 2**31 - 1))
+    runtime = vc.make_runtime(policy.precision, policy.spec)
+    client = vc.VariableClient(variable_source, runtime, self.config.variable_update_period)
+    client.update_and_wait()
+    return self.actor_class(runtime, policy.selector, client, adder, seed=seed)
 
 
 class TransitionReplayBuilder(ReplayTableBuilder):
@@ -61,12 +83,6 @@ class TransitionReplayBuilder(ReplayTableBuilder):
         c.replay_table_name, environment_spec, max_size=c.max_replay_size,
         min_size=c.min_replay_size,
         samples_per_insert=c.samples_per_insert if rate_limited else None)]
-
-  def make_dataset_iterator(self, replay_client: reverb.Client) -> Iterator[reverb.ReplaySample]:
-    """Batches of `batch_size` transitions from Reverb, or from the single-process run's
-    seeded in-process replay (`replay.make_iterator`)."""
-    return replay.make_iterator(replay_client, self.config.replay_table_name,
-                                self.config.batch_size)
 
   def make_adder(self, replay_client: reverb.Client, environment_spec: specs.EnvironmentSpec,
                  policy=None) -> acme_adders.Adder:
@@ -92,15 +108,3 @@ class TransitionReplayBuilder(ReplayTableBuilder):
     c = self.config
     return adders.BatchedNStepTransitionAdder(replay_client, c.replay_table_name, num_envs,
                                               c.n_step, c.discount, environment_spec)
-
-  def make_actor(self, random_key: jax.Array, policy, environment_spec: specs.EnvironmentSpec,
-                 variable_source: core.VariableSource,
-                 adder: Optional[acme_adders.Adder] = None) -> actors.FeedForwardActor:
-    """A feed-forward actor whose runtime executes `policy.spec` at `policy.precision`,
-    refreshed from `variable_source` every `variable_update_period` actor steps."""
-    del environment_spec
-    seed = int(jax.random.randint(random_key, (), 0, 2**31 - 1))
-    runtime = vc.make_runtime(policy.precision, policy.spec)
-    client = vc.VariableClient(variable_source, runtime, self.config.variable_update_period)
-    client.update_and_wait()
-    return actors.FeedForwardActor(runtime, policy.selector, client, adder, seed=seed)

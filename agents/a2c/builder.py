@@ -1,5 +1,5 @@
-"""A2C builder: Acme's builder contract over the shared rollout-queue machinery
-(`actorq.agents.onpolicy_common`)."""
+"""A2C builder: the on-policy family's (`onpolicy_common.OnPolicyBuilder`: rollout queue,
+sequence adder, stochastic actor) with A2C's networks and update."""
 from __future__ import annotations
 
 from actorq.agents.a2c import config as config_lib
@@ -9,8 +9,8 @@ from actorq.agents import onpolicy_common as onpolicy
 
 
 class A2CBuilder(onpolicy.OnPolicyBuilder):
-  """Rollout queue, sequence adder, stochastic actor (extras: behaviour log-probs) and
-  the A2C learner. One learner step per `batch_size` rollouts of `rollout_length` steps."""
+  """The A2C learner: one SGD step of the advantage actor-critic loss per learner step
+  (the family's optimizer)."""
   config_class = config_lib.A2CConfig
   networks_lib = networks
   learning_lib = learning

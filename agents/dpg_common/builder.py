@@ -26,7 +26,8 @@ from actorq.quantization import qat
 
 
 class ActorCriticBuilder(builders.TransitionReplayBuilder):
-  """Optimizers and QAT transform from an `ActorCriticConfig`."""
+  """Optimizers and QAT transform from an `ActorCriticConfig`, and Acme's `make_learner`
+  over the agent's `actor_critic_learner`."""
 
   def make_optimizers(self) -> Tuple[optax.GradientTransformation, optax.GradientTransformation]:
     """(policy optimizer, critic optimizer): global-norm clip then Adam."""
@@ -49,6 +50,28 @@ class ActorCriticBuilder(builders.TransitionReplayBuilder):
     actor steps)."""
     return continuous.uniform_warmup(selector, environment_spec.actions,
                                      self.config.random_warmup_steps)
+
+  def make_learner(self, random_key: jax.Array, networks,
+                   dataset: Iterator[reverb.ReplaySample], logger_fn,
+                   environment_spec: specs.EnvironmentSpec,
+                   replay_client: Optional[reverb.Client] = None, counter=None):
+    """Acme's `make_learner`: the agent's `actor_critic_learner` (the replay client is not
+    used)."""
+    del replay_client
+    policy_opt, critic_opt = self.make_optimizers()
+    return self.actor_critic_learner(
+        environment_spec, networks=networks, iterator=dataset, random_key=random_key,
+        dummy_observation=np.zeros(environment_spec.observations.shape, np.float32),
+        policy_optimizer=policy_opt, critic_optimizer=critic_opt,
+        logger=logger_fn("learner"), counter=counter)
+
+  def actor_critic_learner(self, environment_spec: specs.EnvironmentSpec, **common):
+    """The agent's learner, given the keyword arguments every actor-critic learner takes
+    (`common`): `networks`, `iterator` (the dataset), `random_key`, `dummy_observation`
+    (float32 zeros of the observation shape, to initialise the networks),
+    `policy_optimizer` and `critic_optimizer` (`make_optimizers`), `logger`
+    (`logger_fn("learner")`) and `counter`."""
+    raise NotImplementedError
 
 
 class DPGBuilder(ActorCriticBuilder):
@@ -87,18 +110,13 @@ class DPGBuilder(ActorCriticBuilder):
         "tanh_deterministic", None,
         "clip(minimum + (y + 1) / 2 * (maximum - minimum), minimum, maximum)")
 
-  def make_learner(self, random_key: jax.Array, networks: networks_lib.DPGNetworks,
-                   dataset: Iterator[reverb.ReplaySample], logger_fn,
-                   environment_spec: specs.EnvironmentSpec,
-                   replay_client: Optional[reverb.Client] = None,
-                   counter=None) -> learning.DPGLearner:
-    del replay_client
+  def actor_critic_learner(self, environment_spec: specs.EnvironmentSpec,
+                           **common) -> learning.DPGLearner:
+    del environment_spec
     c = self.config
-    critic_loss, q_value = self.critic_functions(networks)
-    policy_opt, critic_opt = self.make_optimizers()
-    dummy = np.zeros(environment_spec.observations.shape, np.float32)
+    critic_loss, q_value = self.critic_functions(common["networks"])
     return learning.DPGLearner(
-        networks, dataset, random_key, dummy, policy_opt, critic_opt, c.discount,
-        critic_loss, q_value, c.target_update_period, c.target_update_tau, c.dqda_clipping,
-        self.params_transform(), preactivation_penalty=c.preactivation_penalty,
-        logger=logger_fn("learner"), counter=counter, **self.learner_options())
+        discount=c.discount, critic_loss=critic_loss, q_value=q_value,
+        target_update_period=c.target_update_period, target_update_tau=c.target_update_tau,
+        dqda_clipping=c.dqda_clipping, params_transform=self.params_transform(),
+        preactivation_penalty=c.preactivation_penalty, **common, **self.learner_options())

@@ -46,6 +46,22 @@ def dueling_network(base: hk.Transformed) -> hk.Transformed:
   return hk.Transformed(init=base.init, apply=lambda params, x: dueling_q(base.apply(params, x)))
 
 
+def discrete_actions(environment_spec: specs.EnvironmentSpec, agent: str,
+                     advice: str) -> specs.DiscreteArray:
+  """The spec's actions, which a Q-network agent (DQN's, R2D2's) needs discrete.
+
+  Raises:
+    actorq.core.UnsupportedEnvironmentError: continuous actions ("<agent> needs discrete
+      actions, but ...; use <advice>", naming their shape and dtype).
+  """
+  actions = environment_spec.actions
+  if not isinstance(actions, specs.DiscreteArray):
+    raise UnsupportedEnvironmentError(
+        f"{agent} needs discrete actions, but this environment's actions are continuous "
+        f"(shape {actions.shape}, dtype {actions.dtype}); use {advice}")
+  return actions
+
+
 def make_networks(environment_spec: specs.EnvironmentSpec, hidden_sizes=(256, 256),
                   dueling: bool = False) -> DQNNetworks:
   """Q-network for a discrete action spec; with `dueling`, the spec's last Dense layer
@@ -57,12 +73,8 @@ def make_networks(environment_spec: specs.EnvironmentSpec, hidden_sizes=(256, 25
       smaller than the Nature CNN accepts (naming both shapes, e.g. (15, 15, 3) and
       (36, 36, C)).
   """
-  actions = environment_spec.actions
-  if not isinstance(actions, specs.DiscreteArray):
-    raise UnsupportedEnvironmentError(
-        f"DQN needs discrete actions, but this environment's actions are continuous "
-        f"(shape {actions.shape}, dtype {actions.dtype}); use a continuous-control agent "
-        "or a Discrete-action environment such as gym:CartPole-v1")
+  actions = discrete_actions(environment_spec, "DQN", "a continuous-control agent or a "
+                             "Discrete-action environment such as gym:CartPole-v1")
   obs_shape = tuple(environment_spec.observations.shape)
   outputs = actions.num_values + 1 if dueling else actions.num_values
   if len(obs_shape) == 3:

@@ -19,7 +19,9 @@ from actorq.components.acting import variable_client as vc
 
 class OnPolicyBuilder:
   """Acme's builder methods for a rollout-queue agent (stateless: one builder serves
-  every launch mode and any number of actors).
+  every launch mode and any number of actors): rollout queue, sequence adder, stochastic
+  actor (extras: behaviour log-probs) and the agent's learner, one learner step per
+  `batch_size` rollouts of `rollout_length` steps.
 
   A subclass names its agent's modules as class attributes:
     networks_lib: has `make_networks(environment_spec, config) -> ActorCriticNetworks`;

@@ -1,5 +1,6 @@
-"""PPO builder: Acme's builder contract over the shared rollout-queue machinery
-(`actorq.agents.onpolicy_common`)."""
+"""PPO builder: the on-policy family's (`onpolicy_common.OnPolicyBuilder`: rollout queue,
+sequence adder, stochastic actor) with PPO's networks, clipped-surrogate update and its
+own optimizer schedule."""
 from __future__ import annotations
 
 from actorq.agents.ppo import config as config_lib
@@ -9,8 +10,8 @@ from actorq.agents import onpolicy_common as onpolicy
 
 
 class PPOBuilder(onpolicy.OnPolicyBuilder):
-  """Rollout queue, sequence adder, stochastic actor (extras: behaviour log-probs) and
-  the PPO learner. One learner step per `batch_size` rollouts of `rollout_length` steps."""
+  """The PPO learner: `num_epochs` passes of minibatch SGD on the clipped surrogate per
+  learner step."""
   config_class = config_lib.PPOConfig
   networks_lib = networks
   learning_lib = learning

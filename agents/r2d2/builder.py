@@ -25,7 +25,6 @@ from actorq.agents.r2d2 import networks as networks_lib
 from actorq.components import builders
 from actorq.components.acting import actors
 from actorq.components.replay import adders, reverb_replay as replay
-from actorq.components.acting import variable_client as vc
 
 
 def extras_spec(lstm_size: int):
@@ -41,6 +40,7 @@ class R2D2Builder(builders.ReplayTableBuilder):
   """R2D2's networks, policies, sequence table, adder, recurrent actor and learner (not a
   `TransitionReplayBuilder`: its table holds sequences, and it has no batched adder)."""
   config_class = config_lib.R2D2Config
+  actor_class = actors.RecurrentActor  # its runtime executes a `RecurrentSpec`
 
   def learner_steps_owed(self, progress: core.ReplayProgress) -> int:
     """Samples-per-insert over sequences: one learner step per batch_size /
@@ -69,12 +69,6 @@ class R2D2Builder(builders.ReplayTableBuilder):
                                          c.samples_per_insert if rate_limited else None),
         signature=signature)]
 
-  def make_dataset_iterator(self, replay_client: reverb.Client) -> Iterator[reverb.ReplaySample]:
-    """Batches of `batch_size` sequences from Reverb, or from the single-process run's
-    seeded in-process replay (`replay.make_iterator`)."""
-    return replay.make_iterator(replay_client, self.config.replay_table_name,
-                                self.config.batch_size)
-
   def make_adder(self, replay_client: reverb.Client, environment_spec: specs.EnvironmentSpec,
                  policy=None) -> replay.ValidatingAdder:
     del policy
@@ -84,18 +78,6 @@ class R2D2Builder(builders.ReplayTableBuilder):
         priority_fns={c.replay_table_name: None},
         end_of_episode_behavior=adders_reverb.EndBehavior.ZERO_PAD)
     return replay.ValidatingAdder(adder, environment_spec, extras_spec(c.lstm_size))
-
-  def make_actor(self, random_key: jax.Array, policy: core.ActorPolicy,
-                 environment_spec: specs.EnvironmentSpec, variable_source: core.VariableSource,
-                 adder=None) -> actors.RecurrentActor:
-    """A recurrent actor whose runtime executes `policy.spec` (a `RecurrentSpec`) at
-    `policy.precision`, refreshed every `variable_update_period` actor steps."""
-    del environment_spec
-    seed = int(jax.random.randint(random_key, (), 0, 2**31 - 1))
-    runtime = vc.make_runtime(policy.precision, policy.spec)
-    client = vc.VariableClient(variable_source, runtime, self.config.variable_update_period)
-    client.update_and_wait()
-    return actors.RecurrentActor(runtime, policy.selector, client, adder, seed=seed)
 
   def make_policy(self, networks: networks_lib.R2D2Networks,
                   environment_spec: specs.EnvironmentSpec,

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from acme import specs
 
-from actorq.agents.dqn.networks import dueling_q
+from actorq.agents.dqn.networks import discrete_actions, dueling_q
 from actorq.core import UnsupportedEnvironmentError
 from actorq.quantization import network_spec as ns
 
@@ -64,12 +64,8 @@ def make_networks(environment_spec: specs.EnvironmentSpec, torso_sizes: Tuple[in
     actorq.core.UnsupportedEnvironmentError: continuous actions, or an observation that
       is not a vector [D] (naming what is allowed).
   """
-  actions = environment_spec.actions
-  if not isinstance(actions, specs.DiscreteArray):
-    raise UnsupportedEnvironmentError(
-        f"R2D2 needs discrete actions, but this environment's actions are continuous "
-        f"(shape {actions.shape}, dtype {actions.dtype}); use a Discrete-action environment "
-        "such as gym:CartPole-v1-po")
+  actions = discrete_actions(environment_spec, "R2D2",
+                             "a Discrete-action environment such as gym:CartPole-v1-po")
   obs_shape = tuple(environment_spec.observations.shape)
   if len(obs_shape) != 1:
     raise UnsupportedEnvironmentError(

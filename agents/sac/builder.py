@@ -1,14 +1,10 @@
-"""SAC builder: replay, dataset, adder and actor from `TransitionReplayBuilder`, optimizers
-and QAT from `dpg_common.builder.ActorCriticBuilder`; the squashed-Gaussian policies and
-the SAC learner are its own."""
+"""SAC builder: replay, dataset, adder and actor from `TransitionReplayBuilder`; optimizers,
+QAT and `make_learner` from `dpg_common.builder.ActorCriticBuilder`; the
+squashed-Gaussian policies and the SAC learner (`actor_critic_learner`) are its own."""
 from __future__ import annotations
 
-from typing import Iterator, Optional
-
-import jax
 import numpy as np
 import optax
-import reverb
 from acme import specs
 
 from actorq import core
@@ -61,18 +57,12 @@ class SACBuilder(ActorCriticBuilder):
         "clip(minimum + (tanh(y[:A]) + 1) / 2 * (maximum - minimum), minimum, maximum) "
         "(y = [mean, log_std])")
 
-  def make_learner(self, random_key: jax.Array, networks: networks_lib.SACNetworks,
-                   dataset: Iterator[reverb.ReplaySample], logger_fn,
-                   environment_spec: specs.EnvironmentSpec,
-                   replay_client: Optional[reverb.Client] = None,
-                   counter=None) -> learning.SACLearner:
-    del replay_client
+  def actor_critic_learner(self, environment_spec: specs.EnvironmentSpec,
+                           **common) -> learning.SACLearner:
     c = self.config
-    policy_opt, critic_opt = self.make_optimizers()
-    dummy = np.zeros(environment_spec.observations.shape, np.float32)
     return learning.SACLearner(
-        networks, dataset, random_key, dummy, policy_opt, critic_opt,
-        optax.adam(c.temperature_learning_rate), c.discount,
-        self.target_entropy(environment_spec), c.initial_temperature,
-        c.target_update_period, c.target_update_tau, self.params_transform(),
-        logger=logger_fn("learner"), counter=counter)
+        alpha_optimizer=optax.adam(c.temperature_learning_rate), discount=c.discount,
+        target_entropy=self.target_entropy(environment_spec),
+        initial_temperature=c.initial_temperature, target_update_period=c.target_update_period,
+        target_update_tau=c.target_update_tau, params_transform=self.params_transform(),
+        **common)

@@ -27,7 +27,7 @@ import collections.abc
 import dataclasses
 import time
 import warnings
-from typing import Callable, Dict, Tuple, Type
+from typing import Any, Callable, Dict, Tuple, Type
 
 import numpy as np
 
@@ -201,17 +201,23 @@ def make_mixed_runtime(policy, spec: ns.NetworkSpec, num_threads: int = 1) -> Po
   return LiteRTMixedRuntime(spec, policy.float_layers, num_threads)
 
 
-def median_latency_us(runtime: PolicyRuntime, observation: np.ndarray,
-                      repeats: int = 50, warmup: int = 5) -> float:
-  """Median wall time of `runtime(observation)` in microseconds."""
+def median_call_us(fn: Callable[[int], Any], repeats: int = 50, warmup: int = 5) -> float:
+  """Median wall time of `fn(i)` over the calls i = 0..repeats-1, in microseconds, after
+  `warmup` untimed calls `fn(0)` (`fn` may vary its input with the call's index i)."""
   for _ in range(warmup):
-    runtime(observation)
+    fn(0)
   times = []
-  for _ in range(repeats):
+  for i in range(repeats):
     t0 = time.perf_counter()
-    runtime(observation)
+    fn(i)
     times.append(time.perf_counter() - t0)
   return float(np.median(times) * 1e6)
+
+
+def median_latency_us(runtime: PolicyRuntime, observation: np.ndarray,
+                      repeats: int = 50, warmup: int = 5) -> float:
+  """Median wall time of `runtime(observation)` in microseconds (`median_call_us`)."""
+  return median_call_us(lambda i: runtime(observation), repeats, warmup)
 
 
 _WARNED = set()
@@ -254,7 +260,7 @@ def choose_runtime(spec: ns.NetworkSpec, batch_size: int = 1, precision: str = "
 
 __all__ = ["PolicyRuntime", "RecurrentRuntime", "make_runtime", "make_mixed_runtime",
            "choose_runtime",
-           "median_latency_us",
+           "median_call_us", "median_latency_us",
            "ACTING_PRECISIONS", "PrecisionEntry", "PrecisionNames", "RUNTIMES",
            "RUNTIME_PRECISIONS", "entry_for", "make_payload", "precisions",
            "register_precision"]
