@@ -69,16 +69,16 @@ import jax
 from acme import specs
 
 from actorq import core
-from actorq.studies import aggregate as ag
-from actorq.studies.tables import PRECISION_COLORS, markdown_table, write_csv  # noqa: F401 (ab.* users)
 from actorq.components.acting import actors
-from actorq.components.envs import environments
-from actorq.launch import profiling
 from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
+from actorq.components.envs import environments
 from actorq.launch import experiment, local, processes
+from actorq.launch import profiling
 from actorq.launch import spec as spec_lib
 from actorq.quantization import network_spec as ns
+from actorq.studies import aggregate as ag
+from actorq.studies.tables import PRECISION_COLORS, markdown_table, write_csv  # noqa: F401 (ab.* users)
 
 ACTOR_COMPONENTS = ("env_step", "inference", "adder", "load", "waiting", "other")
 ASYNC_COMPONENTS = ("pull_transfer", "deserialise")

@@ -68,9 +68,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=wrong-import-position (TF's log level is set first)
 from actorq import core
 from actorq.benchmarks import actorq_bench as ab
-from actorq.launch import placement, profiling
 from actorq.launch import distributed, experiment, processes
 from actorq.launch import distributed_nodes as nodes
+from actorq.launch import placement, profiling
 from actorq.launch import supervisors
 
 

@@ -33,9 +33,10 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Sequence
 
-from actorq.studies import aggregate
-from actorq.cli import main as cli, export as export_cmd
+from actorq.cli import main as cli
 from actorq.launch import precision_arg
+from actorq.studies import aggregate
+from actorq.studies import export as export_cmd
 
 
 def export_argv(run: str, precision: str, episodes: int, seed: int) -> List[str]:

@@ -56,9 +56,9 @@ import time
 from typing import Any, Dict, List, Optional
 
 from actorq.benchmarks import actorq_bench as ab
+from actorq.cli import main as cli
 from actorq.studies import aggregate as ag
 from actorq.studies import sweep
-from actorq.cli import main as cli
 from actorq.testing import netns
 
 PRESETS = {

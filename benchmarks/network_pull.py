@@ -42,8 +42,8 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 # actor_inference pins XLA to one thread when imported (the actor's policy runtime).
 from actorq.benchmarks import actor_inference  # pylint: disable=g-import-not-at-top
 from actorq.components.acting import variable_client  # pylint: disable=g-import-not-at-top
-from actorq.testing import netns  # pylint: disable=g-import-not-at-top
 from actorq.quantization import runtimes  # pylint: disable=g-import-not-at-top
+from actorq.testing import netns  # pylint: disable=g-import-not-at-top
 
 NETWORKS = ("mlp_3x256", "mlp_3x2048")
 PRECISIONS = ("fp32", "int8")

@@ -36,8 +36,8 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 import reverb  # pylint: disable=g-import-not-at-top
 from acme import specs  # pylint: disable=g-import-not-at-top
 
-from actorq.components.replay import priorities as priorities_lib
 from actorq.components.replay import adders, local_replay, reverb_replay as replay  # pylint: disable=g-import-not-at-top
+from actorq.components.replay import priorities as priorities_lib
 
 EPISODE_LENGTH = 200
 N_STEP, DISCOUNT = 3, 0.99

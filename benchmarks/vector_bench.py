@@ -35,10 +35,10 @@ import jax
 import numpy as np
 
 from actorq.benchmarks.actorq_bench import markdown_table
-from actorq.components.envs import environments, vector_env
-from actorq.components.replay import local_replay
 from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
+from actorq.components.envs import environments, vector_env
+from actorq.components.replay import local_replay
 from actorq.launch import experiment
 from actorq.quantization import payload as pl
 

@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 from actorq import core
 from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import distributed_bench, merge, vector_bench
+from actorq.cli import main as cli
 from actorq.components import config_io
 from actorq.components.envs import environments, vector_env
 from actorq.launch import placement
-from actorq.cli import main as cli
 from actorq.launch import registry, run_dir
 
 
@@ -174,12 +173,7 @@ def _run_vector(args) -> int:
       vector_env.check_num_envs(settings["env"], b)
     except ValueError as e:
       raise cli.UsageError(f"--num-envs: {e}") from None
-  if args.logdir is None:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    args.logdir = os.path.join("runs", f"bench-vector-{settings['agent']}-"
-                               f"{settings['env'].replace(':', '_')}-{stamp}")
-  run_dir.refuse_run_directory(args.logdir, "--logdir")  # issue 42
-  outdir = cli.ensure_writable_dir(args.logdir)
+  outdir = run_dir.report_dir(args.logdir, "bench-vector", settings["agent"], settings["env"])
   steps = args.acting_steps or 4000
   print(f"actorq bench --num-envs: {settings['agent']} on {settings['env']}, B = "
         f"{','.join(map(str, sizes))}, precisions {','.join(settings['precisions'])}, {steps} "
@@ -213,13 +207,8 @@ def _run_distributed(args) -> int:
                                    name="--learner-device")
   except placement.NoAcceleratorError as e:
     raise cli.UsageError(str(e)) from None
-  if args.logdir is None:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    args.logdir = os.path.join(
-        "runs", f"bench-{args.launch}-{num_actors}a-{args.preset}-{settings['agent']}-"
-        f"{settings['env'].replace(':', '_')}-{stamp}")
-  run_dir.refuse_run_directory(args.logdir, "--logdir")  # issue 42
-  outdir = cli.ensure_writable_dir(args.logdir)
+  outdir = run_dir.report_dir(args.logdir, "bench", args.launch, f"{num_actors}a", args.preset,
+                              settings["agent"], settings["env"])
   n = len(settings["precisions"]) * len(settings["seeds"])
   print(f"actorq bench --launch {args.launch}: {settings['agent']} on {settings['env']}, "
         f"{num_actors} actor node(s), learner device {args.learner_device}, precisions "
@@ -254,12 +243,8 @@ def run(args) -> int:
   if args.merge:
     return _merge(args)
   settings = resolve(args)
-  if args.logdir is None:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    args.logdir = os.path.join(
-        "runs", f"bench-{args.preset}-{settings['agent']}-{settings['env'].replace(':', '_')}-{stamp}")
-  run_dir.refuse_run_directory(args.logdir, "--logdir")  # issue 42
-  outdir = cli.ensure_writable_dir(args.logdir)
+  outdir = run_dir.report_dir(args.logdir, "bench", args.preset, settings["agent"],
+                              settings["env"])
   n = len(settings["precisions"]) * len(settings["seeds"])
   print(f"actorq bench: {settings['agent']} on {settings['env']}, precisions "
         f"{','.join(settings['precisions'])}, seeds {list(settings['seeds'])}, "

@@ -20,12 +20,12 @@ from typing import List, Optional
 import numpy as np
 
 from actorq import core
-from actorq.components.envs import environments
-from actorq.studies import reward_parity as evaluation
-from actorq.components.acting import loop as loop_lib
 from actorq.cli import main as cli
+from actorq.components.acting import loop as loop_lib
+from actorq.components.envs import environments
 from actorq.launch import precision_arg
 from actorq.launch import spec as spec_lib
+from actorq.studies import reward_parity as evaluation
 
 VIDEO_SUFFIXES = (".gif", ".mp4")
 MAX_VIDEO_FRAMES = 5_000

@@ -17,12 +17,12 @@ plain comparison) prints one line and exits 2 before anything is written.
 from __future__ import annotations
 
 from actorq import core
-from actorq.components.envs import environments
-from actorq.studies import reward_parity as evaluation
 from actorq.cli import main as cli
+from actorq.components.envs import environments
 from actorq.launch import run_dir
-from actorq.studies import quantize as quantize_study
 from actorq.launch import spec as spec_lib
+from actorq.studies import quantize as quantize_study
+from actorq.studies import reward_parity as evaluation
 
 # Every precision a policy can be compared at against fp32.
 PRECISIONS = tuple(p for p in core.PRECISIONS if p != core.FP32)

@@ -31,13 +31,13 @@ import gymnasium
 
 from actorq import core
 from actorq.benchmarks import actorq_bench as ab
-from actorq.studies import sweep
-from actorq.components.envs import vector_env
 from actorq.cli import main as cli
-from actorq.launch import experiment
+from actorq.cli import train as train_cmd
+from actorq.components.envs import vector_env
+from actorq.launch import experiment, run_dir
 from actorq.launch import precision_arg
 from actorq.launch import spec as spec_lib
-from actorq.cli import train as train_cmd
+from actorq.studies import sweep
 
 DEFAULT_SEEDS = "0-9"
 # `actorq train --launch`'s choices but hosts (its runs need host lists: hosts_train.py).
@@ -153,9 +153,7 @@ def run(args) -> int:
     return cli.print_report(sweep.render, args.render)
   settings = resolve(args)
   if args.logdir is None:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    args.logdir = os.path.join(
-        "runs", f"sweep-{settings['agent']}-{settings['env'].replace(':', '_')}-{stamp}")
+    args.logdir = run_dir.default_logdir("sweep", settings["agent"], settings["env"])
   try:
     sweep.check_reusable(os.path.abspath(args.logdir), settings)
   except ValueError as e:

@@ -23,8 +23,8 @@ from acme import specs
 from actorq import core
 
 from actorq.components.acting import actors
-from actorq.components.replay import adders, local_replay, reverb_replay as replay
 from actorq.components.acting import variable_client as vc
+from actorq.components.replay import adders, local_replay, reverb_replay as replay
 
 
 class ReplayTableBuilder:

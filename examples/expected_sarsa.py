@@ -32,8 +32,8 @@ from acme.utils import counting
 
 from actorq import core
 from actorq.components import builders, networks
-from actorq.components.acting import actors
 from actorq.components import config_checks as checks
+from actorq.components.acting import actors
 from actorq.launch import distributed, experiment, local
 from actorq.quantization import network_spec as ns
 

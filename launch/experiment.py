@@ -25,9 +25,9 @@ from acme import specs
 
 from actorq import core
 from actorq.components.acting import actors
+from actorq.components.acting import loop as loop_lib
 from actorq.components.envs import environments, vector_env
 from actorq.launch import checkpointing
-from actorq.components.acting import loop as loop_lib
 from actorq.quantization import runtimes
 
 # Seeds derived from `ExperimentConfig.seed`: the training actor (single process) uses

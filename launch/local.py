@@ -43,14 +43,14 @@ from acme.utils import counting
 from actorq import core
 from actorq.components import fault_points
 from actorq.components.acting import actors
-from actorq.launch import checkpointing
-from actorq.launch import logging as logging_lib
+from actorq.components.acting import loop as loop_lib
+from actorq.components.acting import variable_client as vc
 from actorq.components.replay import local_replay
 from actorq.components.replay import reverb_replay as replay_lib
-from actorq.components.acting import loop as loop_lib
-from actorq.launch import placement
-from actorq.components.acting import variable_client as vc
+from actorq.launch import checkpointing
 from actorq.launch import experiment as experiment_lib
+from actorq.launch import logging as logging_lib
+from actorq.launch import placement
 from actorq.launch import processes
 from actorq.launch import spec as spec_lib
 

@@ -10,7 +10,6 @@ import os
 from typing import Optional
 
 from actorq import core
-from actorq import core
 from actorq.quantization import mixed
 from actorq.quantization import runtimes
 

@@ -19,6 +19,7 @@ import csv
 import json
 import os
 import shutil
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from actorq import core
@@ -250,3 +251,26 @@ def check_feed_forward(networks, agent: str, command: str) -> None:
         f"actorq {command} does not support recurrent policies yet (agent "
         f"{agent!r}: an LSTM Q-network); 'actorq eval --checkpoint RUN "
         "--precision P' evaluates it at fp32, fp16, bf16 or int8")
+
+
+def default_logdir(*parts: str) -> str:
+  """Where a command writes when it is given no directory: ``runs/<parts>-<stamp>``, the
+  parts joined by "-" with ":" written "_" (environment ids, ``module:Builder`` agents) and
+  the local time as ``YYYYmmdd-HHMMSS``; relative to the working directory."""
+  name = "-".join(str(p).replace(":", "_") for p in parts)
+  return os.path.join("runs", f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def report_dir(logdir: Optional[str], *default_parts: str, flag: str = "--logdir") -> str:
+  """The folder a report command (`actorq bench`) writes into: `logdir`, or
+  `default_logdir(*default_parts)` when None; created and proven writable.
+
+  Returns:
+    its absolute path.
+  Raises:
+    core.UsageError: it holds a run of `actorq train` (`refuse_run_directory`), it is not a
+      directory or cannot be written; one line naming `flag`.
+  """
+  logdir = logdir if logdir is not None else default_logdir(*default_parts)
+  refuse_run_directory(logdir, flag)
+  return atomic.ensure_writable_dir(logdir, flag)

@@ -29,16 +29,14 @@ import dataclasses
 import json
 import os
 import sys
-import time
 import warnings
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from actorq import core
 from actorq.components import config_io
 from actorq.components.envs import environments, vector_env
-from actorq import core
-from actorq.launch import precision_arg
 from actorq.launch import experiment, hosts, registry, run_dir, supervisors
+from actorq.launch import precision_arg
 
 DEFAULT_AGENT = "dqn"
 DEFAULT_ENV = "gym:CartPole-v1"
@@ -293,11 +291,8 @@ class RunSpec:
     except ValueError as e:
       raise core.UsageError(f"--num-envs: {e}") from None
     if f["logdir"] is None and not get("dry_run", False):
-      stamp = time.strftime("%Y%m%d-%H%M%S")
-      suffix = "" if launch == LOCAL else f"-{launch}"
-      f["logdir"] = os.path.join(
-          "runs", f"{f['agent'].replace(':', '_')}-{f['env'].replace(':', '_')}-s{f['seed']}"
-                  f"{suffix}-{stamp}")
+      f["logdir"] = run_dir.default_logdir(f["agent"], f["env"], f"s{f['seed']}",
+                                           *(() if launch == LOCAL else (launch,)))
     return cls(
         agent=f["agent"], env=f["env"], seed=f["seed"], config=config_io.to_dict(config),
         steps=f["steps"], eval_every=f["eval_every"], eval_episodes=f["eval_episodes"],

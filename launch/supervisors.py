@@ -39,8 +39,8 @@ from absl import flags
 from launchpad import address as lp_address
 
 from actorq import core
-from actorq.launch import placement
 from actorq.launch import hosts as hosts_lib
+from actorq.launch import placement
 from actorq.launch import processes, registry
 
 # `dp` below is a `distributed.DistributedProgram` (not imported: distributed imports this
@@ -192,7 +192,15 @@ def _runner_command(config: hosts_lib.HostsConfig, index: int, program: str) -> 
   return (config.start_argv(index) or []) + config.runner_argv(index, program)
 
 
-class Hosts:
+class _ProcessPerNode:
+  """What the supervisors that start one OS process per node share: the learner computes
+  in another process than the launcher (its placement is decided there), and a node's exit
+  is seen per process."""
+  in_process = False
+  one_process_per_node = True
+
+
+class Hosts(_ProcessPerNode):
   """`hosts`: a running launch over several machines: the program written, one host
   runner per host started (unless `start` is ``print``; each supervises its host's nodes,
   `launch/hosts.py`), the stop through the counter node.
@@ -201,8 +209,6 @@ class Hosts:
     ValueError: the program was made without `hosts`, or its ports run past 65535.
   """
 
-  in_process = False
-  one_process_per_node = True
   summary = "one process per node on the machines of --hosts"
 
   def __init__(self, dp: "DistributedProgram", launch_type: str, log_dir: Optional[str],
@@ -362,13 +368,11 @@ class Threads:
     return {}, []
 
 
-class Processes:
+class Processes(_ProcessPerNode):
   """`local_mp`: one process per node, started here from the commands Launchpad's own
   local_mp launcher builds (`_local_mp_commands`), each a direct child whose exit code is
   known, its output in ``<logdir>/logs/<group>_<i>.log`` and echoed with a ``[group/i]``
   prefix (`processes.NodeProcesses`); each gets `placement.node_env(group, ...)`."""
-  in_process = False
-  one_process_per_node = True
   summary = "a Launchpad program, one process per node"
 
   def __init__(self, dp: "DistributedProgram", launch_type: str, log_dir: Optional[str],

@@ -39,15 +39,15 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from actorq.components import atomic
-from actorq.studies import compression as cs
-from actorq.components.envs import environments
-from actorq.studies import precision_search as ps
 from actorq import core
+from actorq.components import atomic
+from actorq.components.envs import environments
 from actorq.launch import registry, run_dir
-from actorq.studies import quantize_report
 from actorq.launch import spec as spec_lib
 from actorq.quantization import mixed
+from actorq.studies import compression as cs
+from actorq.studies import precision_search as ps
+from actorq.studies import quantize_report
 
 
 # ----------------------------------------------------------------------------------------

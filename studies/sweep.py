@@ -52,12 +52,12 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from actorq import core
-from actorq.studies import aggregate as ag
-from actorq.studies import tables as ab
-from actorq.launch import run_dir as run_dir_lib
-from actorq.launch import spec as spec_lib
 from actorq.components import atomic, fault_points
 from actorq.launch import checkpointing, processes
+from actorq.launch import run_dir as run_dir_lib
+from actorq.launch import spec as spec_lib
+from actorq.studies import aggregate as ag
+from actorq.studies import tables as ab
 
 SWEEP_JSON = "sweep.json"
 SEEDS_FIELDS = ("precision", "seed", "final_return", "last3_return", "best_return",

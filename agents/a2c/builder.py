@@ -2,10 +2,10 @@
 sequence adder, stochastic actor) with A2C's networks and update."""
 from __future__ import annotations
 
+from actorq.agents import onpolicy_common as onpolicy
 from actorq.agents.a2c import config as config_lib
 from actorq.agents.a2c import learning
 from actorq.agents.a2c import networks
-from actorq.agents import onpolicy_common as onpolicy
 
 
 class A2CBuilder(onpolicy.OnPolicyBuilder):

@@ -19,8 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 from acme import specs
 
-from actorq.components.acting import continuous
 from actorq.components import networks as networks_lib
+from actorq.components.acting import continuous
 from actorq.core import UnsupportedEnvironmentError
 from actorq.quantization import network_spec as ns
 

@@ -2,10 +2,10 @@
 (`actorq.agents.onpolicy_common`); the queue rate-limits actors when several feed it."""
 from __future__ import annotations
 
+from actorq.agents import onpolicy_common as onpolicy
 from actorq.agents.impala import config as config_lib
 from actorq.agents.impala import learning
 from actorq.agents.impala import networks
-from actorq.agents import onpolicy_common as onpolicy
 
 
 class IMPALABuilder(onpolicy.OnPolicyBuilder):

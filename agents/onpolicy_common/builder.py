@@ -13,8 +13,8 @@ from actorq import core
 from actorq.agents.onpolicy_common import learning
 from actorq.agents.onpolicy_common import networks as networks_lib
 from actorq.components.acting import actors
-from actorq.components.replay import adders, rollouts
 from actorq.components.acting import variable_client as vc
+from actorq.components.replay import adders, rollouts
 
 
 class OnPolicyBuilder:

@@ -8,5 +8,5 @@ from actorq.agents.ppo.networks import PPONetworks, make_networks
 from actorq.agents.ppo.learning import (
     MAX_LOG_RATIO, gae_advantages, learning_rate_schedule, make_optimizer, make_update,
     ppo_loss, sgd_updates_per_learner_step)
-from actorq.agents.ppo.builder import PPOBuilder
 from actorq.agents.onpolicy_common.learning import OnPolicyLearner
+from actorq.agents.ppo.builder import PPOBuilder

@@ -3,10 +3,10 @@ sequence adder, stochastic actor) with PPO's networks, clipped-surrogate update 
 own optimizer schedule."""
 from __future__ import annotations
 
+from actorq.agents import onpolicy_common as onpolicy
 from actorq.agents.ppo import config as config_lib
 from actorq.agents.ppo import learning
 from actorq.agents.ppo import networks
-from actorq.agents import onpolicy_common as onpolicy
 
 
 class PPOBuilder(onpolicy.OnPolicyBuilder):

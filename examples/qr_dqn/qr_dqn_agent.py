@@ -38,9 +38,9 @@ from acme import specs
 
 from actorq import core
 from actorq.components import builders, learners
-from actorq.components.acting import actors
 from actorq.components import config_checks as checks
 from actorq.components import networks as networks_lib
+from actorq.components.acting import actors
 from actorq.quantization import network_spec as ns
 
 

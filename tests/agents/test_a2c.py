@@ -5,10 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from actorq.agents import onpolicy_common as onpolicy
 from actorq.agents.a2c import builder as builder_lib
 from actorq.agents.a2c import config as config_lib
 from actorq.agents.a2c import learning
-from actorq.agents import onpolicy_common as onpolicy
 from actorq.launch import experiment, local
 from actorq.testing import runs
 

@@ -12,9 +12,9 @@ from actorq.agents.dqn import config as config_lib
 from actorq.agents.dqn import learning
 from actorq.agents.dqn import networks as networks_lib
 from actorq.components.acting import actors
+from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments
 from actorq.components.replay import reverb_replay as replay
-from actorq.components.acting import variable_client as vc
 from actorq.launch import experiment, local
 from actorq.quantization import payload as payload_lib
 from actorq.testing import runs

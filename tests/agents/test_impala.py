@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from actorq.agents import onpolicy_common as onpolicy
 from actorq.agents.impala import builder as builder_lib
 from actorq.agents.impala import config as config_lib
-from actorq.agents import onpolicy_common as onpolicy
 from actorq.agents.impala import learning
 from actorq.launch import experiment, local
 from actorq.testing import runs

@@ -18,8 +18,8 @@ from actorq.agents.onpolicy_common import networks as onpolicy
 from actorq.agents.ppo import builder as ppo_builder
 from actorq.agents.ppo import config as ppo_config
 from actorq.components.acting import actors
-from actorq.components.replay import adders, reverb_replay as replay, rollouts
 from actorq.components.acting import loop as loop_lib
+from actorq.components.replay import adders, reverb_replay as replay, rollouts
 from actorq.launch import experiment, local
 from actorq.testing import fakes
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from acme import specs
 
+from actorq.agents import onpolicy_common as onpolicy
 from actorq.agents.ppo import builder as builder_lib
 from actorq.agents.ppo import config as config_lib
 from actorq.agents.ppo import learning
-from actorq.agents import onpolicy_common as onpolicy
 from actorq.launch import experiment, local
 from actorq.testing import runs
 

@@ -14,9 +14,9 @@ from actorq.agents.r2d2 import config as config_lib
 from actorq.agents.r2d2 import learning
 from actorq.agents.r2d2 import networks as networks_lib
 from actorq.components.acting import loop
+from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments
 from actorq.components.replay import local_replay
-from actorq.components.acting import variable_client as vc
 from actorq.quantization import mixed
 from actorq.quantization import payload as payload_lib
 from actorq.quantization import runtimes

@@ -5,8 +5,8 @@ import time
 import psutil
 import pytest
 
-from actorq.studies import aggregate as ag
 from actorq.benchmarks import hosts_train
+from actorq.studies import aggregate as ag
 
 
 def _counter(*rows):

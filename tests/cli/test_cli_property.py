@@ -31,9 +31,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from actorq.cli import main as cli
 from actorq.components import config_checks, config_io
 from actorq.launch import checkpointing
-from actorq.cli import main as cli
 from actorq.launch import registry
 from actorq.testing.cli import run_cli
 

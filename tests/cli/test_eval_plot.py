@@ -10,12 +10,12 @@ import dm_env
 import numpy as np
 import pytest
 
-from actorq.components.envs import environments
-from actorq.studies import reward_parity as evaluation
-from actorq.components.acting import loop as loop_lib
 from actorq.cli import main as cli, eval as eval_cmd, plot as plot_cmd
+from actorq.components.acting import loop as loop_lib
+from actorq.components.envs import environments
 from actorq.launch import experiment, run_dir
 from actorq.launch import spec as spec_lib
+from actorq.studies import reward_parity as evaluation
 
 SMALL = {"hidden_sizes": [32, 32], "batch_size": 32, "min_replay_size": 300,
          "samples_per_insert": 8.0, "epsilon_decay_steps": 1000}

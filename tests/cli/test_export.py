@@ -16,17 +16,17 @@ import pytest
 from ai_edge_litert.interpreter import Interpreter
 
 from actorq import core
-from actorq.components.envs import environments
-from actorq.studies import reward_parity as evaluation
 from actorq.cli import main as cli
-from actorq.launch import spec as spec_lib
 from actorq.components import fault_points
+from actorq.components.envs import environments
 from actorq.launch import run_dir
+from actorq.launch import spec as spec_lib
 from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization import runtimes
 from actorq.quantization.runtimes import litert_runtime
+from actorq.studies import reward_parity as evaluation
 from actorq.testing.cli import run_cli
 
 

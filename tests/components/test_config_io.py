@@ -7,8 +7,8 @@ import typing
 import pytest
 
 from actorq.agents.dqn.config import DQNConfig
-from actorq.components import config_io
 from actorq.cli import main as cli
+from actorq.components import config_io
 from actorq.launch import registry
 
 

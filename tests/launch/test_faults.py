@@ -34,8 +34,8 @@ if HERE not in sys.path:  # faulty_envs: also what node processes import (PYTHON
 import faulty_envs  # pylint: disable=wrong-import-position
 
 from actorq.agents.dqn import learning as dqn_learning
-from actorq.launch import checkpointing
 from actorq.cli import main as cli
+from actorq.launch import checkpointing
 from actorq.launch import distributed, processes
 
 ROOT = os.path.dirname(os.path.dirname(HERE))

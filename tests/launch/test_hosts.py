@@ -13,14 +13,14 @@ import pytest
 
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config
-from actorq.launch import placement
 from actorq.cli import main as cli
 from actorq.launch import distributed
 from actorq.launch import distributed_nodes
 from actorq.launch import experiment
 from actorq.launch import hosts
-from actorq.testing import netns
+from actorq.launch import placement
 from actorq.launch import supervisors
+from actorq.testing import netns
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYTHON = sys.executable

@@ -6,11 +6,11 @@ import pytest
 
 from actorq import core
 from actorq.agents.dqn import networks as dqn_networks
+from actorq.cli import export as export_cmd
 from actorq.components.acting import actors
 from actorq.components.envs import environments
-from actorq.studies import compression as cs
-from actorq.cli import export as export_cmd
 from actorq.launch import registry
+from actorq.studies import compression as cs
 from actorq.studies import quantize as quantize_study
 
 CARTPOLE, PENDULUM = "gym:CartPole-v1", "gym:Pendulum-v1"

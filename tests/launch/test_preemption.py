@@ -11,8 +11,8 @@ import pytest
 import gymnasium
 import numpy as np
 
-from actorq.launch import checkpointing
 from actorq.cli import main as cli
+from actorq.launch import checkpointing
 
 pytestmark = pytest.mark.slow  # multi-process or several training runs
 

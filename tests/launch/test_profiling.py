@@ -8,8 +8,8 @@ import pytest
 
 from actorq.components.acting import variable_client as vc
 from actorq.launch import profiling
-from actorq.testing import fakes
 from actorq.quantization import network_spec as ns
+from actorq.testing import fakes
 
 SPEC = ns.mlp(4, [8], 2)
 CONVERT_S = 0.3

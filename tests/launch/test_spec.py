@@ -9,10 +9,10 @@ import shutil
 
 import pytest
 
-from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.builder import DQNBuilder
-from actorq.components import config_io
+from actorq.agents.dqn.config import DQNConfig
 from actorq.cli import main as cli
+from actorq.components import config_io
 from actorq.launch import experiment, local
 from actorq.launch import spec as spec_lib
 

@@ -20,8 +20,8 @@ import time
 import psutil
 import pytest
 
-from actorq.launch import checkpointing
 from actorq.cli import main as cli, train as train_cmd
+from actorq.launch import checkpointing
 from actorq.launch import processes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -11,13 +11,13 @@ from absl import flags
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config
 from actorq.benchmarks import distributed_bench
-from actorq.cli import sweep as sweep_cmd
 from actorq.cli import main as cli
+from actorq.cli import sweep as sweep_cmd
+from actorq.cli import train as train_cmd
 from actorq.launch import distributed
 from actorq.launch import experiment
 from actorq.launch import spec as spec_lib
 from actorq.launch import supervisors
-from actorq.cli import train as train_cmd
 
 
 @pytest.fixture

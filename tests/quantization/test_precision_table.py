@@ -12,8 +12,8 @@ from actorq import core
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config
 from actorq.components.acting import actors
-from actorq.components.envs import environments
 from actorq.components.acting import variable_client as vc
+from actorq.components.envs import environments
 from actorq.launch import experiment
 from actorq.launch import local
 from actorq.quantization import network_spec as ns

@@ -7,9 +7,9 @@ import pytest
 
 from actorq.components.acting import actors
 from actorq.components.envs import environments
-from actorq.studies import compression as cs
 from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
+from actorq.studies import compression as cs
 
 
 def controller():

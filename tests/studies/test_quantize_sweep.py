@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from actorq.agents.dqn import networks as dqn_networks
-from actorq.components.envs import environments
 from actorq.cli import main as cli
+from actorq.components.envs import environments
 from actorq.launch import run_dir
 from actorq.launch import spec as spec_lib
 from actorq.quantization import forward, mixed, ptq, qat

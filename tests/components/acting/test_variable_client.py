@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from actorq.components.acting import actors, variable_client as vc
-from actorq.testing import fakes
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as payload_lib
+from actorq.testing import fakes
 
 SPEC = ns.mlp(4, [8], 2)
 

@@ -14,9 +14,9 @@ from acme.adders import reverb as adders_reverb
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config_lib
 from actorq.components.acting import actors
+from actorq.components.acting import loop as loop_lib
 from actorq.components.envs import environments, vector_env
 from actorq.components.replay import adders, local_replay, reverb_replay as replay
-from actorq.components.acting import loop as loop_lib
 from actorq.launch import experiment, local
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl

@@ -1,0 +1,305 @@
+"""Export of a trained run's policy: a standalone `.tflite` model plus its JSON (what
+`actorq export` writes; the command line is `actorq.cli.export`).
+
+The `.tflite` is the model the actors run (`litert_runtime.standalone_model`): int8 =
+dynamic-range int8 weights with per-channel scales (what ActorQ's int8 actors execute), fp32
+= the same graph with float32 weights, a per-layer precision policy = the model its actors
+run: integer layers (2..8 bits) as int8 tensors with their scales, float layers as float32
+tensors holding fp16/bf16/fp32-rounded values. Input float32 `[B, *observation shape]` of RAW
+observations (the spec's input_scale is folded into the first layer; the batch is dynamic),
+output float32 `[B, outputs]`; `action_rule` in the JSON turns outputs into the greedy action,
+from what the builder declares its outputs to be (`core.PolicyOutputs`), never from the
+agent's name.
+
+The JSON holds the model file and its bytes and SHA-256, the observation and action specs,
+the normalisation, the weight scales of every integer layer, a per-layer policy and its
+stored bytes, the source run, and the parity report (`model_parity`). `write` replaces the
+model and its JSON together (`atomic.write_together`).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+from acme import specs
+
+from ai_edge_litert.interpreter import Interpreter
+
+from actorq import core
+from actorq.agents.dqn import networks as dqn_networks
+from actorq.components import atomic, fault_points
+from actorq.components.acting import actors
+from actorq.components.acting import loop as loop_lib
+from actorq.components.envs import environments
+from actorq.launch import precision_arg, registry, run_dir
+from actorq.launch import spec as spec_lib
+from actorq.quantization import mixed
+from actorq.quantization import payload as pl
+from actorq.quantization.runtimes import litert_runtime
+from actorq.studies import reward_parity as evaluation
+
+EXPORT_PRECISIONS = ("int8", "fp32")  # and per-layer policies (files or mixed: names)
+FORMAT_VERSION = 1
+PRECISION_HELP = ("int8, fp32, a per-layer precision policy file (precision_policy.json of "
+                  "'actorq quantize --search') or its labels as mixed:<choice>,... (one per "
+                  "layer, e.g. mixed:fp16,int8,int8)")
+
+
+def _spec_json(spec) -> Dict[str, Any]:
+  out = {"shape": [int(d) for d in spec.shape], "dtype": np.dtype(spec.dtype).name}
+  if isinstance(spec, specs.DiscreteArray):
+    out.update(kind="discrete", num_values=int(spec.num_values))
+  elif isinstance(spec, specs.BoundedArray):
+    out.update(kind="continuous", minimum=np.broadcast_to(spec.minimum, spec.shape).tolist(),
+               maximum=np.broadcast_to(spec.maximum, spec.shape).tolist())
+  return out
+
+
+def _selector_rule(agent: str, outputs: core.PolicyOutputs, env_spec) -> Dict[str, Any]:
+  del env_spec
+  rule = f"the {agent} agent's evaluation selector over y"
+  return {"kind": "agent", "rule": f"{rule}: {outputs.description}" if outputs.description
+          else rule}
+
+
+def _argmax_rule(agent: str, outputs: core.PolicyOutputs, env_spec) -> Dict[str, Any]:
+  if outputs.to_values is None:
+    return {"kind": "argmax", "dueling": False, "rule": "argmax(y)"}
+  if outputs.to_values is dqn_networks.dueling_q:
+    return {"kind": "argmax", "dueling": True,
+            "rule": "argmax(y[1:]) (y = [V, A_1..A_n]; argmax Q = argmax A)"}
+  return _selector_rule(agent, outputs, env_spec)  # e.g. QR-DQN's mean over quantiles
+
+
+def _bounded_rule(agent: str, outputs: core.PolicyOutputs, env_spec) -> Dict[str, Any]:
+  actions = env_spec.actions
+  if not isinstance(actions, specs.BoundedArray):
+    return _selector_rule(agent, outputs, env_spec)
+  return {"kind": "bounded", "minimum": np.broadcast_to(actions.minimum, actions.shape).tolist(),
+          "maximum": np.broadcast_to(actions.maximum, actions.shape).tolist(),
+          "rule": "clip(minimum + (y + 1) / 2 * (maximum - minimum), minimum, maximum)"}
+
+
+# The builder's declared output kind (`core.PolicyOutputs.kind`) -> the JSON's action rule.
+ACTION_RULES = {"q_values": _argmax_rule, "logits": _selector_rule,
+                "tanh_deterministic": _bounded_rule, "tanh_gaussian": _selector_rule}
+
+
+def action_rule(info: Dict[str, Any], outputs: core.PolicyOutputs, env_spec) -> Dict[str, Any]:
+  """How the greedy action follows from the model's outputs `y` (one row), from what the
+  builder declares its outputs mean (`outputs`, `ACTION_RULES` by kind):
+  ``{"kind": "argmax", "dueling": bool, "rule"}`` for plain or dueling Q-values,
+  ``{"kind": "bounded", "minimum", "maximum", "rule"}`` for a tanh-deterministic action
+  rescaled to the bounds, else ``{"kind": "agent", "rule"}``: the agent's evaluation
+  selector, described by the declaration's `description`."""
+  return ACTION_RULES[outputs.kind](info["agent"], outputs, env_spec)
+
+
+class ModelRuntime:
+  """A `.tflite` model's bytes behind the policy-runtime interface actors call (what the
+  exported file computes, run by `ai_edge_litert`), for the parity episodes."""
+  precision = "exported"
+  version = 0
+
+  def __init__(self, model: bytes):
+    self._interp = Interpreter(model_content=model)
+    self._in = self._interp.get_input_details()[0]["index"]
+    self._out = self._interp.get_output_details()[0]["index"]
+    self._batch = None
+
+  def __call__(self, observation) -> np.ndarray:
+    obs = np.asarray(observation, np.float32)
+    if obs.shape[0] != self._batch:
+      self._interp.resize_tensor_input(self._in, list(obs.shape))
+      self._interp.allocate_tensors()
+      self._batch = obs.shape[0]
+    self._interp.set_tensor(self._in, obs)
+    self._interp.invoke()
+    return self._interp.get_tensor(self._out)
+
+  def diagnose(self, observation) -> str:
+    del observation
+    return "the exported model's outputs"
+
+
+class _Recorder:
+  """Acts with `actor` and records each observation and the action taken."""
+
+  def __init__(self, actor):
+    self._actor, self.observations, self.actions = actor, [], []
+
+  def select_action(self, observation):
+    action = self._actor.select_action(observation)
+    self.observations.append(np.asarray(observation))
+    self.actions.append(np.asarray(action))
+    return action
+
+
+def model_parity(model: bytes, params, spec, selector, env_fn, episodes: int,
+                 action_range: float = 1.0) -> Dict[str, Any]:
+  """The exported model against the fp32 policy (JAX) on identically seeded environments:
+  `episodes` greedy episodes each (return mean and std), and the greedy-action agreement
+  of the model on every observation of the fp32 episodes (discrete: the fraction with the
+  same action; continuous: 1 - mean |a - a_fp32| / action_range)."""
+  reference = _Recorder(evaluation.fixed_policy_actor(params, spec, "fp32", selector))
+  ref = loop_lib.evaluate(env_fn(), reference, episodes)
+  exported = actors.FeedForwardActor(ModelRuntime(model), selector)
+  got = loop_lib.evaluate(env_fn(), exported, episodes)
+  mine = np.stack([np.asarray(exported.select_action(o)) for o in reference.observations])
+  theirs = np.stack(reference.actions)
+  if np.issubdtype(theirs.dtype, np.integer):
+    agreement, measure = float(np.mean(mine == theirs)), (
+        "fraction of the fp32 episodes' observations with the same greedy action")
+  else:
+    agreement = float(1.0 - np.mean(np.abs(mine - theirs)) / action_range)
+    measure = "1 - mean |a - a_fp32| / action range, on the fp32 episodes' observations"
+  return {"fp32_return_mean": ref["episode_return"], "fp32_return_std": ref["episode_return_std"],
+          "export_return_mean": got["episode_return"],
+          "export_return_std": got["episode_return_std"],
+          "greedy_action_agreement": agreement, "agreement_measure": measure,
+          "observations_compared": len(reference.observations)}
+
+
+def default_file_name(precision: str) -> str:
+  """The model's file name in `<run>/export/` when --out is not given:
+  ``policy-<precision>.tflite``, a per-layer policy named by `core.precision_slug`."""
+  return f"policy-{core.precision_slug(precision)}.tflite"
+
+
+def report_path(model_path: str) -> str:
+  """The JSON written beside a model: ``<name>.tflite`` -> ``<name>.json``."""
+  return model_path[:-len(".tflite")] + ".json"
+
+
+def export_precision(text: str, flag: str = "--precision"):
+  """`--precision` (or `flag`) as `(precision, policy_file)`: "int8", "fp32" or a per-layer
+  policy's ``"mixed:..."`` name (from the name itself, or read from a policy file, whose
+  path is returned for the shape check against the network).
+
+  Raises:
+    core.UsageError: another precision (fp16, bf16: no standalone model), an unreadable or
+      invalid policy file, bad labels; one line naming the value and what is allowed.
+  """
+  if text in EXPORT_PRECISIONS:
+    return text, None
+  if text in core.ACTOR_PRECISIONS:
+    raise core.UsageError(f"{flag} {text!r} not allowed; allowed: {PRECISION_HELP}")
+  return precision_arg.actor_precision(flag, text)
+
+
+def _scales(payload, labels=None) -> list:
+  """One entry per integer layer of `payload`: what its weights are and its float32 scales
+  (`labels`: a per-layer policy's choice labels by layer, e.g. "int4+p0.5")."""
+  out = []
+  for name, layer in payload.layers.items():
+    if "scale" not in layer:
+      continue
+    scale = np.asarray(layer["scale"], np.float32)
+    held = f"{labels[name]} held in int8" if labels else "int8"
+    out.append({"layer": name, "scale": scale.reshape(-1).tolist(),
+                "weights": held + (", per output channel" if scale.ndim else ", per tensor")})
+  return out
+
+
+def export(checkpoint: str, precision: str, policy_file: Optional[str] = None,
+           out: Optional[str] = None, episodes: int = 10, seed: int = 12345,
+           log=lambda message: None) -> Tuple[str, str, Dict[str, Any]]:
+  """Exports the newest readable checkpoint of the run `checkpoint` at `precision` ("int8",
+  "fp32" or a ``"mixed:..."`` name; `policy_file` the policy file it was read from, checked
+  against the network's layer shapes) into `out` (a ``.tflite`` path; None:
+  `<run>/export/<default_file_name>`) and its JSON beside it, after `episodes` greedy parity
+  episodes on environments seeded `seed`. `log(message)` hears what is being exported.
+
+  Returns:
+    `(model_path, json_path, report)`; `report` is the JSON's content.
+  Raises:
+    core.UsageError: not a run directory, a recurrent policy, a policy that does not fit,
+      an output folder that cannot be written.
+    core.RunDirectoryError: the pair cannot be written (a full disk); the files there
+      before are kept as they were.
+  """
+  run, state, ckpt_path = spec_lib.load_run(checkpoint)
+  run_path, info = run.logdir, run.to_json()
+  out = out or os.path.join(run_path, "export", default_file_name(precision))
+  builder = run.make_builder()
+  env = environments.make_environment(info["env"], seed=seed)
+  env_spec = environments.environment_spec(env)
+  env.close()
+  networks = builder.make_networks(env_spec)
+  run_dir.check_feed_forward(networks, run.agent, "export")
+  precision_arg.check_policy_file("--precision", precision, policy_file, networks.spec)
+  agent_policy = builder.make_policy(networks, env_spec, evaluation=True)
+  try:
+    outputs = registry.policy_outputs(builder, networks, env_spec)
+  except ValueError as e:
+    raise core.UsageError(f"actorq export: {e}") from None
+  spec, params = networks.spec, state["policy_params"]
+  directory = atomic.ensure_writable_dir(os.path.dirname(os.path.abspath(out)), "--out")
+  out = os.path.join(directory, os.path.basename(out))
+  log(f"actorq export: {info['agent']} on {info['env']}, checkpoint {ckpt_path}; "
+      f"{precision} model, parity on {episodes} episodes")
+  policy_block = {}
+  if core.is_mixed(precision):
+    precision_policy = mixed.policy_of(precision, spec)
+    layers = mixed.compress(params, spec, precision_policy)
+    payload = mixed.payload_of(layers)
+    scales = _scales(payload, {n: c.label for n, c in precision_policy.layers})
+    policy_block = {"precision_policy": mixed.to_json_dict(precision_policy, spec),
+                    "stored_bytes": mixed.storage_report(layers)}
+    runtime_note = (f"ai_edge_litert Interpreter (XNNPACK); layers "
+                    f"{list(precision_policy.float_layers)} "
+                    "float32 weights and kernels, the others dynamic-range int8 weights with "
+                    "float32 activations quantized per row by the kernels")
+  else:
+    payload = pl.make_payload(params, spec, precision, 0)
+    scales = _scales(payload)
+    runtime_note = ("ai_edge_litert Interpreter (XNNPACK); int8 = dynamic-range int8 "
+                    "weights, float32 activations quantized per row by the kernels")
+  # The model of the very payload whose scales and bytes the JSON reports.
+  model = litert_runtime.payload_model(payload, spec)
+
+  action_range = 1.0
+  if isinstance(env_spec.actions, specs.BoundedArray) and not isinstance(
+      env_spec.actions, specs.DiscreteArray):
+    action_range = float(np.mean(np.asarray(env_spec.actions.maximum)
+                                 - np.asarray(env_spec.actions.minimum)))
+  parity = model_parity(model, params, spec, agent_policy.selector,
+                        lambda: environments.make_environment(info["env"], seed=seed),
+                        episodes, action_range)
+  report = {
+      "format_version": FORMAT_VERSION,
+      "model": {"file": os.path.basename(out), "bytes": len(model),
+                "sha256": hashlib.sha256(model).hexdigest(), "precision": precision,
+                "runtime": runtime_note},
+      "input": {"shape": [-1] + [int(d) for d in spec.input_shape], "dtype": "float32",
+                "what": "raw observations (batch dynamic: resize_tensor_input)"},
+      "output": {"shape": [-1, int(spec.output_size)], "dtype": "float32"},
+      "normalisation": {"input_scale": float(spec.input_scale),
+                        "folded_into_model": True,
+                        "note": "the first layer's weights (or scales) are multiplied by "
+                                "input_scale: feed raw observations"},
+      "observation_spec": _spec_json(env_spec.observations),
+      "action_spec": _spec_json(env_spec.actions),
+      "action_rule": action_rule(info, outputs, env_spec),
+      "scales": scales,
+      **policy_block,
+      "source": {"run": run_path, "checkpoint": ckpt_path, "agent": info["agent"],
+                 "env": info["env"], "seed": info.get("seed"),
+                 "actor_steps": int(state.get("actor_steps", -1)),
+                 "learner_steps": int(state["learner_steps"])},
+      "parity": dict(parity, episodes=episodes, env_seed=seed,
+                     fp32_payload_bytes=int(pl.make_payload(params, spec, "fp32", 0).nbytes),
+                     export_payload_bytes=int(payload.nbytes),
+                     tflite_bytes=len(model)),
+  }
+  json_path = report_path(out)
+  fault_points.point("export_write")  # tests: a stop right before the files are replaced
+  try:  # the pair is replaced together or not at all (case B10)
+    atomic.write_together({out: model, json_path: json.dumps(report, indent=1)})
+  except OSError as e:
+    raise core.RunDirectoryError.writing(
+        f"{out} and {json_path}", e, "the files there before are kept as they were") from e
+  return out, json_path, report
