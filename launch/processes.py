@@ -59,22 +59,9 @@ class ExceptionLines:
     return False
 
 
-# How each child is started (issue 40): in its own process group, so that a terminal's
-# Ctrl-C reaches only this process (which stops the nodes in order), but in THIS process's
-# session. A session per node (`start_new_session=True`, as before) also gave each node its
-# own scheduling autogroup where the kernel has autogroups (/proc/sys/kernel/
-# sched_autogroup_enabled, on by default in most distributions): the CPU was then shared
-# between a program's nodes as between unrelated programs, the learner's XLA threads (one
-# group) weighed like a node that sleeps 95% of the time, and every sibling node or other
-# program that woke preempted them (docs/results/bench_distributed/learner_step.md). In one
-# session the nodes share the launcher's group, as the threads of a single-process run do.
-# `os.setpgrp` is one system call, safe in `preexec_fn` also from a threaded parent.
-CHILD_GROUPING = {"start_new_session": False, "preexec_fn": os.setpgrp}
-
-
 class NodeProcesses:
-  """Starts `commands` as children of this process (each in its own process group, in this
-  process's session and scheduling autogroup: `CHILD_GROUPING`) and supervises them.
+  """Starts `commands` as children of this process (each in its own session) and
+  supervises them.
 
   Args:
     commands: what to start, in order.
@@ -101,7 +88,7 @@ class NodeProcesses:
           list(command.argv), env={**os.environ, **command.env}, stdout=subprocess.PIPE,
           stderr=subprocess.STDOUT,
           stdin=subprocess.DEVNULL if command.stdin is None else subprocess.PIPE,
-          **CHILD_GROUPING)
+          start_new_session=True)
       self.procs.append(proc)
       self.titles.append(command.title)
       path = (None if log_dir is None
