@@ -541,11 +541,14 @@ def run_bench(settings: Dict[str, Any], launch: str, num_actors: int, learner_de
           "learner_device": learner_device, "machine": ab.machine_info(),
           "started": time.strftime("%Y-%m-%d %H:%M:%S")}
   jobs = jobs_for(settings, launch, num_actors, learner_device, outdir)
-  reference = learner_step.measure_in_child(
-      settings["agent"], settings["env"],
-      dict(settings["overrides"], actor_precision=settings["precisions"][0]), outdir,
-      seed=settings["seeds"][0], log=log)
+  # The single-process step before and after the programs (a fresh child each): the pair
+  # brackets the runs, so that a load that changes meanwhile moves both sides.
+  ref_args = (settings["agent"], settings["env"],
+              dict(settings["overrides"], actor_precision=settings["precisions"][0]), outdir)
+  before = learner_step.measure_in_child(*ref_args, seed=settings["seeds"][0], log=log)
   runs = [run_job(job, log) for job in jobs]
+  after = learner_step.measure_in_child(*ref_args, seed=settings["seeds"][0], log=log)
+  reference = learner_step.combine(before, after)
   meta["loadavg_end"] = list(os.getloadavg())
   data = {"kind": "distributed", "meta": meta, "runs": runs, "single_process_learner": reference}
   return data, write_files(outdir, data)

@@ -2,8 +2,8 @@
 
     python -m actorq.benchmarks.learner_step --job JOB.json --out OUT.json
 
-`actorq bench --launch local_mp` runs this once per invocation, in a fresh child process
-with nothing else of the benchmark running, so that the learner node's step can be read
+`actorq bench --launch local_mp` runs this before and after its programs (`combine`), each
+time in a fresh child process with nothing else of the benchmark running, so that the learner node's step can be read
 against the step of the same learner in one process, measured on the same machine at the
 same time (`distributed_bench.format_table` prints the ratio).
 
@@ -100,9 +100,11 @@ def measure_in_child(agent: str, env_id: str, overrides: Dict[str, Any], workdir
   {"error": one line} when it fails (the benchmark goes on without the reference)."""
   job = {"agent": agent, "env": env_id, "overrides": overrides, "seed": int(seed),
          "steps": int(steps)}
-  job_path = os.path.join(workdir, "learner_step.job.json")
-  out_path = os.path.join(workdir, "learner_step.json")
-  log_path = os.path.join(workdir, "learner_step.log")
+  n = 0
+  while os.path.exists(os.path.join(workdir, f"learner_step{n or ''}.job.json")):
+    n += 1
+  stem = os.path.join(workdir, f"learner_step{n or ''}")
+  job_path, out_path, log_path = stem + ".job.json", stem + ".json", stem + ".log"
   with open(job_path, "w", encoding="utf-8") as f:
     json.dump(job, f, indent=1)
   start = time.time()
@@ -124,6 +126,20 @@ def measure_in_child(agent: str, env_id: str, overrides: Dict[str, Any], workdir
         f"{result['step_ms_median']:.1f} ms median over {result['steps']} steps "
         f"({time.time() - start:.0f} s)")
   return result
+
+
+def combine(before: Dict[str, Any], after: Dict[str, Any]) -> Dict[str, Any]:
+  """One reference from the measurements taken before and after a benchmark's programs:
+  the means of their figures (steps summed), both kept under "before" and "after"; the one
+  that succeeded if the other failed; `before` (an error) if neither did."""
+  ok = [m for m in (before, after) if "error" not in m]
+  if not ok:
+    return dict(before)
+  out = {k: statistics.fmean(m[k] for m in ok)
+         for k in ("step_ms_mean", "step_ms_median", "cpu_ms_mean")}
+  out["steps"] = int(sum(m["steps"] for m in ok))
+  out.update(before=before, after=after)
+  return out
 
 
 def main(argv=None) -> int:

@@ -56,7 +56,8 @@ def test_local_mp_bench_measures_both_precisions(tmp_path, capsys):
   assert (out / "runs.csv").exists()
   # The single-process learner step of this invocation, and each run's ratio to it (issue 40).
   ref = data["single_process_learner"]
-  assert _positive_finite(ref["step_ms_mean"]) and ref["steps"] > 0, ref
+  assert _positive_finite(ref["step_ms_mean"]) and ref["steps"] == 40, ref
+  assert all(_positive_finite(ref[k]["step_ms_mean"]) for k in ("before", "after")), ref
   for r in runs.values():
     assert r["learner_step_ratio"] == pytest.approx(
         r["learner_us"]["update"] / 1e3 / ref["step_ms_mean"])
@@ -115,3 +116,15 @@ def test_learner_step_lines_give_the_ratio_to_the_single_process_step():
   assert math.isnan(db.learner_step_ratio(data["runs"][0], failed["single_process_learner"]))
   # A benchmark written before the reference existed renders as before.
   assert db.learner_step_lines({"meta": data["meta"], "runs": data["runs"]}) == []
+
+
+def test_the_reference_is_the_mean_of_the_measurements_before_and_after():
+  from actorq.benchmarks import learner_step
+  a = {"step_ms_mean": 100.0, "step_ms_median": 90.0, "cpu_ms_mean": 150.0, "steps": 20}
+  b = {"step_ms_mean": 120.0, "step_ms_median": 110.0, "cpu_ms_mean": 170.0, "steps": 20}
+  ref = learner_step.combine(a, b)
+  assert (ref["step_ms_mean"], ref["step_ms_median"], ref["cpu_ms_mean"], ref["steps"]) == (
+      110.0, 100.0, 160.0, 40)
+  assert ref["before"] == a and ref["after"] == b
+  assert learner_step.combine({"error": "x"}, b)["step_ms_mean"] == 120.0
+  assert learner_step.combine({"error": "x"}, {"error": "y"}) == {"error": "x"}
