@@ -68,6 +68,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=wrong-import-position (TF's log level is set first)
 from actorq import core
 from actorq.benchmarks import actorq_bench as ab
+from actorq.benchmarks import learner_step
 from actorq.launch import distributed, experiment, processes
 from actorq.launch import distributed_nodes as nodes
 from actorq.launch import placement, profiling
@@ -394,7 +395,8 @@ RUN_FIELDS = ("precision", "seed", "num_actors", "launch", "actor_steps_per_s",
               "learner_steps_per_s", "time_to_target_s", "final_return", "bytes_sent_per_s",
               "window_s", "setup_s", "wall_s", "actor_steps_window", "learner_steps_window",
               "inserts_blocked_s", "samples_blocked_s", "inserts_blocked_frac",
-              "samples_blocked_frac", "waiting_side", "evaluations", "process_wall_seconds")
+              "samples_blocked_frac", "waiting_side", "evaluations", "process_wall_seconds",
+              "learner_step_ratio")
 
 
 def breakdown_rows(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -423,6 +425,34 @@ _fmt, _ratio, _load = ab._fmt, ab._ratio, ab._load  # pylint: disable=protected-
 def _write_csv(path: str, rows: Sequence[Dict[str, Any]], fields: Optional[Sequence[str]] = None):
   """`actorq_bench.write_csv` with every key of `rows` as a column unless `fields` is given."""
   ab.write_csv(path, list(fields or dict.fromkeys(k for row in rows for k in row)), rows)
+
+
+def learner_step_ratio(run: Dict[str, Any], reference: Dict[str, Any]) -> float:
+  """The learner node's update (step minus sampling, mean over the window) over the
+  single-process learner step measured in the same invocation (`learner_step.measure`,
+  mean); NaN without a reference."""
+  ref = float((reference or {}).get("step_ms_mean", float("nan")))
+  update_ms = float(run["learner_us"]["update"]) / 1e3
+  return update_ms / ref if ref > 0 else float("nan")
+
+
+def learner_step_lines(data: Dict[str, Any]) -> List[str]:
+  """The learner step of each run beside the single-process one of this invocation."""
+  if "single_process_learner" not in data:
+    return []  # a benchmark written before the reference existed
+  ref = data["single_process_learner"] or {}
+  if "error" in ref:
+    return [f"Single-process learner step: not measured ({ref['error']})"]
+  launch = data["meta"]["launch"]
+  out = [f"Learner step, {launch} node vs one process (measured in this invocation, "
+         f"{ref['steps']} steps, mean {ref['step_ms_mean']:.1f} ms, median "
+         f"{ref['step_ms_median']:.1f} ms, CPU {ref['cpu_ms_mean']:.0f} ms per step):"]
+  for r in data["runs"]:
+    lu = r["learner_us"]
+    out.append(f"  {r['precision']} seed {r['seed']}: update {lu['update'] / 1e3:.1f} ms "
+               f"(+ sample {lu['sample'] / 1e3:.1f} ms, CPU {lu['cpu'] / 1e3:.0f} ms) = "
+               f"{learner_step_ratio(r, ref):.2f}x the single-process step")
+  return out
 
 
 def format_table(data: Dict[str, Any]) -> str:
@@ -465,6 +495,7 @@ def format_table(data: Dict[str, Any]) -> str:
         f"{k} {r['learner_us'][k]:.0f}" for k in LEARNER_PARTS + ("cpu",)))
     lines.append("  served: " + "; ".join(
         f"{p} {s['pulls']} pulls x {s['payload_bytes']:,} B" for p, s in r["served"].items()))
+  lines.extend(learner_step_lines(data))
   lines.append("")
   lines.append(f"Machine: {meta['machine']['nproc']} cores, {meta['machine']['cpu_model']}, "
                f"load average at start {_load(meta['machine'].get('loadavg_1_5_15'))}; "
@@ -481,6 +512,8 @@ def format_table(data: Dict[str, Any]) -> str:
 def write_files(outdir: str, data: Dict[str, Any]) -> str:
   """runs.csv, breakdown.csv, bench_distributed.json and table.md; returns the table."""
   runs = data["runs"]
+  for r in runs:
+    r["learner_step_ratio"] = learner_step_ratio(r, data.get("single_process_learner"))
   _write_csv(os.path.join(outdir, "runs.csv"), runs, RUN_FIELDS)
   _write_csv(os.path.join(outdir, "breakdown.csv"), breakdown_rows(runs))
   with open(os.path.join(outdir, JSON_NAME), "w", encoding="utf-8") as f:
@@ -509,10 +542,17 @@ def run_bench(settings: Dict[str, Any], launch: str, num_actors: int, learner_de
           "overrides": settings["overrides"], "launch": launch, "num_actors": num_actors,
           "learner_device": learner_device, "machine": ab.machine_info(),
           "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-  runs = [run_job(job, log) for job in jobs_for(settings, launch, num_actors, learner_device,
-                                               outdir)]
+  jobs = jobs_for(settings, launch, num_actors, learner_device, outdir)
+  # The single-process step before and after the programs (a fresh child each): the pair
+  # brackets the runs, so that a load that changes meanwhile moves both sides.
+  ref_args = (settings["agent"], settings["env"],
+              dict(settings["overrides"], actor_precision=settings["precisions"][0]), outdir)
+  before = learner_step.measure_in_child(*ref_args, seed=settings["seeds"][0], log=log)
+  runs = [run_job(job, log) for job in jobs]
+  after = learner_step.measure_in_child(*ref_args, seed=settings["seeds"][0], log=log)
+  reference = learner_step.combine(before, after)
   meta["loadavg_end"] = list(os.getloadavg())
-  data = {"kind": "distributed", "meta": meta, "runs": runs}
+  data = {"kind": "distributed", "meta": meta, "runs": runs, "single_process_learner": reference}
   return data, write_files(outdir, data)
 
 

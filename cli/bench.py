@@ -13,7 +13,9 @@ directory and prints the table (medians over seeds, int8/fp32 and fp16/fp32 rati
 See `actorq.benchmarks.actorq_bench` for what each figure measures. With `--launch`
 (local_mp or local_mt) each run is a Launchpad program with `--num-actors` actor nodes
 instead, measured per node (`actorq.benchmarks.distributed_bench`): runs.csv,
-breakdown.csv, bench_distributed.json, table.md.
+breakdown.csv, bench_distributed.json, table.md; the learner's step is printed beside the
+single-process learner step measured first in the same invocation
+(`actorq.benchmarks.learner_step`), as a ratio.
 """
 from __future__ import annotations
 

@@ -54,6 +54,14 @@ def test_local_mp_bench_measures_both_precisions(tmp_path, capsys):
   assert nodes == {(p, n) for p in ("fp32", "int8") for n in NODES}
   assert (out / "table.md").read_text().startswith("| precision | seed |")
   assert (out / "runs.csv").exists()
+  # The single-process learner step of this invocation, and each run's ratio to it (issue 40).
+  ref = data["single_process_learner"]
+  assert _positive_finite(ref["step_ms_mean"]) and ref["steps"] == 40, ref
+  assert all(_positive_finite(ref[k]["step_ms_mean"]) for k in ("before", "after")), ref
+  for r in runs.values():
+    assert r["learner_step_ratio"] == pytest.approx(
+        r["learner_us"]["update"] / 1e3 / ref["step_ms_mean"])
+  assert "x the single-process step" in (out / "table.md").read_text()
 
 
 @pytest.mark.parametrize("argv,fragment", [
@@ -85,3 +93,38 @@ def test_time_at_steps_interpolates_between_polls():
   assert db.time_at_steps(trace, 200.0) == pytest.approx(13.0)
   assert db.time_at_steps(trace, 0.0) == 10.0
   assert math.isnan(db.time_at_steps(trace, 301.0))
+
+
+def _run(precision, update_us):
+  return {"precision": precision, "seed": 0,
+          "learner_us": {"sample": 1000.0, "update": update_us, "publish": 0.0, "idle": 0.0,
+                         "cpu": 2 * update_us}}
+
+
+def test_learner_step_lines_give_the_ratio_to_the_single_process_step():
+  data = {"meta": {"launch": "local_mp"}, "runs": [_run("fp32", 120_000.0)],
+          "single_process_learner": {"step_ms_mean": 100.0, "step_ms_median": 99.0,
+                                     "cpu_ms_mean": 180.0, "steps": 20}}
+  assert db.learner_step_ratio(data["runs"][0], data["single_process_learner"]) == (
+      pytest.approx(1.2))
+  lines = db.learner_step_lines(data)
+  assert "local_mp node vs one process" in lines[0]
+  assert lines[1].strip().startswith("fp32 seed 0: update 120.0 ms") and "1.20x" in lines[1]
+  failed = dict(data, single_process_learner={"error": "exit 1: boom"})
+  assert db.learner_step_lines(failed) == ["Single-process learner step: not measured "
+                                           "(exit 1: boom)"]
+  assert math.isnan(db.learner_step_ratio(data["runs"][0], failed["single_process_learner"]))
+  # A benchmark written before the reference existed renders as before.
+  assert db.learner_step_lines({"meta": data["meta"], "runs": data["runs"]}) == []
+
+
+def test_the_reference_is_the_mean_of_the_measurements_before_and_after():
+  from actorq.benchmarks import learner_step
+  a = {"step_ms_mean": 100.0, "step_ms_median": 90.0, "cpu_ms_mean": 150.0, "steps": 20}
+  b = {"step_ms_mean": 120.0, "step_ms_median": 110.0, "cpu_ms_mean": 170.0, "steps": 20}
+  ref = learner_step.combine(a, b)
+  assert (ref["step_ms_mean"], ref["step_ms_median"], ref["cpu_ms_mean"], ref["steps"]) == (
+      110.0, 100.0, 160.0, 40)
+  assert ref["before"] == a and ref["after"] == b
+  assert learner_step.combine({"error": "x"}, b)["step_ms_mean"] == 120.0
+  assert learner_step.combine({"error": "x"}, {"error": "y"}) == {"error": "x"}
