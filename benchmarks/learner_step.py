@@ -65,18 +65,13 @@ def measure(agent: str, env_id: str, overrides: Dict[str, Any], seed: int = 0,
   _, actor = experiment.make_training_actor(config, parts, key_actor, client, server)
   table = builder.replay_table_name()
   need = max(int(builder.min_replay_size()), 1)
-  timestep = env.reset()
-  actor.observe_first(timestep)
-  for n in range(max_fill_steps):
-    if n >= warmup and int(client.server_info()[table].current_size) >= need:
-      break
-    action = actor.select_action(timestep.observation)
-    timestep = env.step(action)
-    actor.observe(action, timestep)
-    if timestep.last():
-      timestep = env.reset()
-      actor.observe_first(timestep)
-  else:
+  size = lambda: int(client.server_info()[table].current_size)
+  # The one actor/environment loop fills replay (episode cap, variable pulls, adder), as a
+  # run's does, until the learner's minimum and at least `warmup` steps.
+  loop = experiment.make_training_loop(
+      config, env, actor, hooks=(), should_stop=lambda: loop.steps >= warmup and size() >= need)
+  loop.run(num_steps=max_fill_steps)
+  if size() < need:
     raise RuntimeError(f"replay held fewer than {need} items after {max_fill_steps} actor steps")
   for _ in range(warmup):
     learner.step()
