@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import shutil
 import time
@@ -181,27 +182,17 @@ def read_eval_columns(run_path: str) -> Dict[str, List[float]]:
   episode_return, episode_return_std, wall_seconds and learner_steps (nan where a row has
   none). The last row per step wins (a resumed run evaluates some steps twice); repeated
   header rows and partial lines are skipped. {} without an eval.csv."""
-  path = os.path.join(run_path, EVAL_CSV)
-  if not os.path.isfile(path):
-    return {}
-  rows: Dict[int, dict] = {}
-  with open(path, newline="", encoding="utf-8") as f:
-    for row in csv.DictReader(f):
-      try:
-        step = int(float(row["actor_steps"]))
-        float(row["episode_return"])
-      except (KeyError, TypeError, ValueError):
-        continue  # a repeated header or a partial line
-      rows[step] = row
+  by_step: Dict[int, Dict[str, Any]] = {}
+  for row in read_evaluations(run_path):
+    step, episode_return = row.get("actor_steps"), row.get("episode_return")
+    if isinstance(step, float) and math.isfinite(step) and isinstance(episode_return, float):
+      by_step[int(step)] = row  # else a repeated header or a partial line
   columns: Dict[str, List[float]] = {}
-  for step in sorted(rows):
+  for step in sorted(by_step):
     for key in ("actor_steps", "episode_return", "episode_return_std", "wall_seconds",
                 "learner_steps"):
-      try:
-        value = float(rows[step].get(key, "nan"))
-      except (TypeError, ValueError):
-        value = float("nan")
-      columns.setdefault(key, []).append(value)
+      value = by_step[step].get(key)
+      columns.setdefault(key, []).append(value if isinstance(value, float) else float("nan"))
   return columns
 
 
@@ -214,7 +205,7 @@ def read_evaluations(run_path: Optional[str]) -> List[Dict[str, Any]]:
   if not os.path.exists(path):
     return []
   rows = []
-  with open(path, encoding="utf-8") as f:
+  with open(path, newline="", encoding="utf-8") as f:
     for row in csv.DictReader(f):
       out = {}
       for k, v in row.items():
