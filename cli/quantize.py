@@ -9,6 +9,8 @@
     actorq quantize --checkpoint RUN --search --latency-budget 0.3 [--size-budget 0.1]
         [--choices fp32,fp16,int8,int6,int4,int3,int2] [--prune 0,0.5,0.9] [--out DIR]
         the per-layer mixed-precision search; writes precision_policy.json
+    actorq quantize --checkpoint RUN [RUN ...] --sensitivity [--episodes 20] [--out DIR]
+        which layer's int8 execution moves the policy (agreement/KL/return per layer)
 
 Bad input (an unknown bit width, granularity or choice, a sparsity outside [0, 1), a
 missing checkpoint, no budget for --search, several checkpoints for --search or the
@@ -72,6 +74,11 @@ def add_parser(subparsers):
   study.add_argument("--out", default=None, metavar="DIR",
                      help="output directory (default: RUN/quantize-sweep or "
                           "RUN/precision-search; required with several checkpoints)")
+  study.add_argument("--sensitivity", action="store_true",
+                     help="per-layer int8 sensitivity: agreement, KL and return when each "
+                          "layer alone is int8, when each alone stays fp32 (the first: the "
+                          "input kept in float), and int8 weights without activation "
+                          "quantization; writes sensitivity.md (median agreement over runs)")
   study.add_argument("--search", action="store_true",
                      help="per-layer mixed-precision search under the budgets below")
   study.add_argument("--latency-budget", type=cli.positive_float("--latency-budget"),
@@ -104,7 +111,7 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-  if args.sweep is not None or args.search:
+  if args.sweep is not None or args.search or args.sensitivity:
     return quantize_study.run(args)
   if len(args.checkpoint) != 1:
     raise cli.UsageError("--checkpoint takes one run directory unless --sweep is given")

@@ -36,6 +36,7 @@ from actorq.launch import logging as logging_lib
 from actorq.launch import placement
 from actorq.launch import processes
 from actorq.launch import profiling
+from actorq.quantization import bias_correction
 
 ACTOR_STEPS = "actor_steps"
 ACTOR_EPISODES = "actor_episodes"
@@ -278,12 +279,13 @@ class LearnerNode:
     self._counter = counting.Counter(counter, prefix="learner", time_delta=0.5)
     with jax.default_device(self._device):
       networks = config.builder.make_networks(env_spec)
-      iterator = config.builder.make_dataset_iterator(replay)
+      iterator, calibration = bias_correction.tap(  # int8 bias correction (issue 39)
+          config.builder.make_dataset_iterator(replay), networks.spec)
       key = jax.random.split(jax.random.PRNGKey(config.seed), 2)[0]
       self._learner = config.builder.make_learner(
           key, networks, iterator, lambda label: self._logger_fn(label, time_delta=1.0),
           env_spec, replay, self._counter)
-    self._server = vc.PolicyServer(self._learner, networks.spec)
+    self._server = vc.PolicyServer(self._learner, networks.spec, calibration=calibration)
     self._error: Optional[BaseException] = None
     self._counter_client = counter
     self._num_actors = int(num_actors)

@@ -53,6 +53,7 @@ from actorq.launch import logging as logging_lib
 from actorq.launch import placement
 from actorq.launch import processes
 from actorq.launch import spec as spec_lib
+from actorq.quantization import bias_correction
 
 
 @dataclasses.dataclass
@@ -185,11 +186,13 @@ def _run(config: experiment_lib.ExperimentConfig,
   counter = counting.Counter()
   # The actors' keys (their seeds are drawn with jax) stay on the CPU with the actors.
   key_actor, key_eval = jax.device_put((key_actor, key_eval), placement.cpu_device())
-  learner = builder.make_learner(key_learner, parts.networks,
-                                 builder.make_dataset_iterator(client),
+  # The int8 payloads' biases are recalibrated on the learner's newest sample (issue 39).
+  iterator, calibration = bias_correction.tap(builder.make_dataset_iterator(client),
+                                              parts.networks.spec)
+  learner = builder.make_learner(key_learner, parts.networks, iterator,
                                  lambda label: logger_fn(label, time_delta=1.0), env_spec,
                                  client, counting.Counter(counter, "learner"))
-  policy_server = vc.PolicyServer(learner, parts.networks.spec)
+  policy_server = vc.PolicyServer(learner, parts.networks.spec, calibration=calibration)
   adder, actor = experiment_lib.make_training_actor(config, parts, key_actor, client,
                                                      policy_server)
   eval_actor = builder.make_actor(key_eval, parts.eval_policy, env_spec, policy_server)

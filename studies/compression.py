@@ -339,6 +339,44 @@ def sweep_settings(spec: ns.NetworkSpec, bits: Sequence[Any], granularities: Seq
   return out
 
 
+def sensitivity_settings(spec: ns.NetworkSpec) -> List[Setting]:
+  """The per-layer sensitivity study of int8 execution (`actorq quantize --sensitivity`):
+  which layer's int8 execution moves the policy away from fp32, and whether the weights'
+  rounding or the activations' quantization does it.
+
+  Settings, in order: ``fp32`` (the reference, JAX); ``int8`` (every layer on LiteRT's
+  dynamic-range int8 kernels, which quantize each layer's input per batch row at run
+  time); ``int8 weights only`` (every layer's weights int8-rounded, run SIMULATED on fp32
+  kernels: no activation is quantized, so its gap to ``int8`` is the activations' share);
+  for each parameter layer L, ``only L int8`` (the others fp32) and ``int8 but L fp32``;
+  and ``int8 but first+last fp32`` (the network input and the output head in float32).
+  The first layer is the one whose input is the observation: ``int8 but <first> fp32`` is
+  the network with its input kept in float.
+
+  Raises:
+    ValueError: a spec with fewer than one parameter layer (none exists: `NetworkSpec`
+      ends with a Dense layer).
+  """
+  names = [l.name for l in spec.parameter_layers]
+  fp32, int8 = mixed.LayerChoice("fp32"), mixed.LayerChoice(mixed.INT, 8)
+
+  def policy(int8_layers) -> mixed.PrecisionPolicy:
+    return mixed.PrecisionPolicy(tuple((n, int8 if n in int8_layers else fp32) for n in names))
+
+  out = [Setting("fp32", policy(()), JAX_FP32),
+         Setting("int8", policy(names), LITERT_INT8),
+         Setting("int8 weights only", policy(names), SIMULATED)]
+  if len(names) > 1:
+    for n in names:
+      out.append(Setting(f"only {n} int8", policy((n,)), LITERT_MIXED))
+    for n in names:
+      out.append(Setting(f"int8 but {n} fp32", policy([m for m in names if m != n]),
+                         LITERT_MIXED))
+  if len(names) > 2:
+    out.append(Setting("int8 but first+last fp32", policy(names[1:-1]), LITERT_MIXED))
+  return out
+
+
 def pareto_front(costs: Sequence[float], values: Sequence[float]) -> List[bool]:
   """Which points are Pareto-optimal when `costs` are minimised and `values` maximised:
   point i is on the front unless some j has cost_j <= cost_i and value_j >= value_i with
@@ -532,13 +570,14 @@ SUMMARY_COLUMNS = ("setting", "weights", "bits", "granularity", "sparsity", "exe
                    "simulated", "runs", "stored_bytes", "stored_ratio", "latency_us",
                    "latency_ratio", "return_mean", "return_std_over_runs", "return_min",
                    "paired_diff_mean", "agreement", "kl", "action_distance",
-                   "pareto_bytes", "pareto_latency", "notes")
+                   "pareto_bytes", "pareto_latency", "notes", "agreement_median",
+                   "agreement_min", "agreement_max")
 
 
 def summarize(rows_by_run: Mapping[str, Sequence[Mapping[str, Any]]]) -> List[Dict[str, Any]]:
   """One row per setting over runs (training seeds): means of the per-run mean return,
-  paired difference, agreement, KL and action distance; the std over runs of the mean
-  return; the minimum episode return of any run; the median latency; the Pareto flags of
+  paired difference, agreement, KL and action distance; the median, minimum and maximum
+  of the per-run agreement; the std over runs of the mean return; the minimum episode return of any run; the median latency; the Pareto flags of
   mean return against stored bytes and against latency.
 
   Args:
@@ -569,7 +608,10 @@ def summarize(rows_by_run: Mapping[str, Sequence[Mapping[str, Any]]]) -> List[Di
         "return_min": float(min(r["return_min"] for r in g)),
         "paired_diff_mean": mean("paired_diff_mean"), "agreement": mean("agreement"),
         "kl": mean("kl"), "action_distance": mean("action_distance"),
-        "notes": first["notes"]})
+        "notes": first["notes"],
+        "agreement_median": float(np.median([float(r["agreement"]) for r in g])),
+        "agreement_min": float(min(float(r["agreement"]) for r in g)),
+        "agreement_max": float(max(float(r["agreement"]) for r in g))})
   vals = [r["return_mean"] for r in out]
   for key, col in (("pareto_bytes", "stored_bytes"), ("pareto_latency", "latency_us")):
     for r, flag in zip(out, pareto_front([r[col] for r in out], vals)):

@@ -237,8 +237,12 @@ def _default_out(runs: Sequence[str], out: Optional[str], name: str) -> str:
 
 
 def run(args) -> int:
-  if args.search and args.sweep is not None:
-    raise core.UsageError("--sweep and --search are separate studies; give one of them")
+  studies = [flag for flag, given in (("--sweep", args.sweep is not None),
+                                      ("--search", args.search),
+                                      ("--sensitivity", getattr(args, "sensitivity", False)))
+             if given]
+  if len(studies) > 1:
+    raise core.UsageError(f"{' and '.join(studies)} are separate studies; give one of them")
   if args.search:
     return run_search(args)
   return run_sweep(args)
@@ -292,12 +296,20 @@ def _save_cached_rows(path: str, key: Dict[str, Any], rows: Sequence[Dict[str, A
 
 
 def run_sweep(args) -> int:
-  bits = parse_bits(args.sweep)
-  granularities = parse_granularities(args.granularity)
-  sparsities = parse_fractions(args.sparsity, "--sparsity")
+  """The bit-width sweep (`--sweep`) or, with `args.sensitivity`, the per-layer int8
+  sensitivity study (`compression.sensitivity_settings`): the same runs, files and cache,
+  other settings; the sensitivity study also writes sensitivity.md (median agreement)."""
+  sensitivity = bool(getattr(args, "sensitivity", False))
+  if sensitivity:
+    bits, granularities, sparsities = [8], [mixed.PER_CHANNEL], [0.0]
+  else:
+    bits = parse_bits(args.sweep)
+    granularities = parse_granularities(args.granularity)
+    sparsities = parse_fractions(args.sparsity, "--sparsity")
   seeds = parse_seeds(args.seeds, args.seed, args.episodes)
   paths = expand_checkpoints(args.checkpoint)
-  out = _default_out(paths, args.out, "quantize-sweep")
+  out = _default_out(paths, args.out, "quantize-sensitivity" if sensitivity else
+                     "quantize-sweep")
   runs = [load_run(p, args.temperature) for p in paths]
   names = [r.name for r in runs]
   if len(set(names)) != len(names):
@@ -311,13 +323,15 @@ def run_sweep(args) -> int:
                            f"{first.info['env']}, {r.path} is {r.info['agent']} on "
                            f"{r.info['env']} (or another network); sweep one configuration")
   try:
-    settings = cs.sweep_settings(first.spec, bits, granularities, sparsities,
-                                 args.low_bit_runtime)
+    settings = (cs.sensitivity_settings(first.spec) if sensitivity else
+                cs.sweep_settings(first.spec, bits, granularities, sparsities,
+                                  args.low_bit_runtime))
   except ValueError as e:
     raise core.UsageError(str(e)) from None
   out = atomic.ensure_writable_dir(out, "--out")
   qat = _qat_line(runs)
-  print(f"actorq: quantize sweep of {len(runs)} checkpoint(s) ({first.info['agent']} on "
+  print(f"actorq: quantize {'sensitivity study' if sensitivity else 'sweep'} of "
+        f"{len(runs)} checkpoint(s) ({first.info['agent']} on "
         f"{first.info['env']}): {len(settings)} settings x {len(seeds)} paired evaluation "
         f"seeds ({seeds[0]}..{seeds[-1]}); sub-8-bit settings {args.low_bit_runtime}", flush=True)
   if qat:
@@ -374,10 +388,28 @@ def run_sweep(args) -> int:
                "executions": cs.EXECUTIONS, "machine": _machine(),
                "seconds": time.time() - start, "summary": summary, "rows": flat},
               f, indent=1, default=_json_default)
-  print("\n".join(quantize_report.table_lines(summary)))
-  print(f"actorq: wrote sweep.csv, episodes.csv, summary.csv, table.md, sweep.png, sweep.json "
-        f"to {out} ({time.time() - start:.0f} s)")
+  written = "sweep.csv, episodes.csv, summary.csv, table.md, sweep.png, sweep.json"
+  if sensitivity:
+    lines = quantize_report.sensitivity_lines(summary)
+    with open(os.path.join(out, "sensitivity.md"), "w", encoding="utf-8") as f:
+      f.write("\n".join([f"# int8 sensitivity: {title}", ""] + [e for e in extra if e] + [""]
+                        + lines) + "\n\n" + SENSITIVITY_NOTE)
+    written += ", sensitivity.md"
+  else:
+    lines = quantize_report.table_lines(summary)
+  print("\n".join(lines))
+  print(f"actorq: wrote {written} to {out} ({time.time() - start:.0f} s)")
   return 0
+
+
+SENSITIVITY_NOTE = """\
+How to read it: `int8` runs every layer on LiteRT's dynamic-range int8 kernels, which
+quantize each layer's input per batch row at run time (one scale for the whole row);
+`int8 weights only` rounds the same weights but quantizes no activation, so the gap between
+the two is the activations' share. `only L int8` moves one layer to int8, `int8 but L fp32`
+keeps one layer in float32 (for the first layer: the network input kept in float);
+agreement is over the fp32 policy's visited observations (see table.md's definitions).
+"""
 
 
 def _json_default(value):

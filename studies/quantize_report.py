@@ -55,6 +55,22 @@ def table_lines(summary: Sequence[Mapping[str, Any]]) -> List[str]:
   return lines
 
 
+def sensitivity_lines(summary: Sequence[Mapping[str, Any]]) -> List[str]:
+  """The sensitivity study's summary (`compression.sensitivity_settings`) as a markdown
+  table: per setting the median [min, max] over runs of the greedy-action agreement with
+  fp32, the mean KL, the mean return and paired difference, and the latency ratio."""
+  lines = ["| setting | executed on | agreement median [min, max] | KL | return | paired diff "
+           "| latency x fp32 |", "|" + "---|" * 7]
+  for r in summary:
+    exe = r["execution"] + (" (SIMULATED)" if r["simulated"] else "")
+    lines.append(
+        f"| {r['setting']} | {exe} | {_fmt(r['agreement_median'])} "
+        f"[{_fmt(r['agreement_min'])}, {_fmt(r['agreement_max'])}] | {_fmt(r['kl'], 4)} | "
+        f"{_fmt(r['return_mean'], 1)} | {_fmt(r['paired_diff_mean'], 1)} | "
+        f"{_fmt(r['latency_ratio'])} |")
+  return lines
+
+
 DEFINITIONS = """\
 Definitions (see actorq/studies/compression.py):
 - stored bytes: weights bit-packed at their width (a pruned layer as a presence bitmask + packed

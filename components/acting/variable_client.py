@@ -27,6 +27,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from actorq import core
+from actorq.quantization import bias_correction
 from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as payload_lib
@@ -52,6 +53,10 @@ class PolicyPublisher:
       ``"mixed:<choice>,..."`` name (`actorq.quantization.mixed.precision_name`), whose
       payload is `mixed.make_payload` of that policy.
     per_channel: per-channel weight scales for the uniform integer precisions.
+    calibration: None, or a callable returning recent observations `[N, *input_shape]`
+      (or None while it has none): a payload with integer layers then has its biases
+      corrected on them (`bias_correction.correct_payload`; feed-forward specs), so every
+      version is recalibrated on the states of the newest replay sample.
 
   `payload()` returns the newest version's payload; `stats` counts conversions, their
   time (s), the newest payload's bytes (`payload_bytes`), and what was served: `pulls`
@@ -65,8 +70,10 @@ class PolicyPublisher:
   """
 
   def __init__(self, learner: core.VariableSource, spec: ns.NetworkSpec,
-               precision: str = FP32, per_channel: bool = True):
+               precision: str = FP32, per_channel: bool = True,
+               calibration: Optional[bias_correction.Calibration] = None):
     self._learner = learner
+    self._calibration = None if isinstance(spec, ns.RecurrentSpec) else calibration
     self._spec = spec
     self._precision = core.check_precision(precision, "precision", runtimes.precisions(),
                                            mixed=True)
@@ -82,6 +89,9 @@ class PolicyPublisher:
   def _convert(self, params, version: int):
     start = time.perf_counter()
     out = make_payload(params, self._spec, self._precision, int(version), self._per_channel)
+    observations = self._calibration() if self._calibration is not None else None
+    if observations is not None:
+      out = bias_correction.correct_payload(out, params, self._spec, observations)
     seconds = time.perf_counter() - start
     self.stats["conversions"] += 1
     self.stats["convert_seconds"] += seconds
@@ -122,15 +132,20 @@ class PolicyServer:
     learner: serves `get_variables(["policy", "version"])`.
     spec: the policy's `NetworkSpec`.
     per_channel: per-channel weight scales for integer precisions.
+    calibration: recent observations for the integer payloads' bias correction (see
+      `PolicyPublisher`; the launchers pass `bias_correction.ObservationTap.observations`
+      of the learner's replay iterator).
   """
 
   in_process = True
 
   def __init__(self, learner: core.VariableSource, spec: ns.NetworkSpec,
-               per_channel: bool = True):
+               per_channel: bool = True,
+               calibration: Optional[bias_correction.Calibration] = None):
     self._learner = learner
     self._spec = spec
     self._per_channel = per_channel
+    self._calibration = calibration
     self._lock = threading.Lock()
     self._publishers: Dict[str, PolicyPublisher] = {}
 
@@ -139,7 +154,7 @@ class PolicyServer:
     with self._lock:
       if precision not in self._publishers:
         self._publishers[precision] = PolicyPublisher(self._learner, self._spec, precision,
-                                                      self._per_channel)
+                                                      self._per_channel, self._calibration)
       return self._publishers[precision]
 
   def get_variables(self, names: Sequence[str]) -> List[Any]:
