@@ -126,8 +126,12 @@ def run(args) -> int:
   policy = builder.make_policy(networks, env_spec, evaluation=True)
   precision_arg.check_policy_file("--precision", precision, policy_file, networks.spec)
   precision = precision or policy.precision
+  calibration = evaluation.calibration_for(
+      state["policy_params"], networks.spec, policy.selector,
+      lambda seed: environments.make_environment(run.env, seed=seed), precision)
   actor = evaluation.fixed_policy_actor(state["policy_params"], networks.spec, precision,
-                                        policy.selector, seed=args.seed)
+                                        policy.selector, seed=args.seed,
+                                        calibration=calibration)
   print(f"actorq: {run.agent} on {run.env}, checkpoint {path} (actor step "
         f"{state.get('actor_steps', '?')}, learner step {state['learner_steps']}); "
         f"{args.episodes} greedy episodes at {precision}", flush=True)

@@ -47,6 +47,7 @@ import numpy as np
 from actorq import core
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
+from actorq.quantization import bias_correction
 from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
@@ -96,10 +97,13 @@ def execution_for(policy: mixed.PrecisionPolicy, low_bit_runtime: str = "simulat
 
 def make_runtime(params, spec: ns.NetworkSpec, policy: mixed.PrecisionPolicy,
                  execution: str, num_threads: int = 1,
-                 cache: Optional[mixed.LayerCache] = None):
+                 cache: Optional[mixed.LayerCache] = None,
+                 calibration: Optional[np.ndarray] = None):
   """A policy runtime loaded with `params` compressed under `policy`, executing as
   `execution` says (see `execution_for`); `cache` (a `mixed.LayerCache` of the same
-  params) saves compressing a layer choice twice.
+  params) saves compressing a layer choice twice. With `calibration` (observations
+  `[N, *input_shape]`), the biases of a policy with integer layers are corrected on them
+  (`bias_correction`, what a training run's actors execute).
 
   Raises:
     ValueError: an execution that cannot run `policy` (e.g. litert-int8 with a float
@@ -107,6 +111,11 @@ def make_runtime(params, spec: ns.NetworkSpec, policy: mixed.PrecisionPolicy,
   """
   layers = (cache.compress(policy) if cache is not None
             else mixed.compress(params, spec, policy))
+  if calibration is not None and any(l.scale is not None for l in layers.values()):
+    biases = bias_correction.corrected_biases(
+        pl.validate_params(params, spec, check_finite=False),
+        mixed.simulated_params(layers), spec, calibration)
+    layers = {n: dataclasses.replace(l, b=biases[n]) for n, l in layers.items()}
   if execution in (JAX_FP32, JAX_FP16, JAX_BF16, SIMULATED):
     precision = {JAX_FP16: "fp16", JAX_BF16: "bf16"}.get(execution, "fp32")
     rt = runtimes.make_runtime(precision, spec, num_threads)
@@ -191,9 +200,12 @@ def mean_kl(reference_logits: np.ndarray, logits: np.ndarray) -> float:
 
 def fidelity(reference_outputs: np.ndarray, outputs: np.ndarray,
              semantics: OutputSemantics) -> Dict[str, float]:
-  """`{"agreement", "kl", "action_distance"}` of `outputs` against the fp32 policy's
-  `reference_outputs` on the same observations (both float `[N, output_size]`); see the
-  module docstring for the definitions."""
+  """`{"agreement", "kl", "action_distance", "q_regret"}` of `outputs` against the fp32
+  policy's `reference_outputs` on the same observations (both float `[N, output_size]`);
+  see the module docstring for the definitions. `q_regret` (Q-value policies, else NaN):
+  the mean over observations of ``Q(s, a_fp32) - Q(s, a)`` under the fp32 Q-values, what
+  the other policy's greedy choice gives up by the fp32 network's own estimate (return
+  units; 0 when the actions agree, small when they differ only where Q-values tie)."""
   ref, out = np.asarray(reference_outputs), np.asarray(outputs)
   if ref.shape != out.shape or ref.ndim != 2 or ref.shape[0] == 0:
     raise ValueError(f"fidelity needs two [N, K] output arrays with N >= 1, got {ref.shape} "
@@ -204,12 +216,17 @@ def fidelity(reference_outputs: np.ndarray, outputs: np.ndarray,
   if semantics.kind == "continuous":
     rng_ = np.broadcast_to(np.asarray(semantics.action_range, np.float64), a_ref.shape[1:])
     dist = float(np.mean(np.abs(a_out.astype(np.float64) - a_ref) / rng_))
-    return {"agreement": 1.0 - dist, "kl": float("nan"), "action_distance": dist}
+    return {"agreement": 1.0 - dist, "kl": float("nan"), "action_distance": dist,
+            "q_regret": float("nan")}
   transform = semantics.transform or (lambda x: x)
   z_ref, z_out = transform(ref.astype(np.float64)), transform(out.astype(np.float64))
   t = float(semantics.temperature) if semantics.kind == "q_values" else 1.0
+  regret = float("nan")
+  if semantics.kind == "q_values" and a_ref.ndim == 1:
+    rows = np.arange(len(z_ref))
+    regret = float(np.mean(z_ref[rows, a_ref.astype(int)] - z_ref[rows, a_out.astype(int)]))
   return {"agreement": float(np.mean(a_ref == a_out)), "kl": mean_kl(z_ref / t, z_out / t),
-          "action_distance": 0.0}
+          "action_distance": 0.0, "q_regret": regret}
 
 
 # ----------------------------------------------------------------------------------------
@@ -303,6 +320,7 @@ class Setting:
   name: str
   policy: mixed.PrecisionPolicy
   execution: str
+  bias_corrected: bool = False  # biases corrected on the calibration observations
 
   @property
   def simulated(self) -> bool:
@@ -344,12 +362,16 @@ def sensitivity_settings(spec: ns.NetworkSpec) -> List[Setting]:
   which layer's int8 execution moves the policy away from fp32, and whether the weights'
   rounding or the activations' quantization does it.
 
-  Settings, in order: ``fp32`` (the reference, JAX); ``int8`` (every layer on LiteRT's
+  Settings, in order: ``fp32`` (the reference, JAX); ``fp16`` (JAX fp16: how far a
+  16-bit float policy already moves, the yardstick); ``int8`` (every layer on LiteRT's
   dynamic-range int8 kernels, which quantize each layer's input per batch row at run
   time); ``int8 weights only`` (every layer's weights int8-rounded, run SIMULATED on fp32
   kernels: no activation is quantized, so its gap to ``int8`` is the activations' share);
   for each parameter layer L, ``only L int8`` (the others fp32) and ``int8 but L fp32``;
   and ``int8 but first+last fp32`` (the network input and the output head in float32).
+  The ``bias-corrected`` rows (``int8``, weights only, first+last fp32) have their biases
+  corrected on the calibration observations (`bias_correction`): ``int8 bias-corrected``
+  is what a training run's int8 actors execute.
   The first layer is the one whose input is the observation: ``int8 but <first> fp32`` is
   the network with its input kept in float.
 
@@ -364,8 +386,12 @@ def sensitivity_settings(spec: ns.NetworkSpec) -> List[Setting]:
     return mixed.PrecisionPolicy(tuple((n, int8 if n in int8_layers else fp32) for n in names))
 
   out = [Setting("fp32", policy(()), JAX_FP32),
+         Setting("fp16", mixed.PrecisionPolicy.uniform(spec, mixed.LayerChoice("fp16")),
+                 JAX_FP16),
          Setting("int8", policy(names), LITERT_INT8),
-         Setting("int8 weights only", policy(names), SIMULATED)]
+         Setting("int8 weights only", policy(names), SIMULATED),
+         Setting("int8 bias-corrected", policy(names), LITERT_INT8, True),
+         Setting("int8 weights only, bias-corrected", policy(names), SIMULATED, True)]
   if len(names) > 1:
     for n in names:
       out.append(Setting(f"only {n} int8", policy((n,)), LITERT_MIXED))
@@ -374,6 +400,8 @@ def sensitivity_settings(spec: ns.NetworkSpec) -> List[Setting]:
                          LITERT_MIXED))
   if len(names) > 2:
     out.append(Setting("int8 but first+last fp32", policy(names[1:-1]), LITERT_MIXED))
+    out.append(Setting("int8 but first+last fp32, bias-corrected", policy(names[1:-1]),
+                       LITERT_MIXED, True))
   return out
 
 
@@ -445,6 +473,8 @@ class StudyContext:
     latency_clock: "wall" or "cpu": which median is `latency_us` (both are reported).
     max_reference_observations: cap on the fp32 observations fidelity is measured on.
     max_episode_steps: the loop's episode cap.
+    calibration_seeds: seeds of the fp32 episodes whose observations calibrate the
+      bias-corrected settings (`calibration_observations`); kept apart from `seeds`.
   """
   params: Mapping[str, Any]
   spec: ns.NetworkSpec
@@ -455,6 +485,7 @@ class StudyContext:
   latency_clock: str = "wall"
   max_reference_observations: int = 5000
   max_episode_steps: int = loop_lib.DEFAULT_MAX_EPISODE_STEPS
+  calibration_seeds: Sequence[int] = (54321,)
   reference: Optional[Dict[str, Any]] = None
 
 
@@ -472,6 +503,25 @@ def reference_run(ctx: StudyContext) -> Dict[str, Any]:
   return ctx.reference
 
 
+def calibration_observations(params, spec: ns.NetworkSpec, env_fn: Callable[[int], Any],
+                             selector: actors.Selector, seeds: Sequence[int],
+                             size: int = bias_correction.DEFAULT_CALIBRATION_SIZE,
+                             max_episode_steps: int = loop_lib.DEFAULT_MAX_EPISODE_STEPS
+                             ) -> np.ndarray:
+  """float32 `[<= size, *input_shape]`: `size` observations (drawn with seed 0, kept in
+  visiting order) of the fp32 policy's greedy episodes on `seeds`: the calibration set of
+  a bias-corrected payload when no replay sample is at hand (studies, export).
+
+  Raises:
+    ValueError: no seeds.
+  """
+  policy = mixed.PrecisionPolicy.uniform(spec, mixed.LayerChoice("fp32"))
+  seen: List[np.ndarray] = []
+  run_episodes(env_fn, make_runtime(params, spec, policy, JAX_FP32), selector, seeds, seen,
+               max_episode_steps)
+  return subsample(seen, size)
+
+
 def evaluate_setting(ctx: StudyContext, setting: Setting) -> Dict[str, Any]:
   """One row of the study for `setting` (see `ROW_COLUMNS`) plus its `"episodes"`.
 
@@ -481,8 +531,16 @@ def evaluate_setting(ctx: StudyContext, setting: Setting) -> Dict[str, Any]:
   ref = reference_run(ctx)
   cache = mixed.LayerCache(ctx.params, ctx.spec)  # this setting's layers, compressed once
   storage = mixed.storage_report(cache.compress(setting.policy))
+  calibration = None
+  if setting.bias_corrected:
+    if ctx.reference.get("calibration") is None:
+      ctx.reference["calibration"] = calibration_observations(
+          ctx.params, ctx.spec, ctx.env_fn, ctx.semantics.selector, ctx.calibration_seeds,
+          max_episode_steps=ctx.max_episode_steps)
+    calibration = ctx.reference["calibration"]
   start = time.perf_counter()
-  rt = make_runtime(ctx.params, ctx.spec, setting.policy, setting.execution, cache=cache)
+  rt = make_runtime(ctx.params, ctx.spec, setting.policy, setting.execution, cache=cache,
+                    calibration=calibration)
   build_s = time.perf_counter() - start
   obs1 = ref["observations"][:1]
   timing = measure_latency(rt, obs1, ctx.latency_repeats)
@@ -533,6 +591,7 @@ def evaluate_setting(ctx: StudyContext, setting: Setting) -> Dict[str, Any]:
       "agreement": fid["agreement"],
       "kl": fid["kl"],
       "action_distance": fid["action_distance"],
+      "q_regret": fid["q_regret"],
       "episodes": len(episodes),
       "reference_observations": int(len(ref["observations"])),
       "runtime_build_s": build_s,
@@ -546,7 +605,7 @@ ROW_COLUMNS = ("setting", "weights", "bits", "granularity", "sparsity", "executi
                "runtime_bytes", "latency_us", "wall_us", "cpu_us", "return_mean",
                "return_std", "return_min",
                "paired_diff_mean", "paired_diff_se", "agreement", "kl", "action_distance",
-               "episodes", "reference_observations", "runtime_build_s", "notes")
+               "episodes", "reference_observations", "runtime_build_s", "notes", "q_regret")
 
 
 def run_study(ctx: StudyContext, settings: Sequence[Setting],
@@ -571,7 +630,7 @@ SUMMARY_COLUMNS = ("setting", "weights", "bits", "granularity", "sparsity", "exe
                    "latency_ratio", "return_mean", "return_std_over_runs", "return_min",
                    "paired_diff_mean", "agreement", "kl", "action_distance",
                    "pareto_bytes", "pareto_latency", "notes", "agreement_median",
-                   "agreement_min", "agreement_max")
+                   "agreement_min", "agreement_max", "q_regret")
 
 
 def summarize(rows_by_run: Mapping[str, Sequence[Mapping[str, Any]]]) -> List[Dict[str, Any]]:
@@ -611,7 +670,8 @@ def summarize(rows_by_run: Mapping[str, Sequence[Mapping[str, Any]]]) -> List[Di
         "notes": first["notes"],
         "agreement_median": float(np.median([float(r["agreement"]) for r in g])),
         "agreement_min": float(min(float(r["agreement"]) for r in g)),
-        "agreement_max": float(max(float(r["agreement"]) for r in g))})
+        "agreement_max": float(max(float(r["agreement"]) for r in g)),
+        "q_regret": float(np.mean([float(r.get("q_regret", float("nan"))) for r in g]))})
   vals = [r["return_mean"] for r in out]
   for key, col in (("pareto_bytes", "stored_bytes"), ("pareto_latency", "latency_us")):
     for r, flag in zip(out, pareto_front([r[col] for r in out], vals)):

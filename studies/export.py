@@ -36,6 +36,7 @@ from actorq.components.acting import loop as loop_lib
 from actorq.components.envs import environments
 from actorq.launch import precision_arg, registry, run_dir
 from actorq.launch import spec as spec_lib
+from actorq.quantization import bias_correction
 from actorq.quantization import mixed
 from actorq.quantization import payload as pl
 from actorq.quantization.runtimes import litert_runtime
@@ -258,6 +259,20 @@ def export(checkpoint: str, precision: str, policy_file: Optional[str] = None,
     scales = _scales(payload)
     runtime_note = ("ai_edge_litert Interpreter (XNNPACK); int8 = dynamic-range int8 "
                     "weights, float32 activations quantized per row by the kernels")
+  # Integer layers: the biases corrected as the run's int8 actors had them (issue 39), on
+  # an fp32 calibration episode (seed `reward_parity.CALIBRATION_SEED`, apart from `seed`).
+  calibration = evaluation.calibration_for(
+      params, spec, agent_policy.selector,
+      lambda s: environments.make_environment(info["env"], seed=s), precision)
+  bias_block = {}
+  if calibration is not None and any("scale" in l for l in payload.layers.values()):
+    payload = bias_correction.correct_payload(payload, params, spec, calibration)
+    bias_block = {"bias_correction": {
+        "method": "empirical bias correction (Nagel et al. 2019, sec. 4.2): each layer's "
+                  "bias minus the mean pre-activation error over the calibration "
+                  "observations (actorq/quantization/bias_correction.py)",
+        "calibration_observations": int(len(calibration)),
+        "calibration_env_seed": evaluation.CALIBRATION_SEED}}
   # The model of the very payload whose scales and bytes the JSON reports.
   model = litert_runtime.payload_model(payload, spec)
 
@@ -286,6 +301,7 @@ def export(checkpoint: str, precision: str, policy_file: Optional[str] = None,
       "action_rule": action_rule(info, outputs, env_spec),
       "scales": scales,
       **policy_block,
+      **bias_block,
       "source": {"run": run_path, "checkpoint": ckpt_path, "agent": info["agent"],
                  "env": info["env"], "seed": info.get("seed"),
                  "actor_steps": int(state.get("actor_steps", -1)),

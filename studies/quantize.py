@@ -266,7 +266,9 @@ def _run_cache_key(run: LoadedRun, settings: Sequence[cs.Setting], seeds: Sequen
                    args) -> Dict[str, Any]:
   """What one checkpoint's rows depend on; a cached file is reused only when it matches."""
   return {"path": os.path.abspath(run.path), "learner_steps": run.learner_steps,
-          "settings": [[s.name, s.execution, repr(s.policy)] for s in settings],
+          "settings": [[s.name, s.execution, repr(s.policy), s.bias_corrected]
+                       for s in settings],
+          "calibration_seeds": _calibration_seeds(args),
           "seeds": [int(x) for x in seeds], "temperature": args.temperature,
           "latency_repeats": args.latency_repeats, "latency_clock": args.latency_clock,
           "max_reference_obs": args.max_reference_obs}
@@ -349,7 +351,8 @@ def run_sweep(args) -> int:
       ctx = cs.StudyContext(r.params, r.spec, r.env_fn, r.semantics, seeds,
                             latency_repeats=args.latency_repeats,
                             latency_clock=args.latency_clock,
-                            max_reference_observations=args.max_reference_obs)
+                            max_reference_observations=args.max_reference_obs,
+                            calibration_seeds=_calibration_seeds(args))
       rows = cs.run_study(ctx, settings, progress=lambda row, n=r.name: _print_row(n, row))
       _save_cached_rows(cache_path, key, rows)
     for row in rows:
@@ -408,8 +411,19 @@ quantize each layer's input per batch row at run time (one scale for the whole r
 `int8 weights only` rounds the same weights but quantizes no activation, so the gap between
 the two is the activations' share. `only L int8` moves one layer to int8, `int8 but L fp32`
 keeps one layer in float32 (for the first layer: the network input kept in float);
-agreement is over the fp32 policy's visited observations (see table.md's definitions).
+`bias-corrected` rows have their biases corrected on fp32 calibration episodes (what a
+training run's int8 actors execute, calibrated there on the newest replay sample); `fp16`
+is the yardstick of a 16-bit float policy. Agreement is over the fp32 policy's visited
+observations (see table.md's definitions); Q regret is the mean over them of
+Q(s, a_fp32) - Q(s, a) under the fp32 Q-values (return units): what a choice that
+disagrees gives up, by the fp32 network's own estimate.
 """
+
+
+def _calibration_seeds(args) -> List[int]:
+  """The fp32 calibration episodes' seeds: --calibration-seed, +1, ... (--calibration-
+  episodes of them)."""
+  return list(range(args.calibration_seed, args.calibration_seed + args.calibration_episodes))
 
 
 def _json_default(value):

@@ -58,15 +58,16 @@ def table_lines(summary: Sequence[Mapping[str, Any]]) -> List[str]:
 def sensitivity_lines(summary: Sequence[Mapping[str, Any]]) -> List[str]:
   """The sensitivity study's summary (`compression.sensitivity_settings`) as a markdown
   table: per setting the median [min, max] over runs of the greedy-action agreement with
-  fp32, the mean KL, the mean return and paired difference, and the latency ratio."""
-  lines = ["| setting | executed on | agreement median [min, max] | KL | return | paired diff "
-           "| latency x fp32 |", "|" + "---|" * 7]
+  fp32, the mean KL and Q regret, the mean return and paired difference, and the latency
+  ratio."""
+  lines = ["| setting | executed on | agreement median [min, max] | KL | Q regret | return "
+           "| paired diff | latency x fp32 |", "|" + "---|" * 8]
   for r in summary:
     exe = r["execution"] + (" (SIMULATED)" if r["simulated"] else "")
     lines.append(
         f"| {r['setting']} | {exe} | {_fmt(r['agreement_median'])} "
         f"[{_fmt(r['agreement_min'])}, {_fmt(r['agreement_max'])}] | {_fmt(r['kl'], 4)} | "
-        f"{_fmt(r['return_mean'], 1)} | {_fmt(r['paired_diff_mean'], 1)} | "
+        f"{_fmt(r.get('q_regret', float('nan')), 4)} | {_fmt(r['return_mean'], 1)} | {_fmt(r['paired_diff_mean'], 1)} | "
         f"{_fmt(r['latency_ratio'])} |")
   return lines
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, List, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import dm_env
 import numpy as np
@@ -11,19 +11,45 @@ import numpy as np
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
+from actorq.quantization import bias_correction
 from actorq.quantization import network_spec as ns
+from actorq.studies import compression
+
+# The environment seed of the fp32 episode that calibrates an integer policy's bias
+# correction outside a training run (`calibration_for`): apart from evaluation seeds.
+CALIBRATION_SEED = 54321
+
+
+def calibration_for(params, spec, selector: actors.Selector,
+                    env_fn: Callable[[int], dm_env.Environment], precision: str,
+                    seeds: Sequence[int] = (CALIBRATION_SEED,)) -> Optional[np.ndarray]:
+  """The calibration observations of an integer `precision`'s bias correction: the fp32
+  policy's greedy episodes on `seeds` (`compression.calibration_observations`), as a
+  training run's actors are calibrated on the newest replay sample. None for float
+  precisions and recurrent specs (nothing to correct)."""
+  if isinstance(spec, ns.RecurrentSpec) or precision in ("fp32", "fp16", "bf16"):
+    return None
+  return compression.calibration_observations(params, spec, env_fn, selector, seeds)
 
 
 def fixed_policy_actor(params, spec, precision: str, selector: actors.Selector,
-                       per_channel: bool = True, seed: int = 0) -> actors.FeedForwardActor:
+                       per_channel: bool = True, seed: int = 0,
+                       calibration: Optional[np.ndarray] = None) -> actors.FeedForwardActor:
   """An actor executing `params` at `precision`, with no variable client and no adder.
+
+  With `calibration` (observations `[N, *input_shape]`, e.g. `calibration_for`), an integer
+  payload's biases are corrected on them (`bias_correction`), as a training run's int8
+  actors execute it.
 
   For a `network_spec.RecurrentSpec` (R2D2's LSTM Q-network) it is a `RecurrentActor`,
   whose (h, c) state starts from zeros and is reset at every episode's start (the loop's
   `reset_state`), as in a training run's evaluation.
   """
   runtime = vc.make_runtime(precision, spec)
-  runtime.load(vc.make_payload(params, spec, precision, 0, per_channel=per_channel))
+  payload = vc.make_payload(params, spec, precision, 0, per_channel=per_channel)
+  if calibration is not None and not isinstance(spec, ns.RecurrentSpec):
+    payload = bias_correction.correct_payload(payload, params, spec, calibration)
+  runtime.load(payload)
   if isinstance(spec, ns.RecurrentSpec):
     return actors.RecurrentActor(runtime, selector, seed=seed)
   return actors.FeedForwardActor(runtime, selector, seed=seed)
@@ -47,7 +73,8 @@ def reward_parity(env_fn: Callable[[], dm_env.Environment], params, spec,
   """Evaluates the same parameters at several precisions on identically seeded envs.
 
   The first precision is the reference: its visited observations are replayed through
-  every other precision to measure greedy-action agreement.
+  every other precision to measure greedy-action agreement, and 64 of them calibrate the
+  integer precisions' bias correction (as the newest replay sample does in training).
 
   Args:
     env_fn: builds a fresh, identically seeded environment.
@@ -68,12 +95,17 @@ def reward_parity(env_fn: Callable[[], dm_env.Environment], params, spec,
   observations: List[np.ndarray] = []
   reference_actions: List[np.ndarray] = []
   rows: List[ParityRow] = []
+  calibration = None
   for i, precision in enumerate(precisions):
-    actor = fixed_policy_actor(params, spec, precision, selector, per_channel)
+    actor = fixed_policy_actor(params, spec, precision, selector, per_channel,
+                               calibration=calibration)
     if i == 0:
       recorder = _Recorder(actor, observations, reference_actions)
       stats = loop_lib.evaluate(env_fn(), recorder, episodes)
       agreement = 1.0
+      if observations:  # the reference's states calibrate the others' bias correction
+        calibration = compression.subsample(observations,
+                                            bias_correction.DEFAULT_CALIBRATION_SIZE)
     else:
       stats = loop_lib.evaluate(env_fn(), actor, episodes)
       agreement = _agreement(actor, observations, reference_actions, action_range)

@@ -21,6 +21,7 @@ from actorq.components import fault_points
 from actorq.components.envs import environments
 from actorq.launch import run_dir
 from actorq.launch import spec as spec_lib
+from actorq.quantization import bias_correction
 from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
@@ -149,6 +150,12 @@ def _policy_network(run):
   return info, state, builder, env, env_spec, networks
 
 
+def run_spec_policy(run):
+  """The run's greedy evaluation policy."""
+  _, _, builder, _, env_spec, networks = _policy_network(run)
+  return builder.make_policy(networks, env_spec, evaluation=True)
+
+
 @pytest.mark.slow
 def test_export_round_trip_without_jax_or_actorq(trained_run, tmp_path, capsys):
   run = trained_run
@@ -168,8 +175,14 @@ def test_export_round_trip_without_jax_or_actorq(trained_run, tmp_path, capsys):
   # The actor's actions on recorded observations (the int8 runtime, greedy selector).
   info, state, builder, env, env_spec, networks = _policy_network(run)
   policy = builder.make_policy(networks, env_spec, evaluation=True)
+  # The actors' int8 payload has its biases corrected (issue 39); export calibrates on the
+  # fp32 episode of `evaluation.CALIBRATION_SEED`, as `calibration_for` does.
+  assert meta["bias_correction"]["calibration_env_seed"] == evaluation.CALIBRATION_SEED
+  calibration = evaluation.calibration_for(
+      state["policy_params"], networks.spec, policy.selector,
+      lambda seed: environments.make_environment(info["env"], seed=seed), "int8")
   actor = evaluation.fixed_policy_actor(state["policy_params"], networks.spec, "int8",
-                                        policy.selector)
+                                        policy.selector, calibration=calibration)
   observations, actions = [], []
   ts = env.reset()
   for _ in range(200):
@@ -224,10 +237,17 @@ def test_export_of_a_per_layer_policy_file(trained_run, tmp_path, capsys):
   assert meta["parity"]["export_payload_bytes"] == mixed.payload_of(layers).nbytes
   assert 0.0 <= meta["parity"]["greedy_action_agreement"] <= 1.0
 
-  # The file computes what the policy's actors compute (LiteRTMixedRuntime by name).
+  # The file computes what the policy's actors compute (LiteRTMixedRuntime by name, the
+  # integer layers' biases corrected on the calibration episode: issue 39).
   obs = np.stack([env.reset().observation for _ in range(16)]).astype(np.float32)
   runtime = runtimes.make_runtime(name, spec)
-  runtime.load(mixed.make_payload(params, spec, policy, 0))
+  selector = run_spec_policy(run).selector
+  calibration = evaluation.calibration_for(
+      params, spec, selector, lambda seed: environments.make_environment("gym:CartPole-v1",
+                                                                         seed=seed), name)
+  assert meta["bias_correction"]["calibration_observations"] == len(calibration)
+  runtime.load(bias_correction.correct_payload(mixed.make_payload(params, spec, policy, 0),
+                                               params, spec, calibration))
   want = runtime(obs)
   np.testing.assert_allclose(_run_model(out.read_bytes(), obs), want,
                              atol=1e-6 * np.abs(want).max())

@@ -102,7 +102,10 @@ def test_fidelity_definitions_by_hand():
   p = np.exp([0.5, 0.0]) / np.exp([0.5, 0.0]).sum()
   kl0 = float(np.sum(p * np.log(p / p[::-1])))
   assert got["agreement"] == 0.5 and got["kl"] == pytest.approx(kl0 / 2)
+  # Q regret: row 0 takes action 1, worth 0 against the fp32 choice's 1; row 1 agrees.
+  assert got["q_regret"] == pytest.approx((1.0 - 0.0 + 0.0) / 2)
   logits = cs.fidelity(ref, out, cs.OutputSemantics("logits", actors.greedy))
+  assert math.isnan(logits["q_regret"])
   p = np.exp([1.0, 0.0]) / np.exp([1.0, 0.0]).sum()
   assert logits["kl"] == pytest.approx(float(np.sum(p * np.log(p / p[::-1]))) / 2)
 

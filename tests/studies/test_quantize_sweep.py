@@ -180,6 +180,7 @@ def test_search_writes_a_loadable_policy(runs, capsys, tmp_path):
     (["--search"], "--search needs --latency-budget"),
     (["--search", "--size-budget", "0.5", "--choices", "int9"], "--choices: precision choice"),
     (["--search", "--sweep", "bits=8"], "--sweep and --search are separate studies"),
+    (["--sensitivity", "--sweep", "bits=8"], "--sweep and --sensitivity are separate studies"),
     (["--sweep", "bits=8", "--latency-repeats", "0"], "--latency-repeats must be a positive"),
 ])
 def test_bad_input_one_line_exit_2_nothing_written(capsys, tmp_path, extra, fragment):
@@ -190,6 +191,30 @@ def test_bad_input_one_line_exit_2_nothing_written(capsys, tmp_path, extra, frag
   assert code == 2 and fragment in err, err
   assert err.strip().count("\n") == 0 and "Traceback" not in err
   assert not out.exists()
+
+
+@pytest.mark.slow  # trains two small runs (module fixture)
+def test_sensitivity_study_rows_and_bias_correction(runs, capsys, tmp_path):
+  out = tmp_path / "sensitivity"
+  code, stdout, _ = _main(["quantize", "--checkpoint", str(runs / "plain"), "--sensitivity",
+                           "--seeds", "7,8", "--latency-repeats", "10",
+                           "--calibration-episodes", "1", "--out", str(out)], capsys)
+  assert code == 0, stdout
+  rows = {r["setting"]: r for r in _rows(out / "sweep.csv")}
+  # hidden_sizes=[16]: layers dense_0 (input) and dense_1 (the dueling head).
+  assert list(rows) == [
+      "fp32", "fp16", "int8", "int8 weights only", "int8 bias-corrected",
+      "int8 weights only, bias-corrected", "only dense_0 int8", "only dense_1 int8",
+      "int8 but dense_0 fp32", "int8 but dense_1 fp32"]
+  assert float(rows["fp32"]["agreement"]) == 1.0 and float(rows["fp32"]["q_regret"]) == 0.0
+  assert all(float(r["q_regret"]) >= 0.0 for r in rows.values())  # fp32's argmax is best
+  # Bias correction changes biases only: the same stored bytes as the plain int8 row.
+  assert rows["int8 bias-corrected"]["stored_bytes"] == rows["int8"]["stored_bytes"]
+  assert rows["int8 weights only"]["execution"] == "simulated"
+  # "only <layer> int8" and "int8 but <other> fp32" are the same policy with two layers.
+  assert rows["only dense_0 int8"]["agreement"] == rows["int8 but dense_1 fp32"]["agreement"]
+  text = (out / "sensitivity.md").read_text()
+  assert "agreement median [min, max]" in text and "| int8 bias-corrected |" in text
 
 
 @pytest.mark.slow  # trains two small runs (module fixture)
