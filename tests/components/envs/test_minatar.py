@@ -145,3 +145,12 @@ def test_a_bad_game_at_the_cli_is_exit_2_and_nothing_written(capsys, tmp_path):
   assert code == 2
   assert err == f"actorq: error: {BAD}\n"
   assert not logdir.exists()
+
+
+def test_no_vector_backend_is_one_line():
+  from actorq.components.envs import vector_env
+  assert vector_env.vector_backend("minatar:breakout") is None
+  with pytest.raises(vector_env.NoVectorBackendError) as e:
+    vector_env.check_num_envs("minatar:breakout", 2)
+  assert str(e.value).startswith("minatar:breakout has no vector backend (EnvPool does not "
+                                 "ship MinAtar); ")
