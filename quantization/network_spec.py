@@ -173,8 +173,9 @@ def nature_cnn(input_shape: Tuple[int, int, int], output_size: int,
 def minatar_cnn(input_shape: Tuple[int, int, int], output_size: int) -> NetworkSpec:
   """The MinAtar DQN network (Young and Tian 2019, "MinAtar: An Atari-Inspired Testbed for
   Thorough and Reproducible Reinforcement Learning Experiments", arXiv 1903.03176: the network
-  of its DQN experiments, `QNetwork` of the MinAtar repository's examples/dqn.py): one Conv2D of 16 channels, 3x3, stride 1 (VALID, as
-  PyTorch's unpadded `nn.Conv2d`) + ReLU, a 128-unit dense layer + ReLU, a linear head.
+  of its DQN experiments, `QNetwork` of the MinAtar repository's examples/dqn.py): one Conv2D
+  of 16 channels, 3x3, stride 1 (VALID, as PyTorch's unpadded `nn.Conv2d`) + ReLU, a 128-unit
+  dense layer + ReLU, a linear head.
 
   `input_shape` is (height, width, channels), MinAtar's (10, 10, C) (C = 4 to 10 by game),
   at least (3, 3, C); observations are 0/1 so `input_scale` is 1. On (10, 10, C) the

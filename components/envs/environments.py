@@ -354,8 +354,8 @@ def make_environment(env_id: str, seed: int = 0, **kwargs: Any) -> dm_env.Enviro
 
   Args:
     env_id: ``gym:<id>``, ``dmc:<domain>-<task>``, ``atari:<Game>``, ``minatar:<game>``
-      or another registered
-      prefix's id (`PREFIXES`), each optionally with ``@repeat=K`` (action repeat K).
+      or another registered prefix's id (`PREFIXES`), each optionally with ``@repeat=K``
+      (action repeat K).
     seed: seeds the environment's first episode.
     **kwargs: passed to the prefix's factory (`gymnasium.make`, `dm_control.suite.load`,
       `atari.make_atari`, `minatar.make_minatar`).

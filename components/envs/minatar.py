@@ -38,8 +38,8 @@ from dm_env import specs as dm_specs
 from actorq import core
 from actorq.components.envs import gymnasium_adapter
 
-# The network this environment declares (`network_spec.IMAGE_NETWORKS`), as its observation
-# spec's name: DQN builds the MinAtar network for it (`network_spec.image_network`).
+# The network this environment declares (a key of `network_spec.IMAGE_NETWORKS`), as its
+# observation spec's name: DQN builds the MinAtar network for it (`network_spec.image_network`).
 NETWORK = "minatar_cnn"
 
 # The games as the package spells them (its `minatar.environments.<game>` modules) -> the

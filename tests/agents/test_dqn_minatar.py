@@ -15,7 +15,7 @@ from actorq import core
 from actorq.agents.dqn import config as config_lib
 from actorq.agents.dqn import networks as dqn_networks
 from actorq.components import config_io
-from actorq.components.envs import environments
+from actorq.components.envs import environments, minatar
 from actorq.quantization import network_spec as ns
 
 CONFIG = os.path.join(os.path.dirname(config_lib.__file__), "configs", "minatar.json")
@@ -30,6 +30,7 @@ def _spec(shape, name, actions=6):
 
 
 def test_the_minatar_network_is_the_papers():
+  assert ns.IMAGE_NETWORKS[minatar.NETWORK] is ns.minatar_cnn  # what the environment declares
   spec = ns.minatar_cnn((10, 10, 4), 6)
   assert spec.layers == (ns.Conv2D("conv_0", 16, 3, 1), ns.Flatten(),
                          ns.Dense("dense_0", 128), ns.Dense("dense_1", 6, "none"))
@@ -100,7 +101,8 @@ def test_the_preset_holds_the_papers_hyperparameters():
   assert (config.batch_size, config.max_replay_size, config.min_replay_size) == (32, 100_000, 5_000)
   assert config.batch_size / config.samples_per_insert == 1.0  # one learner step per actor step
   assert config.target_update_period == 1_000 and config.discount == 0.99
-  assert (config.epsilon_start, config.epsilon_end, config.epsilon_decay_steps) == (1.0, 0.1, 100_000)
+  assert (config.epsilon_start, config.epsilon_end, config.epsilon_decay_steps) == \
+      (1.0, 0.1, 100_000)
   assert (config.n_step, config.double_q, config.prioritized_replay, config.dueling) == \
       (1, False, False, False)
   assert config.huber_delta == 1.0
