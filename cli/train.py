@@ -108,7 +108,8 @@ def add_parser(subparsers):
                           "actorq.agents) or a builder class as package.module:BuilderClass, "
                           "imported from the current directory")
   train.add_argument("--env", default=DEFAULT_ENV,
-                     help="environment id: gym:<id>, dmc:<domain>-<task>, atari:<Game>")
+                     help="environment id: gym:<id>, dmc:<domain>-<task>, atari:<Game>, "
+                          "minatar:<game>")
   train.add_argument("--steps", type=cli.positive_int("--steps"), default=None,
                      help="actor (environment) steps in total, summed over actors (default: "
                           "100000; with --resume: the run's own total)")

@@ -170,6 +170,54 @@ def nature_cnn(input_shape: Tuple[int, int, int], output_size: int,
   )
 
 
+def minatar_cnn(input_shape: Tuple[int, int, int], output_size: int) -> NetworkSpec:
+  """The MinAtar DQN network (Young and Tian 2019, "MinAtar: An Atari-Inspired Testbed for
+  Thorough and Reproducible Reinforcement Learning Experiments", arXiv 1903.03176: the network
+  of its DQN experiments, `QNetwork` of the MinAtar repository's examples/dqn.py): one Conv2D
+  of 16 channels, 3x3, stride 1 (VALID, as PyTorch's unpadded `nn.Conv2d`) + ReLU, a 128-unit
+  dense layer + ReLU, a linear head.
+
+  `input_shape` is (height, width, channels), MinAtar's (10, 10, C) (C = 4 to 10 by game),
+  at least (3, 3, C); observations are 0/1 so `input_scale` is 1. On (10, 10, C) the
+  convolution gives 8 x 8 x 16 = 1,024 features.
+
+  Raises:
+    ValueError: for an `input_shape` that is not [H, W, C] or is smaller than (3, 3, C).
+  """
+  layers = (
+      Conv2D("conv_0", 16, 3, 1),
+      Flatten(),
+      Dense("dense_0", 128),
+      Dense("dense_1", int(output_size), "none"),
+  )
+  check_input_shape(input_shape, layers, "the MinAtar network")
+  return NetworkSpec(input_shape=tuple(int(s) for s in input_shape), layers=layers)
+
+
+# The image networks an environment can declare by naming its observation spec after one of
+# them (`image_network`): name -> ``builder(input_shape [H, W, C], output_size) ->
+# NetworkSpec``. An image observation under any other name gets `DEFAULT_IMAGE_NETWORK`.
+IMAGE_NETWORKS = {
+    "nature_cnn": nature_cnn,
+    "minatar_cnn": minatar_cnn,
+}
+DEFAULT_IMAGE_NETWORK = "nature_cnn"
+
+
+def image_network(observation_name: str, input_shape: Tuple[int, int, int],
+                  output_size: int) -> NetworkSpec:
+  """The image network an environment declared for its observations: the `IMAGE_NETWORKS`
+  entry named `observation_name` (the observation spec's ``name``, e.g. ``"minatar_cnn"``
+  for `actorq.components.envs.minatar`), else `DEFAULT_IMAGE_NETWORK` (the Nature CNN; an
+  observation spec named ``"observation"``, as Gymnasium's and Atari's are, gets it).
+
+  Raises:
+    ValueError: `input_shape` is smaller than that network accepts (case B7), naming both.
+  """
+  name = observation_name if observation_name in IMAGE_NETWORKS else DEFAULT_IMAGE_NETWORK
+  return IMAGE_NETWORKS[name](tuple(input_shape), int(output_size))
+
+
 @dataclasses.dataclass(frozen=True)
 class RecurrentSpec:
   """A recurrent Q-network in three parts: `torso` (a `NetworkSpec`, observation ->

@@ -1,4 +1,5 @@
-"""DQN networks: an MLP Q-network (vector observations) or the Nature CNN (images),
+"""DQN networks: an MLP Q-network (vector observations) or an image network (the Nature
+CNN, or the one the environment declares: `network_spec.image_network`, e.g. MinAtar's),
 optionally with a dueling head (Wang et al. 2016)."""
 from __future__ import annotations
 
@@ -67,11 +68,16 @@ def make_networks(environment_spec: specs.EnvironmentSpec, hidden_sizes=(256, 25
   """Q-network for a discrete action spec; with `dueling`, the spec's last Dense layer
   has A + 1 outputs [V, A_1..A_A] and `network` returns `dueling_q` of them.
 
+  Images [H, W, C] get the network the environment declares through its observation
+  spec's name (`network_spec.image_network`: ``"minatar_cnn"`` -> Young and Tian 2019's
+  MinAtar network), else the Nature CNN; `hidden_sizes` shapes only the MLP of vector
+  observations.
+
   Raises:
     actorq.core.UnsupportedEnvironmentError: for a non-discrete action spec, an
       observation that is neither a vector [D] nor an image [H, W, C], or an image
-      smaller than the Nature CNN accepts (naming both shapes, e.g. (15, 15, 3) and
-      (36, 36, C)).
+      smaller than its network accepts (naming both shapes, e.g. (15, 15, 3) and
+      (36, 36, C) for the Nature CNN).
   """
   actions = discrete_actions(environment_spec, "DQN", "a continuous-control agent or a "
                              "Discrete-action environment such as gym:CartPole-v1")
@@ -79,7 +85,8 @@ def make_networks(environment_spec: specs.EnvironmentSpec, hidden_sizes=(256, 25
   outputs = actions.num_values + 1 if dueling else actions.num_values
   if len(obs_shape) == 3:
     try:
-      spec = ns.nature_cnn(obs_shape, outputs)
+      spec = ns.image_network(getattr(environment_spec.observations, "name", None), obs_shape,
+                              outputs)
     except ValueError as e:  # the image is smaller than the convolutions accept (case B7)
       raise UnsupportedEnvironmentError(str(e)) from None
   elif len(obs_shape) == 1:

@@ -7,6 +7,8 @@ Ids:
   * ``dmc:<domain>-<task>``, e.g. ``dmc:cartpole-balance`` (dm_control suite; the
     observation dict is concatenated into one float32 vector);
   * ``atari:<Game>``, e.g. ``atari:Pong`` (see `actorq.components.envs.atari`);
+  * ``minatar:<game>``, e.g. ``minatar:breakout`` (MinAtar, Young and Tian 2019: float32
+    [10, 10, C] observations; see `actorq.components.envs.minatar`);
   * a prefix registered since (`register_prefix`);
   * any of these with ``@repeat=K`` appended, e.g. ``dmc:cartpole-swingup@repeat=8``: action
     repeat (frame skip), K >= 2 (`ActionRepeat`). One agent step is then K environment
@@ -44,6 +46,7 @@ from dm_env import specs as dm_specs
 
 from actorq import core
 from actorq.components.envs import atari
+from actorq.components.envs import minatar
 from actorq.components.envs.gymnasium_adapter import (MAX_FLAT_ACTIONS, GymnasiumToDmEnv,
                                                  InvalidActionError, UnsupportedSpaceError)
 
@@ -296,6 +299,9 @@ PREFIXES: Dict[str, EnvironmentPrefix] = {
     "atari": EnvironmentPrefix(
         atari.make_atari, "'atari:<Game>' (e.g. atari:Pong)",
         no_vector="EnvPool's Atari preprocessing differs from actorq's atari: adapter"),
+    "minatar": EnvironmentPrefix(
+        minatar.make_minatar, "'minatar:<game>' (e.g. minatar:breakout)",
+        no_vector="EnvPool does not ship MinAtar"),
 }
 
 
@@ -347,11 +353,12 @@ def make_environment(env_id: str, seed: int = 0, **kwargs: Any) -> dm_env.Enviro
   """Builds the environment named by `env_id` (see the module docstring).
 
   Args:
-    env_id: ``gym:<id>``, ``dmc:<domain>-<task>``, ``atari:<Game>`` or another registered
-      prefix's id (`PREFIXES`), each optionally with ``@repeat=K`` (action repeat K).
+    env_id: ``gym:<id>``, ``dmc:<domain>-<task>``, ``atari:<Game>``, ``minatar:<game>``
+      or another registered prefix's id (`PREFIXES`), each optionally with ``@repeat=K``
+      (action repeat K).
     seed: seeds the environment's first episode.
     **kwargs: passed to the prefix's factory (`gymnasium.make`, `dm_control.suite.load`,
-      `atari.make_atari`).
+      `atari.make_atari`, `minatar.make_minatar`).
 
   Raises:
     UnknownEnvironmentError: for an id with an unknown prefix or suffix or a name the

@@ -107,6 +107,9 @@ def _index(action: Any, num_values: int) -> int:
   return i
 
 
+action_index = _index  # the same check for adapters of other discrete games (minatar)
+
+
 class _ActionMap:
   """An action spec and the map from its actions to the Gymnasium space's actions.
 

@@ -15,8 +15,8 @@ from actorq.launch import experiment
 from actorq.launch import local
 
 UNKNOWN = ("unknown environment id 'CartPole-v1': use 'gym:<Gymnasium id>' (e.g. "
-           "gym:CartPole-v1), 'dmc:<domain>-<task>' (e.g. dmc:cartpole-balance) or "
-           "'atari:<Game>' (e.g. atari:Pong)")
+           "gym:CartPole-v1), 'dmc:<domain>-<task>' (e.g. dmc:cartpole-balance), "
+           "'atari:<Game>' (e.g. atari:Pong) or 'minatar:<game>' (e.g. minatar:breakout)")
 
 
 @pytest.fixture
@@ -101,9 +101,10 @@ CORRIDOR = environments.EnvironmentPrefix(
 
 
 def test_the_table_holds_the_built_in_prefixes_in_order():
-  assert list(environments.PREFIXES) == ["gym", "dmc", "atari"]
-  assert environments.allowed_prefixes() == ("gym:", "dmc:", "atari:")
+  assert list(environments.PREFIXES) == ["gym", "dmc", "atari", "minatar"]
+  assert environments.allowed_prefixes() == ("gym:", "dmc:", "atari:", "minatar:")
   assert environments.PREFIXES["atari"].vector is None
+  assert environments.PREFIXES["minatar"].vector is None
 
 
 def test_parse_id_is_the_one_parser():
@@ -134,7 +135,7 @@ def test_register_prefix_refuses_a_taken_or_malformed_prefix(table):
       environments.register_prefix(bad, CORRIDOR)
   with pytest.raises(ValueError, match="must be an EnvironmentPrefix, got function"):
     environments.register_prefix("corridor", make_corridor)
-  assert list(table) == ["gym", "dmc", "atari"]
+  assert list(table) == ["gym", "dmc", "atari", "minatar"]
 
 
 def test_a_registered_prefix_builds_both_paths_and_is_listed(table):
@@ -154,8 +155,8 @@ def test_a_registered_prefix_builds_both_paths_and_is_listed(table):
   with pytest.raises(environments.UnknownEnvironmentError) as e:
     environments.make_environment("nope:1")
   assert str(e.value).endswith("'dmc:<domain>-<task>' (e.g. dmc:cartpole-balance), "
-                               "'atari:<Game>' (e.g. atari:Pong) or 'corridor:<n>' "
-                               "(e.g. corridor:5)")
+                               "'atari:<Game>' (e.g. atari:Pong), 'minatar:<game>' (e.g. "
+                               "minatar:breakout) or 'corridor:<n>' (e.g. corridor:5)")
   with pytest.raises(environments.UnknownEnvironmentError, match="with n >= 2"):
     environments.make_environment("corridor:x")
   # Its vector backend: rows auto-reset on the step after LAST.
