@@ -100,10 +100,11 @@ def corrected_biases(params: Mapping[str, Mapping[str, Any]],
     w_q, b_q = (np.asarray(quantized[layer.name][k], np.float32) for k in ("w", "b"))
     y = _apply(layer, x, w, b)
     y_q = _apply(layer, x_q, w_q, b_q)
-    b_q = (b_q - (y_q - y).reshape(-1, y.shape[-1]).mean(axis=0)).astype(np.float32)
-    out[layer.name] = b_q.reshape(np.shape(quantized[layer.name]["b"]))
+    shift = (y_q - y).reshape(-1, y.shape[-1]).mean(axis=0)
+    out[layer.name] = (b_q - shift).astype(np.float32).reshape(
+        np.shape(quantized[layer.name]["b"]))
     x = _activate(layer, y)
-    x_q = _activate(layer, _apply(layer, x_q, w_q, b_q))
+    x_q = _activate(layer, y_q - shift)  # the corrected layer's output, no second matmul
   return out
 
 
