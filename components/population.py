@@ -54,6 +54,47 @@ class Hyperparameter:
       return float(math.exp(rng.uniform(math.log(self.low), math.log(self.high))))
     return float(rng.uniform(self.low, self.high))
 
+  def explore(self, value: float, rng: np.random.Generator,
+              resample_probability: float) -> float:
+    """With probability `resample_probability` a fresh `sample`, else `value` times 0.8
+    or 1.2 (`PERTURB_FACTORS`, equally likely) clipped to the range (Jaderberg et al.
+    2017, section 3 "explore"). Draws from `rng` in a fixed order: the branch, the
+    factor, then the resample's value when resampling."""
+    resample = rng.random() < resample_probability
+    factor = PERTURB_FACTORS[int(rng.integers(len(PERTURB_FACTORS)))]
+    if resample:
+      return self.sample(rng)
+    return self.clip(value * factor)
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+  """A categorical mutable hyperparameter (e.g. the actors' precision).
+
+  Attributes:
+    choices: the values it may take (at least 2, distinct).
+    doc: one line for `--help` and the docs.
+  """
+  choices: Tuple[Any, ...]
+  doc: str = ""
+
+  def __post_init__(self):
+    if len(self.choices) < 2 or len(set(self.choices)) != len(self.choices):
+      raise ValueError(f"a Choice needs at least 2 distinct values, got {self.choices}")
+
+  def sample(self, rng: np.random.Generator) -> Any:
+    """One of `choices`, uniformly."""
+    return self.choices[int(rng.integers(len(self.choices)))]
+
+  def explore(self, value: Any, rng: np.random.Generator, resample_probability: float) -> Any:
+    """A categorical value has no perturbation: with probability `resample_probability`
+    one of the OTHER choices (uniformly), else `value` (Jaderberg et al. 2017 resample
+    categorical hyperparameters). Draws from `rng`: the branch, then the new value."""
+    if rng.random() < resample_probability:
+      others = [c for c in self.choices if c != value]
+      return others[int(rng.integers(len(others)))]
+    return value
+
 
 def stack(members: Sequence[Any]) -> Any:
   """One pytree whose leaves are the members' leaves stacked on a new leading axis [N, ...].
@@ -125,14 +166,8 @@ def truncation_selection(fitness: Sequence[float], quantile: float,
   return [int(b) for b in bottom], winners
 
 
-def explore(space: Hyperparameter, value: float, rng: np.random.Generator,
-            resample_probability: float = 0.25) -> float:
-  """PBT's explore of one hyperparameter (Jaderberg et al. 2017, section 3): with
-  probability `resample_probability` a fresh draw from `space`, else `value` times 0.8 or
-  1.2 (`PERTURB_FACTORS`, equally likely), clipped to the range. Draws from `rng` in a fixed
-  order (the branch, the factor, then the resample's value when resampling)."""
-  resample = rng.random() < resample_probability
-  factor = PERTURB_FACTORS[int(rng.integers(len(PERTURB_FACTORS)))]
-  if resample:
-    return space.sample(rng)
-  return space.clip(value * factor)
+def explore(space, value, rng: np.random.Generator, resample_probability: float = 0.25):
+  """PBT's explore of one hyperparameter: `space.explore(value, rng,
+  resample_probability)` (`Hyperparameter`: perturb x0.8/x1.2 or resample; `Choice`:
+  keep or switch)."""
+  return space.explore(value, rng, resample_probability)

@@ -3,42 +3,60 @@
 N members of one agent learn side by side: their learner states sit on a leading member
 axis and take ONE jitted, vmapped update per round (the agent's population learner,
 `POPULATION_LEARNERS`; Flajolet et al. 2022), their actors step N x B environments of one
-vector environment with ONE batched inference per step, and each member keeps its own
-seeded in-process replay (`LocalReplayClient` of the builder's tables), adder and
-samples-per-insert schedule, exactly as `local.run` keeps one run's.
+vector environment, and each member keeps its own seeded in-process replay
+(`LocalReplayClient` of the builder's tables), adder and samples-per-insert schedule,
+exactly as `local.run` keeps one run's. The fp32 members act through ONE batched
+(vmapped) inference per vector step; a member whose `actor_precision` is another (int8)
+acts through its own policy runtime at that precision (`quantization.runtimes`),
+reloaded every `variable_update_period` of its actor steps.
 
-Every `ready_every` actor steps of a member (its own transitions), the member is
-evaluated (greedy, `eval_episodes` episodes, the same start states for every member and
-every evaluation) and then PBT's exploit/explore runs (Jaderberg et al. 2017, appendix
-A.1, truncation selection): if its latest return ranks it in the bottom `quantile` of the
-population's latest returns, it copies a member drawn from the top `quantile` (online and
-target parameters, optimizer state, learner step count and hyperparameters, exactly),
-then each `mutate` field is resampled from its range with probability
-`resample_probability`, else multiplied by 0.8 or 1.2 (clipped to its range).
+Members start from the config's values (member 0) or from values drawn from the ranges
+of the `mutate` fields (members 1..N-1; Jaderberg et al. 2017 start from a random
+population). Every `ready_every` actor steps of a member (its own transitions), the
+member is evaluated (greedy, `eval_episodes` episodes at its actor precision, the same
+start states for every member and every evaluation) and then PBT's exploit/explore runs
+(Jaderberg et al. 2017, appendix A.1, truncation selection): if its return ranks it in
+the bottom `quantile` of the population's latest returns, it copies a member drawn from
+the top `quantile` (online and target parameters, optimizer state, learner step count
+and every mutable value, exactly), then each `mutate` field is explored: a number is
+resampled from its range with probability `resample_probability`, else multiplied by 0.8
+or 1.2 (clipped); a choice (actor_precision) switches to another with that probability.
+A member's last evaluation (at `steps`) is never followed by a copy.
 
     result = pbt.run(pbt.PBTSettings("dqn", "gym:CartPole-v1", population=4, steps=5000,
                                      ready_every=1000, mutate=("learning_rate",),
                                      logdir="runs/pbt"))
 
 Files in `logdir` (nothing is written before the settings are checked):
-    pbt.csv          one row per member per ready interval: member, actor_steps,
-                     learner_steps, episode_return (the evaluation's mean), the member's
-                     hyperparameters during that interval, precision, copied_from (the
-                     member it copied right after this evaluation, or empty)
-    pbt_member<m>.csv and tensorboard/pbt_member<m>/   the same scalars per member
+    pbt.json         the settings (`actorq pbt --resume DIR` reads them)
+    pbt.csv          one row per member per evaluation, in the order they happened:
+                     member, actor_steps, learner_steps, episode_return (the evaluation's
+                     mean), the member's mutable values during that interval, precision,
+                     copied_from (the member it copied right after, or empty); a function
+                     of the settings alone (no timings)
+    pbt_member<m>.csv and tensorboard/pbt_member<m>/   per member: the same scalars and
+                     actor_us_per_step, the measured wall-clock microseconds of its acting
+                     (inference) per actor step over the interval (its share of the batched
+                     call for fp32 members)
+    lineage.png      each member's return over its actor steps, copies marked
+    population/      checkpoints of the whole population (`checkpoint_every` minutes, at the
+                     end, and at Ctrl-C / SIGTERM)
     best/            a run directory of the member with the best final evaluation:
-                     run.json (its config) and checkpoints/ckpt-<steps>.pkl (its policy
-                     parameters and learner state), which `actorq eval`, `export` and
-                     `quantize` read as a train run's
+                     run.json (its config, actor_precision included) and
+                     checkpoints/ckpt-<steps>.pkl (its policy parameters and learner state),
+                     which `actorq eval`, `export` and `quantize` read as a train run's
 
-A run is a function of its settings (seed included) on one machine.
+A run is a function of its settings (seed included) on one machine; a resumed run
+continues from its checkpoint with new episodes (as `local.run`).
 """
 from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import math
 import os
+import signal
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -49,15 +67,17 @@ import numpy as np
 from actorq import core
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import population as dqn_population
-from actorq.components import atomic, config_io
+from actorq.components import atomic, config_io, fault_points
 from actorq.components import population as population_lib
 from actorq.components.acting import loop as loop_lib
+from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments, vector_env
 from actorq.components.replay import local_replay
 from actorq.components.replay import priorities as priorities_lib
 from actorq.launch import checkpointing
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import logging as logging_lib
+from actorq.launch import processes
 from actorq.launch import registry
 from actorq.launch import run_dir
 from actorq.launch import spec as spec_lib
@@ -68,7 +88,15 @@ from actorq.launch import spec as spec_lib
 # population support is one class plus one entry here.
 POPULATION_LEARNERS = {dqn_builder.DQNBuilder: dqn_population.DQNPopulation}
 PBT_CSV = "pbt.csv"
+PBT_JSON = "pbt.json"
 BEST_DIR = "best"
+POPULATION_DIR = "population"
+LINEAGE_PNG = "lineage.png"
+DEFAULT_CHECKPOINT_EVERY = 10.0  # minutes, as `actorq train`
+# The mutable field that is the actors' precision (applied by the launcher, not the
+# learner), and the precision whose members act through the one batched inference.
+PRECISION_FIELD = "actor_precision"
+FULL_PRECISION = "fp32"
 DEFAULT_QUANTILE = 0.25
 DEFAULT_RESAMPLE_PROBABILITY = 0.25
 
@@ -222,24 +250,43 @@ class _Run:
     s = self.settings = settings
     self.builder = builder
     self.n, self.b = s.population, s.num_envs
-    self.env = vector_env.make_vector_environment(
-        s.env_id, self.n * self.b, seed=s.seed, max_episode_steps=s.max_episode_steps)
-    self.spec = self.env.environment_spec()
-    networks = builder.make_networks(self.spec)
-    self.learner = POPULATION_LEARNERS[type(builder)](builder.config, networks, self.spec)
+    single = environments.make_environment(s.env_id, seed=s.seed)
+    try:
+      self.spec = environments.environment_spec(single)
+    finally:
+      single.close()
+    self.networks = builder.make_networks(self.spec)
+    self.outputs = builder.policy_outputs(self.networks, self.spec)
+    self.learner = POPULATION_LEARNERS[type(builder)](builder.config, self.networks, self.spec)
     key_init, key_replay = jax.random.split(jax.random.PRNGKey(s.seed))
     self.state = self.learner.init(jax.random.split(key_init, self.n))
-    self.hyper = self.learner.hyperparameters(self.n)
     replay_seeds = np.asarray(jax.random.randint(key_replay, (self.n,), 0, 2**31 - 1))
     self.clients = [local_replay.LocalReplayClient(builder.make_replay_tables(self.spec),
                                                    seed=int(seed)) for seed in replay_seeds]
     self.adders = [builder.make_batched_adder(c, self.spec, num_envs=self.b)
                    for c in self.clients]
     self.act_rng = np.random.default_rng([s.seed, 1])
+    self.runtimes: Dict[int, Any] = {}  # member -> (precision, runtime, actor step loaded)
     self.pbt_rng = np.random.default_rng([s.seed, 2])
+    # Every member's values of the mutable fields (learner inputs and actor_precision),
+    # the config's for member 0 and drawn from the ranges of the --mutate fields for the
+    # others (PBT starts from a random population, Jaderberg et al. 2017, section 3).
+    config_values = {name: getattr(builder.config, name) for name in
+                     self.learner.HYPERPARAMETERS}
+    self.values: List[Dict[str, Any]] = []
+    for m in range(self.n):
+      values = dict(config_values)
+      if m > 0:
+        for name in s.mutate:
+          values[name] = self.learner.HYPERPARAMETERS[name].sample(self.pbt_rng)
+      self.values.append(self._canonical(self.learner.constrain(values)))
+    self.hyper = self.learner.hyperparameters(self.n)
+    for m in range(self.n):
+      self._apply_values(m)
     self.actor_steps = np.zeros(self.n, np.int64)
-    self.learner_steps = np.zeros(self.n, np.int64)  # vmapped rounds each member took part in
+    self.learner_steps = np.zeros(self.n, np.int64)  # rounds each member took part in
     self.start_step = np.full(self.n, -1, np.int64)  # actor steps when learning started
+    self.items_before = np.zeros(self.n, np.int64)  # items written before a resume
     self.next_ready = np.full(self.n, s.ready_every, np.int64)
     self.last_eval = np.full(self.n, -1, np.int64)  # actor steps at the latest evaluation
     self.fitness = np.full(self.n, np.nan)
@@ -247,6 +294,23 @@ class _Run:
     self.rounds = 0
     self.table = builder.replay_table_name()
     self.num_actions = int(self.spec.actions.num_values)
+    # Measured acting cost per member since its last evaluation: seconds, actor steps.
+    self.act_seconds = np.zeros(self.n)
+    self.act_counted = np.zeros(self.n, np.int64)
+
+  def _canonical(self, values: Dict[str, Any]) -> Dict[str, Any]:
+    """Numeric values as the float32 the learner holds, written shortest (0.001)."""
+    return {k: float(str(np.float32(v))) if k in self.learner.LEARNER_FIELDS else v
+            for k, v in values.items()}
+
+  def _apply_values(self, m: int) -> None:
+    """Member m's values into the learner's arrays, its adder (discount) and its actor."""
+    self.hyper = self.learner.with_member(self.hyper, m, self.values[m])
+    self.adders[m].discount = self.values[m]["discount"]
+    self.runtimes.pop(m, None)
+
+  def _precision(self, m: int) -> str:
+    return self.values[m].get(PRECISION_FIELD, FULL_PRECISION)
 
   # -- acting -----------------------------------------------------------------------------
   def _epsilon(self) -> np.ndarray:
@@ -259,28 +323,79 @@ class _Run:
             if c.epsilon_decay_steps > 0 else np.ones(self.n))
     return start + frac * (end - start)
 
-  def _act(self, observations: np.ndarray, explore: bool, rng) -> np.ndarray:
-    """int [N * B] epsilon-greedy actions from ONE batched inference of every member."""
+  def _load_runtime(self, m: int, runtime=None):
+    """A policy runtime of member m's precision (`runtime` if given) loaded with its
+    current parameters (`runtimes.make_payload`: int8 quantizes them here)."""
+    runtime = runtime or vc.make_runtime(self._precision(m), self.networks.spec)
+    params = jax.device_get(population_lib.member(self.state.params, m))
+    runtime.load(vc.make_payload(params, self.networks.spec, runtime.payload_precision,
+                                 int(np.asarray(self.state.steps)[m])))
+    return runtime
+
+  def _runtime(self, m: int):
+    """Member m's acting runtime, reloaded with its parameters every
+    `variable_update_period` of its actor steps (as a train run's actor pulls) and after
+    its precision or parameters were replaced (`_apply_values`)."""
+    held = self.runtimes.get(m)
+    if held is None or self.actor_steps[m] - held[2] >= self.builder.config.variable_update_period:
+      runtime = self._load_runtime(m, None if held is None else held[1])
+      held = self.runtimes[m] = (self._precision(m), runtime, int(self.actor_steps[m]))
+    return held[1]
+
+  def _q_values(self, members: Sequence[int], observations: np.ndarray, runtime_for,
+                costs: Optional[np.ndarray] = None, params=None) -> np.ndarray:
+    """float [M, B, A] of `members` (M of them) from `observations` [M, B, ...]: the fp32
+    members' from ONE batched (vmapped) inference over all M members' parameters
+    (`params`, leaves [M, ...]; None: the learner's, when `members` is every member), each
+    other member's through `runtime_for(member)`, its precision's runtime. The batched
+    call keeps one shape (one compilation) whatever the precisions; it also computes the
+    other members' rows, which are dropped. With `costs` [N], each fp32 member is charged
+    1/M of the batched call's seconds and each other member its runtime's."""
+    members = list(members)
+    full = [i for i, m in enumerate(members) if self._precision(m) == FULL_PRECISION]
+    q = np.zeros(observations.shape[:2] + (self.num_actions,), np.float32)
+    if full:
+      start = time.perf_counter()
+      batched = self.learner.q_values(self.state.params if params is None else params,
+                                      observations)
+      q[full] = batched[full]
+      if costs is not None:
+        costs[np.asarray([members[i] for i in full])] += (
+            (time.perf_counter() - start) / len(members))
+    for i, m in enumerate(members):
+      if i in full:
+        continue
+      runtime = runtime_for(m)
+      start = time.perf_counter()
+      outputs = runtime(observations[i])
+      q[i] = outputs if self.outputs.to_values is None else self.outputs.to_values(outputs)
+      if costs is not None:
+        costs[m] += time.perf_counter() - start
+    return q
+
+  def _act(self, observations: np.ndarray) -> np.ndarray:
+    """int [N * B] epsilon-greedy actions, every member from its own Q-values."""
     obs = observations.reshape((self.n, -1) + observations.shape[1:])
-    q = self.learner.q_values(self.state.params, obs)  # [N, B, A]
-    actions = q.argmax(-1)
-    if explore:
-      eps = self._epsilon()[:, None]
-      draws = rng.random(actions.shape)
-      random_actions = rng.integers(self.num_actions, size=actions.shape)
-      actions = np.where(draws < eps, random_actions, actions)
+    actions = self._q_values(range(self.n), obs, self._runtime, self.act_seconds).argmax(-1)
+    eps = self._epsilon()[:, None]
+    draws = self.act_rng.random(actions.shape)
+    random_actions = self.act_rng.integers(self.num_actions, size=actions.shape)
+    actions = np.where(draws < eps, random_actions, actions)
     return actions.reshape(-1).astype(self.spec.actions.dtype)
 
   # -- evaluation -------------------------------------------------------------------------
   def _evaluate(self, members: Sequence[int]) -> np.ndarray:
-    """float [len(members)]: mean greedy return over `eval_episodes` episodes, every
-    member on the same start states (rows seeded seed + EVAL_SEED_OFFSET + i), all in one
-    vector environment with one batched inference per step."""
+    """float [len(members)]: mean greedy return over `eval_episodes` episodes, each member
+    acting at its own precision with its current parameters (the policy it would
+    deploy), every member on the same start states (rows seeded seed +
+    EVAL_SEED_OFFSET + i), all in one vector environment."""
     s, e = self.settings, self.settings.eval_episodes
     members = list(members)
     env = vector_env.make_vector_environment(
         s.env_id, len(members) * e, seed=s.seed + experiment_lib.EVAL_SEED_OFFSET,
         max_episode_steps=s.max_episode_steps)
+    runtimes = {m: self._load_runtime(m) for m in members
+                if self._precision(m) != FULL_PRECISION}
     params = jax.tree_util.tree_map(lambda x: x[np.asarray(members)], self.state.params)
     try:
       batch = env.reset()
@@ -288,7 +403,8 @@ class _Run:
       done = np.zeros(len(members) * e, bool)
       while not done.all():
         obs = batch.observation.reshape((len(members), e) + batch.observation.shape[1:])
-        actions = self.learner.q_values(params, obs).argmax(-1).reshape(-1)
+        actions = self._q_values(members, obs, runtimes.__getitem__,
+                                 params=params).argmax(-1).reshape(-1)
         batch = env.step(actions.astype(self.spec.actions.dtype))
         returns += np.where(done, 0.0, batch.reward)
         done |= batch.step_type == dm_env.StepType.LAST
@@ -309,7 +425,7 @@ class _Run:
         self.start_step[m] = self.actor_steps[m]
       owed[m] = self.builder.learner_steps_owed(core.ReplayProgress(
           int(self.actor_steps[m] - self.start_step[m]),
-          int(self.adders[m].items_written))) - self.learner_steps[m]
+          int(self.items_before[m] + self.adders[m].items_written))) - self.learner_steps[m]
     return owed
 
   def _learn(self) -> None:
@@ -352,80 +468,204 @@ class _Run:
       owed -= active
 
   # -- exploit / explore --------------------------------------------------------------
-  def _ready(self, members: List[int], returns: np.ndarray) -> None:
-    """Records the members' evaluations (pbt.csv rows: the hyperparameters they had during
-    the interval), then runs exploit/explore for those of them in the bottom quantile."""
+  def _ready(self, members: List[int], returns: np.ndarray) -> List[Dict[str, Any]]:
+    """Records the members' evaluations (pbt.csv rows: the values they had during the
+    interval), then runs exploit/explore for those of them in the bottom quantile.
+    Returns the per-member scalars (the rows plus the measured actor cost per step)."""
     s = self.settings
-    before = self.learner.as_dicts(self.hyper)
-    new_rows = {}
+    new_rows, scalars = {}, {}
     for m, value in zip(members, returns):
       self.fitness[m] = float(value)
       row = {"member": m, "actor_steps": int(self.actor_steps[m]),
              "learner_steps": int(np.asarray(self.state.steps)[m]),
              "episode_return": float(value)}
-      row.update(before[m])
-      row.update(precision="fp32", copied_from="")
+      row.update({k: v for k, v in self.values[m].items() if k != PRECISION_FIELD})
+      row.update(precision=self._precision(m), copied_from="")
       new_rows[m] = row
+      cost = self.act_seconds[m] / max(int(self.act_counted[m]), 1)
+      scalars[m] = {"actor_steps": row["actor_steps"], "learner_steps": row["learner_steps"],
+                    "episode_return": row["episode_return"],
+                    "actor_us_per_step": 1e6 * cost,
+                    **{k: v for k, v in self.values[m].items()
+                       if k in self.learner.LEARNER_FIELDS}}
+      self.act_seconds[m], self.act_counted[m] = 0.0, 0
       self.last_eval[m] = self.actor_steps[m]
       self.next_ready[m] = (self.actor_steps[m] // s.ready_every + 1) * s.ready_every
     losers, winners = population_lib.truncation_selection(self.fitness, s.quantile,
                                                            self.pbt_rng)
     for loser, winner in zip(losers, winners):
-      if loser not in new_rows or loser == winner:
-        continue  # only a member at its ready point is replaced
+      if loser not in new_rows or loser == winner or self.actor_steps[loser] >= s.steps:
+        continue  # only a member at a ready point is replaced, never after its last steps
       self.state = population_lib.copy_member(self.state, winner, loser)
-      values = dict(before[winner])
+      values = dict(self.values[winner])
       for name in s.mutate:
         values[name] = population_lib.explore(self.learner.HYPERPARAMETERS[name],
                                               values[name], self.pbt_rng,
                                               s.resample_probability)
-      self.hyper = self.learner.with_member(self.hyper, loser, values)
-      self.adders[loser].discount = values["discount"]
+      self.values[loser] = self._canonical(self.learner.constrain(values))
+      self._apply_values(loser)
       new_rows[loser]["copied_from"] = int(winner)
     self.rows.extend(new_rows[m] for m in members)
+    return [dict(scalars[m], member=m, copied_from=new_rows[m]["copied_from"])
+            for m in members]
+
+  # -- checkpoints ------------------------------------------------------------------------
+  def checkpoint(self) -> Dict[str, Any]:
+    """Everything a resumed run continues from (numpy and plain Python): the members'
+    learner states and values, replays, counters, rows and both generators. Not kept
+    (as in `local.run`): the episodes in progress and the environments' state."""
+    return {"settings": _settings_json(self.settings),
+            "state": jax.device_get(self.state), "values": [dict(v) for v in self.values],
+            "replay": [c.state() for c in self.clients],
+            "items_written": [int(self.items_before[m] + self.adders[m].items_written)
+                              for m in range(self.n)],
+            "actor_steps": self.actor_steps.tolist(), "learner_steps": self.learner_steps.tolist(),
+            "start_step": self.start_step.tolist(), "next_ready": self.next_ready.tolist(),
+            "last_eval": self.last_eval.tolist(), "fitness": self.fitness.tolist(),
+            "rows": [dict(r) for r in self.rows], "rounds": self.rounds,
+            "act_rng": self.act_rng.bit_generator.state,
+            "pbt_rng": self.pbt_rng.bit_generator.state}
+
+  def restore(self, saved: Dict[str, Any]) -> None:
+    """Takes back a `checkpoint()` of a run with the same settings."""
+    self.state = jax.device_put(type(self.state)(*saved["state"]))
+    self.values = [dict(v) for v in saved["values"]]
+    for m in range(self.n):
+      self._apply_values(m)
+      self.clients[m].restore(saved["replay"][m])
+    self.items_before = np.asarray(saved["items_written"], np.int64)
+    for name in ("actor_steps", "learner_steps", "start_step", "next_ready", "last_eval"):
+      setattr(self, name, np.asarray(saved[name], np.int64))
+    self.fitness = np.asarray(saved["fitness"], np.float64)
+    self.rows = [dict(r) for r in saved["rows"]]
+    self.rounds = int(saved["rounds"])
+    self.act_rng.bit_generator.state = saved["act_rng"]
+    self.pbt_rng.bit_generator.state = saved["pbt_rng"]
 
   # -- the loop ---------------------------------------------------------------------------
-  def run(self, logger_fn=None) -> None:
+  def run(self, logger_fn=None, on_ready=None, should_stop=None) -> bool:
+    """Steps until every member has `steps` actor steps; `on_ready()` after each round of
+    evaluations; returns False when `should_stop()` ended it first (checked once per
+    vector step, where the population's state is whole)."""
     s = self.settings
-    batch = self.env.reset()
-    rows = np.arange(self.n * self.b).reshape(self.n, self.b)
-    for m in range(self.n):
-      self.adders[m].add_first(np.arange(self.b), batch.observation[rows[m]])
-    resetting = np.zeros(self.n * self.b, bool)
-    while (self.actor_steps < s.steps).any():
-      actions = self._act(batch.observation, True, self.act_rng)
-      batch = self.env.step(actions)
-      last = batch.step_type == dm_env.StepType.LAST
+    # A resumed run's environments start anew with another seed (their state is not
+    # checkpointed), as `local.run` does.
+    env = vector_env.make_vector_environment(
+        s.env_id, self.n * self.b, seed=s.seed + int(self.actor_steps.sum()),
+        max_episode_steps=s.max_episode_steps)
+    try:
+      batch = env.reset()
+      rows = np.arange(self.n * self.b).reshape(self.n, self.b)
       for m in range(self.n):
-        local = np.flatnonzero(~resetting[rows[m]])
-        local = local[:max(int(s.steps - self.actor_steps[m]), 0)]
-        fresh = np.flatnonzero(resetting[rows[m]])
-        if len(local):
-          g = rows[m][local]
-          self.adders[m].add(local, actions[g], batch.reward[g], batch.discount[g],
-                             batch.observation[g], last[g], [()] * len(local))
-        self.adders[m].flush()
-        if len(fresh):
-          self.adders[m].add_first(fresh, batch.observation[rows[m][fresh]])
-        self.actor_steps[m] += len(local)
-      resetting = last
-      self._learn()
-      ready = [m for m in range(self.n) if self.actor_steps[m] >= self.next_ready[m]
-               or (self.actor_steps[m] >= s.steps and self.last_eval[m] < s.steps)]
-      if ready:
-        returns = self._evaluate(ready)
-        self._ready(ready, returns)
-        if logger_fn is not None:
-          for row in self.rows[-len(ready):]:
-            logger_fn(f"pbt_member{row['member']}").write(
-                {k: v for k, v in row.items() if k not in ("member", "precision", "copied_from")})
+        self.adders[m].add_first(np.arange(self.b), batch.observation[rows[m]])
+      resetting = np.zeros(self.n * self.b, bool)
+      while (self.actor_steps < s.steps).any() or (self.last_eval < s.steps).any():
+        fault_points.point("acting")  # a test's signal lands between two vector steps
+        if should_stop is not None and should_stop():
+          return False
+        if (self.actor_steps < s.steps).any():
+          actions = self._act(batch.observation)
+          batch = env.step(actions)
+          last = batch.step_type == dm_env.StepType.LAST
+          for m in range(self.n):
+            local = np.flatnonzero(~resetting[rows[m]])
+            local = local[:max(int(s.steps - self.actor_steps[m]), 0)]
+            fresh = np.flatnonzero(resetting[rows[m]])
+            if len(local):
+              g = rows[m][local]
+              self.adders[m].add(local, actions[g], batch.reward[g], batch.discount[g],
+                                 batch.observation[g], last[g], [()] * len(local))
+            self.adders[m].flush()
+            if len(fresh):
+              self.adders[m].add_first(fresh, batch.observation[rows[m][fresh]])
+            self.actor_steps[m] += len(local)
+            self.act_counted[m] += len(local)
+          resetting = last
+          self._learn()
+        ready = [m for m in range(self.n) if self.actor_steps[m] >= self.next_ready[m]
+                 or (self.actor_steps[m] >= s.steps and self.last_eval[m] < s.steps)]
+        if ready:
+          scalars = self._ready(ready, self._evaluate(ready))
+          if logger_fn is not None:
+            for row in scalars:
+              logger_fn(f"pbt_member{row.pop('member')}").write(
+                  {k: v for k, v in row.items() if k != "copied_from"})
+          if on_ready is not None:
+            on_ready()
+    finally:
+      env.close()
+    return True
+
+
+def _settings_json(settings: PBTSettings) -> Dict[str, Any]:
+  """The settings as pbt.json holds them (the logdir is where the file is, not in it)."""
+  out = dataclasses.asdict(settings)
+  out.pop("logdir")
+  out["mutate"] = list(out["mutate"])
+  return json.loads(json.dumps(out))
+
+
+def load_settings(logdir: str) -> PBTSettings:
+  """The settings of the population run in `logdir` (its pbt.json), for `--resume`.
+
+  Raises:
+    core.UsageError: no readable pbt.json there (naming the path).
+  """
+  path = os.path.join(logdir, PBT_JSON)
+  try:
+    with open(path, encoding="utf-8") as f:
+      info = json.load(f)
+    info["mutate"] = tuple(info["mutate"])
+    return PBTSettings(logdir=logdir, **info)
+  except (OSError, ValueError, TypeError, KeyError) as e:
+    raise core.UsageError(f"--resume {logdir}: not a population run of 'actorq pbt' (cannot "
+                          f"read {path}: {e})") from None
+
+
+def plot_lineage(rows: Sequence[Dict[str, Any]], path: str) -> None:
+  """The lineage plot of a population run: each member's evaluation return against its
+  actor steps (one line per member), every copy marked: a dotted arrow from the copied
+  member's point at that time to the copying member's, and the copying member's point
+  drawn as a cross. Written as a PNG to `path` (matplotlib, Agg).
+
+  Args:
+    rows: pbt.csv's rows (member, actor_steps, episode_return, copied_from, precision).
+  """
+  import matplotlib  # pylint: disable=import-outside-toplevel (only when plotting)
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  fig, ax = plt.subplots(figsize=(8, 4.5))
+  members = sorted({int(r["member"]) for r in rows})
+  colors = {m: plt.cm.tab10(i % 10) for i, m in enumerate(members)}
+  latest: Dict[int, Tuple[int, float]] = {}
+  for m in members:
+    mine = [r for r in rows if int(r["member"]) == m]
+    ax.plot([r["actor_steps"] for r in mine], [r["episode_return"] for r in mine],
+            "-o", ms=3, color=colors[m], label=f"member {m}")
+  for r in rows:  # in the order they were written: a copy reads its source's latest point
+    m = int(r["member"])
+    latest[m] = (r["actor_steps"], r["episode_return"])
+    if r["copied_from"] != "":
+      src = int(r["copied_from"])
+      if src in latest:
+        ax.annotate("", xy=latest[m], xytext=latest[src],
+                    arrowprops={"arrowstyle": "->", "linestyle": ":", "color": colors[src]})
+      ax.plot(*latest[m], "x", ms=9, color=colors[m])
+      if r.get("precision", FULL_PRECISION) != FULL_PRECISION:
+        ax.annotate(r["precision"], latest[m], fontsize=7)
+  ax.set_xlabel("actor steps of the member")
+  ax.set_ylabel("evaluation return")
+  ax.set_title("PBT lineage (x: the member copied the arrow's source, then explored)")
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
 
 
 def _save_best(run: _Run, member: int, best_dir: str) -> None:
   """`best_dir` as a train run's directory of `member` (see the module docstring)."""
   s = run.settings
-  values = run.learner.as_dicts(run.hyper)[member]
-  config = run.learner.member_config(values)
+  config = run.learner.member_config(run.values[member])
   spec_lib.RunSpec(agent=s.agent, env=s.env_id, seed=s.seed,
                    config=config_io.to_dict(config), steps=s.steps, eval_every=s.ready_every,
                    eval_episodes=s.eval_episodes).save(best_dir)
@@ -437,22 +677,62 @@ def _save_best(run: _Run, member: int, best_dir: str) -> None:
       "population_member": member}, step=int(run.actor_steps[member]), keep=1)
 
 
-def run(settings: PBTSettings) -> PBTResult:
+def run(settings: PBTSettings, resume: bool = False,
+        checkpoint_every: Optional[float] = DEFAULT_CHECKPOINT_EVERY) -> PBTResult:
   """Trains the population (see the module docstring).
 
+  Args:
+    settings: the run (a resumed one: `load_settings(logdir)`).
+    resume: continue from the newest readable checkpoint in `<logdir>/population`.
+    checkpoint_every: minutes between population checkpoints (None/0: only at the end and
+      at a stop); needs a logdir.
+
   Raises:
-    core.UsageError: `check` refuses the settings (nothing written).
+    core.UsageError: `check` refuses the settings, or `resume` and no checkpoint (nothing
+      written).
     core.NonFiniteLossError: a member's loss was not finite.
+    KeyboardInterrupt / experiment.Preempted: Ctrl-C / SIGTERM, after a checkpoint (with
+      a logdir) at the vector step where the signal arrived.
   """
   start = time.time()
   builder = check(settings)
   s = settings
-  if s.logdir is not None:
+  ckpt_dir = os.path.join(s.logdir, POPULATION_DIR) if s.logdir is not None else None
+  saved = None
+  if resume:
+    if ckpt_dir is None:
+      raise core.UsageError("--resume needs the run's directory")
+    _, saved = checkpointing.restore_latest(ckpt_dir)
+    if saved is None:
+      raise core.UsageError(f"--resume {s.logdir}: no readable population checkpoint in "
+                            f"{ckpt_dir}")
+  elif s.logdir is not None:
+    if os.path.exists(os.path.join(s.logdir, PBT_JSON)):
+      raise core.UsageError(f"--logdir {s.logdir} already holds a population run; continue it "
+                            f"with 'actorq pbt --resume {s.logdir}' or give another --logdir")
     run_dir.claim_logdir(s.logdir)
     atomic.ensure_writable_dir(s.logdir, "--logdir")
+    with open(os.path.join(s.logdir, PBT_JSON), "w", encoding="utf-8") as f:
+      json.dump(_settings_json(s), f, indent=1)
   pbt_run = _Run(s, builder)
+  if saved is not None:
+    pbt_run.restore(saved)
   loggers: Dict[str, Any] = {}
   logger_fn = None
+  last_checkpoint = [time.time()]
+
+  def save_checkpoint():
+    checkpointing.save(ckpt_dir, pbt_run.checkpoint(), step=int(pbt_run.actor_steps.sum()),
+                       keep=2)
+    last_checkpoint[0] = time.time()
+
+  def on_ready():
+    if s.logdir is None:
+      return
+    _write_csv(os.path.join(s.logdir, PBT_CSV), pbt_run.rows)
+    if checkpoint_every and time.time() - last_checkpoint[0] >= 60.0 * checkpoint_every:
+      save_checkpoint()
+
   if s.logdir is not None:
     factory = logging_lib.make_logger_factory(s.logdir)
 
@@ -461,18 +741,26 @@ def run(settings: PBTSettings) -> PBTResult:
         loggers[label] = factory(label)
       return loggers[label]
   try:
-    pbt_run.run(logger_fn)
+    with processes.Signals() as stop:
+      finished = pbt_run.run(logger_fn, on_ready, lambda: stop.received is not None)
+      if not finished:
+        if ckpt_dir is not None:
+          save_checkpoint()
+        if stop.received == signal.SIGINT:
+          raise KeyboardInterrupt
+        raise experiment_lib.Preempted(stop.received)
   finally:
     for logger in loggers.values():
       logger.close()
-    pbt_run.env.close()
   final = [float("nan")] * s.population
   for row in pbt_run.rows:
     final[row["member"]] = row["episode_return"]
   best = population_lib.ranking(final)[0]
   best_dir = None
   if s.logdir is not None:
+    save_checkpoint()
     _write_csv(os.path.join(s.logdir, PBT_CSV), pbt_run.rows)
+    plot_lineage(pbt_run.rows, os.path.join(s.logdir, LINEAGE_PNG))
     best_dir = os.path.join(s.logdir, BEST_DIR)
     _save_best(pbt_run, best, best_dir)
   return PBTResult(rows=pbt_run.rows, final_returns=final, best_member=best,

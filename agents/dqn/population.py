@@ -66,6 +66,10 @@ HYPERPARAMETERS: Mapping[str, population_lib.Hyperparameter] = {
                                                    doc="exploration epsilon at actor step 0"),
     "epsilon_end": population_lib.Hyperparameter(0.0, 0.2,
                                                  doc="exploration epsilon after the decay"),
+    # The actors' numerical precision: executed by the member's own policy runtime
+    # (`quantization.runtimes`), not a learner input.
+    "actor_precision": population_lib.Choice(("fp32", "int8"),
+                                             doc="the member's actors' precision"),
 }
 
 
@@ -99,6 +103,9 @@ class DQNPopulation:
     ValueError: `config` is not a `DQNConfig`.
   """
   HYPERPARAMETERS = HYPERPARAMETERS
+  # The HYPERPARAMETERS that are learner inputs (`MemberHyperparameters`); the others
+  # (actor_precision) are the launcher's to apply.
+  LEARNER_FIELDS = MemberHyperparameters._fields
 
   def __init__(self, config: config_lib.DQNConfig, networks: networks_lib.DQNNetworks,
                environment_spec: specs.EnvironmentSpec):
@@ -120,7 +127,16 @@ class DQNPopulation:
         jnp.full((population,), getattr(c, name), jnp.float32)
         for name in MemberHyperparameters._fields))
 
-  def member_config(self, hyper: Mapping[str, float]) -> config_lib.DQNConfig:
+  @staticmethod
+  def constrain(values: Dict[str, Any]) -> Dict[str, Any]:
+    """`values` (field -> value of one member) made a valid `DQNConfig` after an
+    independent explore of each field: epsilon_end <= epsilon_start (the config's rule;
+    epsilon_end is lowered)."""
+    out = dict(values)
+    out["epsilon_end"] = min(out["epsilon_end"], out["epsilon_start"])
+    return out
+
+  def member_config(self, hyper: Mapping[str, Any]) -> config_lib.DQNConfig:
     """The `DQNConfig` of one member: the shared config with its hyperparameters (a
     mapping field -> float, e.g. `dict(zip(fields, values))`), e.g. for the run.json of
     its checkpoint (`actorq eval` rebuilds the networks from it).
@@ -128,7 +144,8 @@ class DQNPopulation:
     Raises:
       ValueError: a value the config refuses (`DQNConfig`'s checks).
     """
-    return dataclasses.replace(self.config, **{k: float(v) for k, v in hyper.items()})
+    return dataclasses.replace(self.config, **{
+        k: float(v) if k in self.LEARNER_FIELDS else v for k, v in hyper.items()})
 
   def init(self, keys: jax.Array) -> learning.TrainingState:
     """Member m's parameters from `network.init(keys[m], ...)` (as `DQNLearner` does with
@@ -207,6 +224,7 @@ class DQNPopulation:
   @staticmethod
   def with_member(hyper: MemberHyperparameters, index: int,
                   values: Dict[str, float]) -> MemberHyperparameters:
-    """`hyper` with member `index`'s fields in `values` set (float32)."""
+    """`hyper` with member `index`'s fields in `values` set (float32); keys that are not
+    `LEARNER_FIELDS` are ignored."""
     return hyper._replace(**{k: getattr(hyper, k).at[index].set(jnp.float32(v))
-                             for k, v in values.items()})
+                             for k, v in values.items() if k in MemberHyperparameters._fields})

@@ -3,13 +3,14 @@ seed (identical pbt.csv), the best member's directory is one `actorq eval` reads
 input is one line, exit 2, nothing written."""
 import csv
 import os
+import signal
 
 import jax
 import numpy as np
 import pytest
 
-from actorq.components import population as pop
-from actorq.launch import pbt
+from actorq.components import fault_points
+from actorq.launch import checkpointing, pbt
 from actorq.testing.cli import run_cli
 
 SMALL = {"hidden_sizes": [16], "min_replay_size": 50, "batch_size": 16,
@@ -26,10 +27,14 @@ def _settings(**kw):
 
 
 def test_exploit_copies_parameters_optimizer_state_and_hyperparameters_exactly():
-  settings = _settings(mutate=())
+  settings = _settings(mutate=(), steps=1000, ready_every=1000)
   run = pbt._Run(settings, pbt.check(settings))
-  run.run()  # 150 steps each: learning has moved every member's parameters and Adam state
-  run.hyper = run.learner.with_member(run.hyper, 2, {"learning_rate": 3e-3, "discount": 0.95})
+  calls = iter(range(10**6))
+  # ~150 vector steps: learning has moved every member's parameters and Adam state.
+  assert not run.run(should_stop=lambda: next(calls) >= 150)
+  assert 100 < min(run.actor_steps) and max(run.actor_steps) < 1000
+  run.values[2].update(learning_rate=3e-3, discount=0.95, actor_precision="int8")
+  run._apply_values(2)
   before = jax.device_get(run.state)
   hyper_before = run.learner.as_dicts(run.hyper)
   assert not np.array_equal(before.params["dense_0"]["w"][1], before.params["dense_0"]["w"][2])
@@ -45,6 +50,7 @@ def test_exploit_copies_parameters_optimizer_state_and_hyperparameters_exactly()
   assert hyper_after[1] == hyper_before[2]
   assert hyper_after[1]["learning_rate"] == 3e-3 and hyper_after[1]["discount"] == 0.95
   assert [hyper_after[m] for m in (0, 2, 3)] == [hyper_before[m] for m in (0, 2, 3)]
+  assert run.values[1] == run.values[2] and run.values[1]["actor_precision"] == "int8"
   assert run.adders[1].discount == pytest.approx(0.95)
   row = run.rows[-1]
   assert (row["member"], row["episode_return"], row["copied_from"]) == (1, 0.5, 2)
@@ -56,11 +62,12 @@ def test_exploit_then_explore_perturbs_only_the_named_fields():
   run = pbt._Run(settings, pbt.check(settings))
   run.fitness[:] = [5.0, 1.0, 9.0, 7.0]
   run._ready([1], np.array([0.5]))
-  top, member = run.learner.as_dicts(run.hyper)[2], run.learner.as_dicts(run.hyper)[1]
-  assert member["learning_rate"] in (pytest.approx(top["learning_rate"] * 0.8),
-                                     pytest.approx(top["learning_rate"] * 1.2))
+  top, member = run.values[2], run.values[1]
+  assert member["learning_rate"] in (pytest.approx(top["learning_rate"] * 0.8, rel=1e-6),
+                                     pytest.approx(top["learning_rate"] * 1.2, rel=1e-6))
   assert {k: v for k, v in member.items() if k != "learning_rate"} == {
       k: v for k, v in top.items() if k != "learning_rate"}
+  assert run.learner.as_dicts(run.hyper)[1]["learning_rate"] == member["learning_rate"]
 
 
 def _argv(logdir, seed="5"):
@@ -107,3 +114,61 @@ def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, extra, f
   assert code == 2
   assert fragment in err and err.count("\n") == 1, err
   assert not logdir.exists()
+
+
+def _rows(path):
+  with open(path, newline="") as f:
+    return list(csv.DictReader(f))
+
+
+def test_sigterm_checkpoints_the_population_and_resume_finishes_it(tmp_path, monkeypatch,
+                                                                    capsys):
+  logdir = tmp_path / "run"
+  monkeypatch.setattr(fault_points, "_PLAN", {"acting": [(160, signal.SIGTERM)]})
+  monkeypatch.setattr(fault_points, "_SEEN", {})
+  code, _, err = run_cli(_argv(logdir), capsys)
+  assert code == 128 + signal.SIGTERM and "stopped by signal" in err, err
+  _, saved = checkpointing.restore_latest(str(logdir / pbt.POPULATION_DIR))
+  assert 100 <= min(saved["actor_steps"]) and max(saved["actor_steps"]) < 300
+  before = _rows(logdir / "pbt.csv")
+  assert len(before) == 3 and not (logdir / "best").exists()  # the 100-step round only
+  # The checkpoint restores exactly: a fresh run restored from it checkpoints the same.
+  settings = pbt.load_settings(str(logdir))
+  restored = pbt._Run(settings, pbt.check(settings))
+  restored.restore(saved)
+  again = restored.checkpoint()
+  for key in ("actor_steps", "learner_steps", "start_step", "next_ready", "values", "rows",
+              "items_written", "act_rng", "pbt_rng", "rounds"):
+    assert again[key] == saved[key], key
+  for a, b in zip(jax.tree_util.tree_leaves(again["state"]),
+                  jax.tree_util.tree_leaves(saved["state"]), strict=True):
+    np.testing.assert_array_equal(a, b)
+  code, _, err = run_cli(["pbt", "--resume", str(logdir), "--population", "3"], capsys)
+  assert code == 2 and "drop --population" in err
+  monkeypatch.setattr(fault_points, "_PLAN", {})
+  code, out, err = run_cli(["pbt", "--resume", str(logdir)], capsys)
+  assert code == 0, err
+  after = _rows(logdir / "pbt.csv")
+  assert after[:3] == before and len(after) == 9
+  assert sorted((int(r["member"]), int(r["actor_steps"])) for r in after) == [
+      (m, s) for m in range(3) for s in (100, 200, 300)]
+  assert (logdir / "best" / "run.json").is_file() and (logdir / "lineage.png").is_file()
+
+
+def test_an_int8_member_acts_through_its_int8_runtime_and_is_charged_its_cost():
+  settings = _settings(population=2, mutate=("actor_precision",))
+  run = pbt._Run(settings, pbt.check(settings))
+  run.values[0]["actor_precision"], run.values[1]["actor_precision"] = "fp32", "int8"
+  run._apply_values(0)
+  run._apply_values(1)
+  obs = np.random.default_rng(0).normal(size=(2, 8, 4)).astype(np.float32)
+  costs = np.zeros(2)
+  q = run._q_values(range(2), obs, run._runtime, costs)
+  fp32 = run.learner.q_values(run.state.params, obs)
+  np.testing.assert_array_equal(q[0], fp32[0])  # the batched fp32 inference, as is
+  assert run.runtimes[1][0] == "int8" and 0 not in run.runtimes  # fp32: no runtime
+  assert not np.array_equal(q[1], fp32[1])  # int8 weights and activations ...
+  np.testing.assert_allclose(q[1], fp32[1], atol=0.05 * np.abs(fp32[1]).max())  # ... close
+  assert (costs > 0).all()
+  # The best member's run.json records the precision it acted with.
+  assert run.learner.member_config(run.values[1]).actor_precision == "int8"
