@@ -83,8 +83,9 @@ from actorq.launch import run_dir
 from actorq.launch import spec as spec_lib
 
 # Builder class -> its population learner (a class taking (config, networks,
-# environment_spec), with HYPERPARAMETERS, hyperparameters(n), init(keys), step(...),
-# q_values(params, obs), member_config(values), as_dicts, with_member). A new agent with
+# environment_spec), with HYPERPARAMETERS, LEARNER_FIELDS, hyperparameters(n), init(keys),
+# step(...), policy_values(params, obs), select_actions(...), constrain(values),
+# member_config(values), as_dicts, with_member). A new agent with
 # population support is one class plus one entry here.
 POPULATION_LEARNERS = {dqn_builder.DQNBuilder: dqn_population.DQNPopulation}
 PBT_CSV = "pbt.csv"
@@ -207,7 +208,10 @@ def check(settings: PBTSettings):
     builder = spec_lib.make_builder(s.agent, s.config)
   except ValueError as e:
     raise core.UsageError(str(e)) from None
-  env = environments.make_environment(s.env_id, seed=s.seed)
+  try:
+    env = environments.make_environment(s.env_id, seed=s.seed)
+  except (core.UnsupportedEnvironmentError, core.UnknownEnvironmentError) as e:
+    raise core.UsageError(f"--env: {e}") from None
   try:
     builder.make_networks(environments.environment_spec(env))
   except (core.UnsupportedEnvironmentError, core.UnknownEnvironmentError) as e:
@@ -223,7 +227,9 @@ class PBTResult:
 
   rows: pbt.csv's rows (dicts); final_returns: float [N] each member's last evaluation;
   best_member: argmax of final_returns (lowest index on ties); best_dir: its run
-  directory (None without a logdir); wall_seconds; learner_rounds: vmapped updates taken.
+  directory (None without a logdir); wall_seconds; learner_rounds: vmapped updates taken
+  (this session); timings: this session's wall-clock seconds by part (act, environment,
+  learn, evaluate; see `_Run.timings`).
   """
   rows: List[Dict[str, Any]]
   final_returns: List[float]
@@ -231,6 +237,7 @@ class PBTResult:
   best_dir: Optional[str]
   wall_seconds: float
   learner_rounds: int
+  timings: Dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def _write_csv(path: str, rows: List[Dict[str, Any]]) -> None:
@@ -267,6 +274,10 @@ class _Run:
                    for c in self.clients]
     self.act_rng = np.random.default_rng([s.seed, 1])
     self.runtimes: Dict[int, Any] = {}  # member -> (precision, runtime, actor step loaded)
+    # Wall-clock seconds of this session by part: acting (inference and action selection),
+    # environment (vector env steps and adders), learning (sampling, the vmapped updates,
+    # priorities), evaluation (and exploit/explore).
+    self.timings = {"act": 0.0, "environment": 0.0, "learn": 0.0, "evaluate": 0.0}
     self.pbt_rng = np.random.default_rng([s.seed, 2])
     # Every member's values of the mutable fields (learner inputs and actor_precision),
     # the config's for member 0 and drawn from the ranges of the --mutate fields for the
@@ -293,7 +304,6 @@ class _Run:
     self.rows: List[Dict[str, Any]] = []
     self.rounds = 0
     self.table = builder.replay_table_name()
-    self.num_actions = int(self.spec.actions.num_values)
     # Measured acting cost per member since its last evaluation: seconds, actor steps.
     self.act_seconds = np.zeros(self.n)
     self.act_counted = np.zeros(self.n, np.int64)
@@ -313,16 +323,6 @@ class _Run:
     return self.values[m].get(PRECISION_FIELD, FULL_PRECISION)
 
   # -- acting -----------------------------------------------------------------------------
-  def _epsilon(self) -> np.ndarray:
-    """float [N]: each member's epsilon at its actor step (linear from epsilon_start to
-    epsilon_end over the config's epsilon_decay_steps, as `actors.linear_schedule`)."""
-    c = self.builder.config
-    start = np.asarray(self.hyper.epsilon_start, np.float64)
-    end = np.asarray(self.hyper.epsilon_end, np.float64)
-    frac = (np.minimum(self.actor_steps / c.epsilon_decay_steps, 1.0)
-            if c.epsilon_decay_steps > 0 else np.ones(self.n))
-    return start + frac * (end - start)
-
   def _load_runtime(self, m: int, runtime=None):
     """A policy runtime of member m's precision (`runtime` if given) loaded with its
     current parameters (`runtimes.make_payload`: int8 quantizes them here)."""
@@ -342,46 +342,46 @@ class _Run:
       held = self.runtimes[m] = (self._precision(m), runtime, int(self.actor_steps[m]))
     return held[1]
 
-  def _q_values(self, members: Sequence[int], observations: np.ndarray, runtime_for,
-                costs: Optional[np.ndarray] = None, params=None) -> np.ndarray:
-    """float [M, B, A] of `members` (M of them) from `observations` [M, B, ...]: the fp32
-    members' from ONE batched (vmapped) inference over all M members' parameters
-    (`params`, leaves [M, ...]; None: the learner's, when `members` is every member), each
-    other member's through `runtime_for(member)`, its precision's runtime. The batched
-    call keeps one shape (one compilation) whatever the precisions; it also computes the
-    other members' rows, which are dropped. With `costs` [N], each fp32 member is charged
-    1/M of the batched call's seconds and each other member its runtime's."""
+  def _values(self, members: Sequence[int], observations: np.ndarray, runtime_for,
+              costs: Optional[np.ndarray] = None, params=None) -> np.ndarray:
+    """float [M, B, ...] policy values (DQN: Q-values [M, B, A]) of `members` (M of them)
+    from `observations` [M, B, ...]: the fp32 members' from ONE batched (vmapped)
+    inference over all M members' parameters (`params`, leaves [M, ...]; None: the
+    learner's, when `members` is every member), each other member's through
+    `runtime_for(member)`, its precision's runtime, made values by the builder's
+    `policy_outputs(...).to_values`. The batched call keeps one shape (one compilation)
+    whatever the precisions; it also computes the other members' rows, which are
+    dropped. With `costs` [N], each fp32 member is charged 1/M of the batched call's
+    seconds and each other member its runtime's."""
     members = list(members)
     full = [i for i, m in enumerate(members) if self._precision(m) == FULL_PRECISION]
-    q = np.zeros(observations.shape[:2] + (self.num_actions,), np.float32)
+    rows: Dict[int, np.ndarray] = {}
     if full:
       start = time.perf_counter()
-      batched = self.learner.q_values(self.state.params if params is None else params,
-                                      observations)
-      q[full] = batched[full]
+      batched = self.learner.policy_values(self.state.params if params is None else params,
+                                           observations)
+      rows.update((i, batched[i]) for i in full)
       if costs is not None:
         costs[np.asarray([members[i] for i in full])] += (
             (time.perf_counter() - start) / len(members))
     for i, m in enumerate(members):
-      if i in full:
+      if i in rows:
         continue
       runtime = runtime_for(m)
       start = time.perf_counter()
       outputs = runtime(observations[i])
-      q[i] = outputs if self.outputs.to_values is None else self.outputs.to_values(outputs)
+      rows[i] = outputs if self.outputs.to_values is None else self.outputs.to_values(outputs)
       if costs is not None:
         costs[m] += time.perf_counter() - start
-    return q
+    return np.stack([np.asarray(rows[i], np.float32) for i in range(len(members))])
 
   def _act(self, observations: np.ndarray) -> np.ndarray:
-    """int [N * B] epsilon-greedy actions, every member from its own Q-values."""
+    """[N * B] exploring actions, every member's from its own policy values
+    (`learner.select_actions`)."""
     obs = observations.reshape((self.n, -1) + observations.shape[1:])
-    actions = self._q_values(range(self.n), obs, self._runtime, self.act_seconds).argmax(-1)
-    eps = self._epsilon()[:, None]
-    draws = self.act_rng.random(actions.shape)
-    random_actions = self.act_rng.integers(self.num_actions, size=actions.shape)
-    actions = np.where(draws < eps, random_actions, actions)
-    return actions.reshape(-1).astype(self.spec.actions.dtype)
+    values = self._values(range(self.n), obs, self._runtime, self.act_seconds)
+    actions = self.learner.select_actions(values, self.actor_steps, self.hyper, self.act_rng)
+    return actions.reshape((-1,) + actions.shape[2:]).astype(self.spec.actions.dtype)
 
   # -- evaluation -------------------------------------------------------------------------
   def _evaluate(self, members: Sequence[int]) -> np.ndarray:
@@ -403,8 +403,9 @@ class _Run:
       done = np.zeros(len(members) * e, bool)
       while not done.all():
         obs = batch.observation.reshape((len(members), e) + batch.observation.shape[1:])
-        actions = self._q_values(members, obs, runtimes.__getitem__,
-                                 params=params).argmax(-1).reshape(-1)
+        values = self._values(members, obs, runtimes.__getitem__, params=params)
+        actions = self.learner.select_actions(values, None, None, None, explore=False)
+        actions = actions.reshape((-1,) + actions.shape[2:])
         batch = env.step(actions.astype(self.spec.actions.dtype))
         returns += np.where(done, 0.0, batch.reward)
         done |= batch.step_type == dm_env.StepType.LAST
@@ -456,7 +457,7 @@ class _Run:
         raise core.NonFiniteLossError(
             f"learner round {self.rounds + 1}: member {bad[0]}'s loss is {loss[bad[0]]}; the "
             "population keeps its state from before that round")
-      if self.builder.config.prioritized_replay:
+      if getattr(self.builder.config, "prioritized_replay", False):
         td = np.asarray(td, np.float64)
         for m, sample in samples.items():
           priorities_lib.update_priorities(
@@ -491,8 +492,9 @@ class _Run:
       self.act_seconds[m], self.act_counted[m] = 0.0, 0
       self.last_eval[m] = self.actor_steps[m]
       self.next_ready[m] = (self.actor_steps[m] // s.ready_every + 1) * s.ready_every
-    losers, winners = population_lib.truncation_selection(self.fitness, s.quantile,
-                                                           self.pbt_rng)
+    # (One member, as `benchmarks/pbt_cost.py` runs the machinery, has no one to copy.)
+    losers, winners = population_lib.truncation_selection(
+        self.fitness, s.quantile, self.pbt_rng) if self.n > 1 else ([], [])
     for loser, winner in zip(losers, winners):
       if loser not in new_rows or loser == winner or self.actor_steps[loser] >= s.steps:
         continue  # only a member at a ready point is replaced, never after its last steps
@@ -564,7 +566,10 @@ class _Run:
         if should_stop is not None and should_stop():
           return False
         if (self.actor_steps < s.steps).any():
+          t0 = time.perf_counter()
           actions = self._act(batch.observation)
+          t1 = time.perf_counter()
+          self.timings["act"] += t1 - t0
           batch = env.step(actions)
           last = batch.step_type == dm_env.StepType.LAST
           for m in range(self.n):
@@ -581,11 +586,16 @@ class _Run:
             self.actor_steps[m] += len(local)
             self.act_counted[m] += len(local)
           resetting = last
+          t2 = time.perf_counter()
+          self.timings["environment"] += t2 - t1
           self._learn()
+          self.timings["learn"] += time.perf_counter() - t2
         ready = [m for m in range(self.n) if self.actor_steps[m] >= self.next_ready[m]
                  or (self.actor_steps[m] >= s.steps and self.last_eval[m] < s.steps)]
         if ready:
+          t0 = time.perf_counter()
           scalars = self._ready(ready, self._evaluate(ready))
+          self.timings["evaluate"] += time.perf_counter() - t0
           if logger_fn is not None:
             for row in scalars:
               logger_fn(f"pbt_member{row.pop('member')}").write(
@@ -765,4 +775,4 @@ def run(settings: PBTSettings, resume: bool = False,
     _save_best(pbt_run, best, best_dir)
   return PBTResult(rows=pbt_run.rows, final_returns=final, best_member=best,
                    best_dir=best_dir, wall_seconds=time.time() - start,
-                   learner_rounds=pbt_run.rounds)
+                   learner_rounds=pbt_run.rounds, timings=dict(pbt_run.timings))

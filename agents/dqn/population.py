@@ -157,10 +157,33 @@ class DQNPopulation:
     return jax.vmap(one)(keys)
 
   # -- acting ---------------------------------------------------------------------------
-  def q_values(self, params: Any, observations: np.ndarray) -> np.ndarray:
+  def policy_values(self, params: Any, observations: np.ndarray) -> np.ndarray:
     """float32 [N, B, A]: every member's Q-values of its own observations [N, B, ...], in
-    one batched (vmapped) call; `params` has leaves [N, ...] (dueling-combined Q)."""
+    one batched (vmapped) call; `params` has leaves [N, ...] (dueling-combined Q, what
+    `builder.policy_outputs(...).to_values` makes of a runtime's outputs)."""
     return np.asarray(self._q_values(params, observations))
+
+  def select_actions(self, q_values: np.ndarray, actor_steps: np.ndarray,
+                     hyper: MemberHyperparameters, rng: np.random.Generator,
+                     explore: bool = True) -> np.ndarray:
+    """int [N, B] actions from every member's Q-values [N, B, A]: greedy, or with
+    `explore` epsilon-greedy (`actors.epsilon_greedy` per row) with member m's epsilon
+    linear from its epsilon_start to its epsilon_end over the config's
+    epsilon_decay_steps of ITS `actor_steps[m]` (`actors.linear_schedule`). Draws from
+    `rng`: uniforms [N, B], then random actions [N, B] (every row, so the stream does not
+    depend on epsilon)."""
+    actions = q_values.argmax(-1)
+    if not explore:
+      return actions
+    c = self.config
+    start = np.asarray(hyper.epsilon_start, np.float64)
+    end = np.asarray(hyper.epsilon_end, np.float64)
+    frac = (np.minimum(np.asarray(actor_steps) / c.epsilon_decay_steps, 1.0)
+            if c.epsilon_decay_steps > 0 else np.ones(len(start)))
+    epsilon = (start + frac * (end - start))[:, None]
+    draws = rng.random(actions.shape)
+    random_actions = rng.integers(q_values.shape[-1], size=actions.shape)
+    return np.where(draws < epsilon, random_actions, actions)
 
   # -- learning -------------------------------------------------------------------------
   def member_step(self, state: learning.TrainingState, transitions, probabilities,

@@ -163,8 +163,8 @@ def test_an_int8_member_acts_through_its_int8_runtime_and_is_charged_its_cost():
   run._apply_values(1)
   obs = np.random.default_rng(0).normal(size=(2, 8, 4)).astype(np.float32)
   costs = np.zeros(2)
-  q = run._q_values(range(2), obs, run._runtime, costs)
-  fp32 = run.learner.q_values(run.state.params, obs)
+  q = run._values(range(2), obs, run._runtime, costs)
+  fp32 = run.learner.policy_values(run.state.params, obs)
   np.testing.assert_array_equal(q[0], fp32[0])  # the batched fp32 inference, as is
   assert run.runtimes[1][0] == "int8" and 0 not in run.runtimes  # fp32: no runtime
   assert not np.array_equal(q[1], fp32[1])  # int8 weights and activations ...
