@@ -11,8 +11,8 @@ one final evaluation of `--eval-episodes` episodes, no exploit (ready once, at t
   * populations of each `--populations` size (`launch.pbt.run`, fp32 members).
 Columns: wall seconds, process CPU seconds (all threads: `time.process_time`), their
 ratios to the one agent, and for the machinery rows the split: acting (the batched
-inference + action selection), environment (vector env + adders), learning (replay
-sampling, the vmapped update, priorities), evaluation.
+inference + action selection), environment (vector env + adders), learning, of which
+replay (sampling, stacking, priorities) and update (the vmapped step), evaluation.
 
     python benchmarks/pbt_cost.py [--agent dqn] [--env gym:CartPole-v1] [--steps 1000]
                                   [--populations 8,16] [--min-replay-size 200]
@@ -33,7 +33,7 @@ from actorq.launch import experiment  # pylint: disable=g-import-not-at-top
 from actorq.launch import local, pbt  # pylint: disable=g-import-not-at-top
 from actorq.launch import spec as spec_lib  # pylint: disable=g-import-not-at-top
 
-PARTS = ("act", "environment", "learn", "evaluate")
+PARTS = ("act", "environment", "learn", "replay", "update", "evaluate")
 
 
 def _timed(fn):

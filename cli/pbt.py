@@ -105,7 +105,6 @@ def settings_from_args(args) -> pbt_lib.PBTSettings:
 
 def run(args) -> int:
   settings = settings_from_args(args)
-  pbt_lib.check(settings)
   result = pbt_lib.run(settings, resume=args.resume is not None,
                        checkpoint_every=args.checkpoint_every)
   by_member = {r["member"]: r for r in result.rows}

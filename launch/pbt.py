@@ -275,9 +275,11 @@ class _Run:
     self.act_rng = np.random.default_rng([s.seed, 1])
     self.runtimes: Dict[int, Any] = {}  # member -> (precision, runtime, actor step loaded)
     # Wall-clock seconds of this session by part: acting (inference and action selection),
-    # environment (vector env steps and adders), learning (sampling, the vmapped updates,
-    # priorities), evaluation (and exploit/explore).
-    self.timings = {"act": 0.0, "environment": 0.0, "learn": 0.0, "evaluate": 0.0}
+    # environment (vector env steps and adders), learning (all of `_learn`), of which
+    # replay (sampling, stacking, priorities) and update (the vmapped step), evaluation
+    # (and exploit/explore).
+    self.timings = {"act": 0.0, "environment": 0.0, "learn": 0.0, "replay": 0.0,
+                    "update": 0.0, "evaluate": 0.0}
     self.pbt_rng = np.random.default_rng([s.seed, 2])
     # Every member's values of the mutable fields (learner inputs and actor_precision),
     # the config's for member 0 and drawn from the ranges of the --mutate fields for the
@@ -434,6 +436,7 @@ class _Run:
     owed = self._owed()
     batch_size = self.builder.config.batch_size
     while (owed > 0).any():
+      t0 = time.perf_counter()
       active = owed > 0
       samples = {m: self.clients[m].sample_batch(self.table, batch_size)
                  for m in np.flatnonzero(active).tolist()}
@@ -449,9 +452,11 @@ class _Run:
           np.asarray(samples[m].info.table_size, np.float32) if m in samples
           else np.ones(batch_size, np.float32) for m in range(self.n)])
       stacked = jax.tree_util.tree_unflatten(treedef, [np.stack(x) for x in zip(*data)])
+      t1 = time.perf_counter()
       state, td, metrics = self.learner.step(self.state, stacked, probabilities, sizes,
                                              self.hyper, active)
-      loss = np.asarray(metrics["loss"])
+      loss = np.asarray(metrics["loss"])  # waits for the update
+      t2 = time.perf_counter()
       bad = [m for m in samples if not math.isfinite(float(loss[m]))]
       if bad:
         raise core.NonFiniteLossError(
@@ -467,6 +472,9 @@ class _Run:
       self.rounds += 1
       self.learner_steps += active
       owed -= active
+      t3 = time.perf_counter()
+      self.timings["replay"] += (t1 - t0) + (t3 - t2)
+      self.timings["update"] += t2 - t1
 
   # -- exploit / explore --------------------------------------------------------------
   def _ready(self, members: List[int], returns: np.ndarray) -> List[Dict[str, Any]]:
