@@ -647,7 +647,7 @@ def plot_lineage(rows: Sequence[Dict[str, Any]], path: str) -> None:
   drawn as a cross. Written as a PNG to `path` (matplotlib, Agg).
 
   Args:
-    rows: pbt.csv's rows (member, actor_steps, episode_return, copied_from, precision).
+    rows: pbt.csv's rows (member, actor_steps, episode_return, copied_from).
   """
   import matplotlib  # pylint: disable=import-outside-toplevel (only when plotting)
   matplotlib.use("Agg")
@@ -669,8 +669,6 @@ def plot_lineage(rows: Sequence[Dict[str, Any]], path: str) -> None:
         ax.annotate("", xy=latest[m], xytext=latest[src],
                     arrowprops={"arrowstyle": "->", "linestyle": ":", "color": colors[src]})
       ax.plot(*latest[m], "x", ms=9, color=colors[m])
-      if r.get("precision", FULL_PRECISION) != FULL_PRECISION:
-        ax.annotate(r["precision"], latest[m], fontsize=7)
   ax.set_xlabel("actor steps of the member")
   ax.set_ylabel("evaluation return")
   ax.set_title("PBT lineage (x: the member copied the arrow's source, then explored)")
