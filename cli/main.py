@@ -37,6 +37,7 @@ COMMANDS = {
     "plot": "actorq.cli.plot",
     "bench": "actorq.cli.bench",
     "sweep": "actorq.cli.sweep",
+    "pbt": "actorq.cli.pbt",
     "node": "actorq.cli.node",
 }
 

@@ -64,6 +64,35 @@ def dqn_loss(q_tm1: jnp.ndarray, a_tm1: jnp.ndarray, r_t: jnp.ndarray,
   return jnp.mean(rlax.huber_loss(td, huber_delta))
 
 
+def transition_td_errors(network: hk.Transformed, online_params: hk.Params,
+                         target_params: hk.Params, transitions: types.Transition, discount,
+                         double_q: bool = True) -> jnp.ndarray:
+  """float32 [B] TD errors (`dqn_td_errors`) of the Q-network `network` on a batch of
+  n-step transitions: Q(s_tm1) and the double-Q selector Q(s_t) from `online_params`,
+  the bootstrap value from `target_params`, bootstrapping with
+  `discount * transitions.discount` (the agent's gamma times the n-step adder's
+  gamma^(n-1) * prod d, see `dqn_loss`). `discount` is a float or a float32 scalar array
+  (a traced one in the population learner, `agents.dqn.population`)."""
+  q_tm1 = network.apply(online_params, transitions.observation)
+  q_t_selector = network.apply(online_params, transitions.next_observation)
+  q_t_value = network.apply(target_params, transitions.next_observation)
+  return dqn_td_errors(q_tm1, transitions.action.astype(jnp.int32), transitions.reward,
+                       discount * transitions.discount, q_t_value, q_t_selector, double_q)
+
+
+def weighted_transition_loss(network: hk.Transformed, online_params: hk.Params,
+                             target_params: hk.Params, transitions: types.Transition,
+                             weights: jnp.ndarray, discount, huber_delta,
+                             double_q: bool = True):
+  """`(loss, td)`: the importance-weighted mean Huber loss mean_i w_i * Huber(td_i)
+  (Schaul et al. 2016, Algorithm 1 line 11; Mnih et al. 2015's Huber loss) of the
+  `transition_td_errors` td [B], with float32 `weights` [B] (ones: the plain DQN loss).
+  `discount` and `huber_delta` are floats or float32 scalar arrays."""
+  td = transition_td_errors(network, online_params, target_params, transitions, discount,
+                            double_q)
+  return jnp.mean(weights * rlax.huber_loss(td, huber_delta)), td
+
+
 def importance_sampling_weights(probabilities: jnp.ndarray, table_size: jnp.ndarray,
                                 beta) -> jnp.ndarray:
   """Normalised importance-sampling weights of prioritized replay.
@@ -154,13 +183,9 @@ class DQNLearner(learners.JaxLearner):
     period = int(target_update_period)
 
     def loss_fn(params, target_params, transitions: types.Transition):
-      online = transform(params)
-      q_tm1 = network.apply(online, transitions.observation)
-      q_t_selector = network.apply(online, transitions.next_observation)
-      q_t_value = network.apply(target_params, transitions.next_observation)
-      return dqn_loss(q_tm1, transitions.action.astype(jnp.int32), transitions.reward,
-                      discount * transitions.discount, q_t_value, q_t_selector,
-                      huber_delta, double_q)
+      td = transition_td_errors(network, transform(params), target_params, transitions,
+                                discount, double_q)
+      return jnp.mean(rlax.huber_loss(td, huber_delta))
 
     def sgd_step(state: TrainingState, transitions: types.Transition):
       loss, grads = jax.value_and_grad(loss_fn)(state.params, state.target_params, transitions)
@@ -172,13 +197,8 @@ class DQNLearner(learners.JaxLearner):
           "loss": loss, "gradient_norm": optax.global_norm(grads)}
 
     def prioritized_loss_fn(params, target_params, transitions: types.Transition, weights):
-      online = transform(params)
-      q_tm1 = network.apply(online, transitions.observation)
-      q_t_selector = network.apply(online, transitions.next_observation)
-      q_t_value = network.apply(target_params, transitions.next_observation)
-      td = dqn_td_errors(q_tm1, transitions.action.astype(jnp.int32), transitions.reward,
-                         discount * transitions.discount, q_t_value, q_t_selector, double_q)
-      return jnp.mean(weights * rlax.huber_loss(td, huber_delta)), td
+      return weighted_transition_loss(network, transform(params), target_params, transitions,
+                                      weights, discount, huber_delta, double_q)
 
     def prioritized_sgd_step(state: TrainingState, transitions: types.Transition,
                              probabilities, table_size, beta):

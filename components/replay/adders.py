@@ -164,6 +164,17 @@ class BatchedNStepTransitionAdder:
     self.items_written = 0
     self.steps_seen = 0
 
+  @property
+  def discount(self) -> float:
+    """The agent's discount g the n-step returns are computed with."""
+    return float(self._discount)
+
+  @discount.setter
+  def discount(self, value: float) -> None:
+    """A new g for the transitions completed from the next `flush` on (population-based
+    training mutates a member's discount; items already written keep theirs)."""
+    self._discount = self._dtype.type(np.float32(value))
+
   def add_first(self, rows, observations) -> None:
     """Episode starts: `rows` int [K] env indices, `observations` [K, ...]. A window
     still open in such an env (an episode abandoned without LAST) is dropped."""

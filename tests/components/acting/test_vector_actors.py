@@ -101,6 +101,21 @@ def test_batched_adder_gives_each_env_exactly_its_transitions_alone():
       np.testing.assert_array_equal(got, want)  # bit for bit, every column
 
 
+def test_batched_adder_discount_set_later_equals_one_given_at_construction():
+  """PBT mutates a member's discount (issue 43): the n-step returns written after the
+  change are those of an adder built with the new discount, bit for bit."""
+  given, changed = table_client(), table_client()
+  run_batched(adders.BatchedNStepTransitionAdder(given, "t", len(EPISODES), N_STEP, 0.5, SPEC))
+  adder = adders.BatchedNStepTransitionAdder(changed, "t", len(EPISODES), N_STEP, DISCOUNT, SPEC)
+  assert adder.discount == pytest.approx(DISCOUNT)
+  adder.discount = 0.5
+  assert adder.discount == 0.5
+  run_batched(adder)
+  for got, want in zip(stored(changed), stored(given), strict=True):
+    np.testing.assert_array_equal(got, want)
+  assert DISCOUNT != 0.5
+
+
 def run_alone_single_env_adder(i, steps):
   """Env i alone through ActorLoop + SingleEnvAdder (the single-process path's adder)."""
   client = table_client()

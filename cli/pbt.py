@@ -1,0 +1,118 @@
+"""`actorq pbt`: population-based training of N members of one agent in one process, their
+updates jitted and vmapped together (see `actorq.launch.pbt`).
+
+    actorq pbt --agent dqn --env gym:CartPole-v1 --population 4 --steps 5000 \\
+        --ready-every 1000 [--mutate learning_rate,discount,actor_precision] [--seed 0] \\
+        [--num-envs 1] [--eval-episodes 5] [--set KEY=VALUE ...] [--logdir DIR]
+    actorq pbt --resume DIR        # continue a stopped run from its newest checkpoint
+
+Bad input (a population below 2, --ready-every above --steps, an unknown or non-mutable
+--mutate field, an agent without population support) is one line naming what is wrong
+and what is allowed, exit status 2, and nothing written.
+"""
+from __future__ import annotations
+
+import os
+
+from actorq.cli import main as cli
+from actorq.components import config_io
+from actorq.launch import pbt as pbt_lib
+from actorq.launch import run_dir
+from actorq.launch import spec as spec_lib
+
+
+# The flags that describe the run (pbt.json holds them; --resume takes them from there).
+RUN_FLAGS = ("agent", "env", "population", "steps", "ready_every", "mutate", "seed",
+             "num_envs", "eval_episodes", "set")
+
+
+def add_parser(subparsers):
+  p = subparsers.add_parser(
+      "pbt", help="population-based training (Jaderberg et al. 2017) of N members in one "
+                  "process, their updates vmapped together")
+  p.add_argument("--agent", default=None,
+                 help=f"agent with population support: {', '.join(pbt_lib.supported_agents())} "
+                      f"(default: {spec_lib.DEFAULT_AGENT})")
+  p.add_argument("--env", default=None,
+                 help=f"environment id with a vector backend (default: {spec_lib.DEFAULT_ENV})")
+  p.add_argument("--population", type=cli.positive_int("--population"), default=None,
+                 metavar="N", help="members (>= 2; required without --resume)")
+  p.add_argument("--steps", type=cli.positive_int("--steps"), default=None, metavar="S",
+                 help="actor steps of each member (required without --resume)")
+  p.add_argument("--ready-every", type=cli.positive_int("--ready-every"), default=None,
+                 metavar="K", help="actor steps of a member between its evaluations and "
+                                   "exploit/explore (<= --steps; required without --resume)")
+  p.add_argument("--mutate", default=None, metavar="FIELD,...",
+                 help="hyperparameters explore perturbs (x0.8/x1.2) or resamples (and draws "
+                      "for members 1..N-1 at the start); for dqn: "
+                      + ", ".join(pbt_lib.dqn_population.HYPERPARAMETERS)
+                      + " (default: none, exploit only)")
+  p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=None,
+                 help="seeds everything of the run (default: 0)")
+  p.add_argument("--num-envs", type=cli.positive_int("--num-envs"), default=None, metavar="B",
+                 help="environments per member; the actors step N x B at once (default: 1)")
+  p.add_argument("--eval-episodes", type=cli.positive_int("--eval-episodes"), default=None,
+                 help="greedy episodes per evaluation; their mean return is the fitness "
+                      "(default: 5)")
+  p.add_argument("--set", action="append", default=None, metavar="KEY=VALUE",
+                 help="set one config field of every member at the start (repeatable), as "
+                      "in 'actorq train'")
+  p.add_argument("--logdir", default=None,
+                 help="run directory (default: runs/pbt-<agent>-<env>-<time>)")
+  p.add_argument("--resume", default=None, metavar="DIR",
+                 help="continue the population run in DIR from its newest checkpoint, with "
+                      "the flags it was started with (its pbt.json)")
+  p.add_argument("--checkpoint-every", type=cli.positive_float("--checkpoint-every"),
+                 default=pbt_lib.DEFAULT_CHECKPOINT_EVERY, metavar="MINUTES",
+                 help="minutes between population checkpoints; one is also written at the "
+                      "end and on Ctrl-C/SIGTERM (default: 10)")
+  return p
+
+
+def settings_from_args(args) -> pbt_lib.PBTSettings:
+  """The run's settings from the flags, or with --resume from the run's pbt.json (not yet
+  checked: `pbt_lib.check`).
+
+  Raises:
+    cli.UsageError: a malformed --set, a missing --population/--steps/--ready-every, or
+      --resume with a flag that describes the run.
+  """
+  if args.resume is not None:
+    given = ["--" + f.replace("_", "-") for f in RUN_FLAGS if getattr(args, f) is not None]
+    if given or args.logdir is not None:
+      raise cli.UsageError(f"--resume {args.resume} continues the run with the flags it was "
+                           f"started with (its {pbt_lib.PBT_JSON}); drop "
+                           f"{', '.join(given or ['--logdir'])}")
+    return pbt_lib.load_settings(args.resume)
+  missing = [f"--{f.replace('_', '-')}" for f in ("population", "steps", "ready_every")
+             if getattr(args, f) is None]
+  if missing:
+    raise cli.UsageError(f"actorq pbt needs {', '.join(missing)} (or --resume DIR)")
+  try:
+    config = dict(config_io.parse_assignment(a) for a in args.set or [])
+  except ValueError as e:
+    raise cli.UsageError(str(e)) from None
+  agent = args.agent or spec_lib.DEFAULT_AGENT
+  env = args.env or spec_lib.DEFAULT_ENV
+  mutate = tuple(f.strip() for f in (args.mutate or "").split(",") if f.strip())
+  return pbt_lib.PBTSettings(
+      agent=agent, env_id=env, population=args.population, steps=args.steps,
+      ready_every=args.ready_every, mutate=mutate,
+      seed=0 if args.seed is None else args.seed, num_envs=args.num_envs or 1,
+      eval_episodes=args.eval_episodes or 5, config=config,
+      logdir=args.logdir or run_dir.default_logdir("pbt", agent, env))
+
+
+def run(args) -> int:
+  settings = settings_from_args(args)
+  result = pbt_lib.run(settings, resume=args.resume is not None,
+                       checkpoint_every=args.checkpoint_every)
+  by_member = {r["member"]: r for r in result.rows}
+  for m, value in enumerate(result.final_returns):
+    print(f"member {m}: final evaluation return {value:.1f} "
+          f"({by_member[m]['precision']} actors)")
+  print(f"best member {result.best_member} (return "
+        f"{result.final_returns[result.best_member]:.1f}): {result.best_dir}; "
+        f"{len(result.rows)} rows in {os.path.join(settings.logdir, pbt_lib.PBT_CSV)} "
+        f"({result.wall_seconds:.1f} s)")
+  return 0

@@ -1,0 +1,173 @@
+"""Population-based training's pieces that depend on no agent: members' pytrees stacked on
+a leading member axis, truncation selection, and the explore step of PBT (Jaderberg et
+al. 2017, "Population Based Training of Neural Networks", section 3 and appendix A.1:
+"truncation selection" exploit, "perturb" or "resample" explore).
+
+    state = stack([member_0, member_1, ...])         # every leaf [N, ...]
+    losers, winners = truncation_selection(fitness, 0.25, rng)
+    state = copy_member(state, source=winners[0], target=losers[0])
+    value = explore(space["learning_rate"], value, rng)
+
+Everything is a function of its inputs and the numpy generator passed in, so a population
+run stays a function of its seed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, List, Sequence, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+# Jaderberg et al. 2017, appendix A.1: "perturb": multiply by 0.8 or 1.2.
+PERTURB_FACTORS = (0.8, 1.2)
+
+
+@dataclasses.dataclass(frozen=True)
+class Hyperparameter:
+  """A mutable hyperparameter's search range.
+
+  Attributes:
+    low, high: the values it may take (inclusive), low < high; perturbations are clipped
+      to them and resampling draws from them.
+    log: resample log-uniformly (needs low > 0), else uniformly.
+    doc: one line for `--help` and the docs (what it is, its unit).
+  """
+  low: float
+  high: float
+  log: bool = False
+  doc: str = ""
+
+  def __post_init__(self):
+    if not self.low < self.high or (self.log and self.low <= 0):
+      raise ValueError(f"a Hyperparameter needs low < high (and low > 0 when log), got "
+                       f"[{self.low}, {self.high}], log={self.log}")
+
+  def clip(self, value: float) -> float:
+    return float(min(max(value, self.low), self.high))
+
+  def sample(self, rng: np.random.Generator) -> float:
+    """A draw from the range (log-uniform when `log`)."""
+    if self.log:
+      return float(math.exp(rng.uniform(math.log(self.low), math.log(self.high))))
+    return float(rng.uniform(self.low, self.high))
+
+  def explore(self, value: float, rng: np.random.Generator,
+              resample_probability: float) -> float:
+    """With probability `resample_probability` a fresh `sample`, else `value` times 0.8
+    or 1.2 (`PERTURB_FACTORS`, equally likely) clipped to the range (Jaderberg et al.
+    2017, section 3 "explore"). Draws from `rng` in a fixed order: the branch, the
+    factor, then the resample's value when resampling."""
+    resample = rng.random() < resample_probability
+    factor = PERTURB_FACTORS[int(rng.integers(len(PERTURB_FACTORS)))]
+    if resample:
+      return self.sample(rng)
+    return self.clip(value * factor)
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+  """A categorical mutable hyperparameter (e.g. the actors' precision).
+
+  Attributes:
+    choices: the values it may take (at least 2, distinct).
+    doc: one line for `--help` and the docs.
+  """
+  choices: Tuple[Any, ...]
+  doc: str = ""
+
+  def __post_init__(self):
+    if len(self.choices) < 2 or len(set(self.choices)) != len(self.choices):
+      raise ValueError(f"a Choice needs at least 2 distinct values, got {self.choices}")
+
+  def sample(self, rng: np.random.Generator) -> Any:
+    """One of `choices`, uniformly."""
+    return self.choices[int(rng.integers(len(self.choices)))]
+
+  def explore(self, value: Any, rng: np.random.Generator, resample_probability: float) -> Any:
+    """A categorical value has no perturbation: with probability `resample_probability`
+    one of the OTHER choices (uniformly), else `value` (Jaderberg et al. 2017 resample
+    categorical hyperparameters). Draws from `rng`: the branch, then the new value."""
+    if rng.random() < resample_probability:
+      others = [c for c in self.choices if c != value]
+      return others[int(rng.integers(len(others)))]
+    return value
+
+
+def stack(members: Sequence[Any]) -> Any:
+  """One pytree whose leaves are the members' leaves stacked on a new leading axis [N, ...].
+
+  Raises:
+    ValueError: no members, or members of different tree structures.
+  """
+  if not members:
+    raise ValueError("stack needs at least one member")
+  return jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *members)
+
+
+def member(stacked: Any, index: int) -> Any:
+  """Member `index`'s pytree (every leaf `leaf[index]`)."""
+  return jax.tree_util.tree_map(lambda leaf: leaf[index], stacked)
+
+
+def copy_member(stacked: Any, source: int, target: int) -> Any:
+  """`stacked` with member `target`'s leaves replaced by member `source`'s (exact copies:
+  the exploit of PBT); the other members are unchanged."""
+  return jax.tree_util.tree_map(lambda leaf: leaf.at[target].set(leaf[source]), stacked)
+
+
+def quantile_size(population: int, quantile: float) -> int:
+  """Members in a `quantile` fraction of the population: floor(N * q), at least 1.
+
+  Raises:
+    ValueError: population < 2 or quantile outside (0, 0.5].
+  """
+  if population < 2:
+    raise ValueError(f"a population needs at least 2 members, got {population}")
+  if not 0.0 < quantile <= 0.5:
+    raise ValueError(f"quantile must be in (0, 0.5], got {quantile}")
+  return max(1, int(population * quantile))
+
+
+def ranking(fitness: Sequence[float]) -> List[int]:
+  """Member indices from best to worst: higher fitness first; NaN (never evaluated) last;
+  ties broken by the lower index (so a ranking is a function of the values alone)."""
+  def key(i):
+    f = float(fitness[i])
+    return (math.isnan(f), -f if not math.isnan(f) else 0.0, i)
+  return sorted(range(len(fitness)), key=key)
+
+
+def truncation_selection(fitness: Sequence[float], quantile: float,
+                         rng: np.random.Generator) -> Tuple[List[int], List[int]]:
+  """PBT's truncation selection (Jaderberg et al. 2017, appendix A.1): each member of the
+  bottom `quantile` (by `ranking`) copies one member drawn uniformly from the top
+  `quantile`.
+
+  Args:
+    fitness: float [N], e.g. each member's latest evaluation return.
+    quantile: fraction of the population in the top and in the bottom, in (0, 0.5].
+    rng: draws the top members the bottom ones copy (one draw per bottom member, in
+      bottom order).
+
+  Returns:
+    `(losers, winners)`: equal-length lists of member indices; losers[i] copies winners[i].
+    Losers are listed worst first.
+
+  Raises:
+    ValueError: as `quantile_size`.
+  """
+  k = quantile_size(len(fitness), quantile)
+  order = ranking(fitness)
+  top, bottom = order[:k], order[-k:][::-1]
+  winners = [int(top[int(rng.integers(len(top)))]) for _ in bottom]
+  return [int(b) for b in bottom], winners
+
+
+def explore(space, value, rng: np.random.Generator, resample_probability: float = 0.25):
+  """PBT's explore of one hyperparameter: `space.explore(value, rng,
+  resample_probability)` (`Hyperparameter`: perturb x0.8/x1.2 or resample; `Choice`:
+  keep or switch)."""
+  return space.explore(value, rng, resample_probability)

@@ -1,0 +1,174 @@
+"""`actorq pbt` (issue 43): an exploit copies a member exactly, a run is a function of its
+seed (identical pbt.csv), the best member's directory is one `actorq eval` reads, and bad
+input is one line, exit 2, nothing written."""
+import csv
+import os
+import signal
+
+import jax
+import numpy as np
+import pytest
+
+from actorq.components import fault_points
+from actorq.launch import checkpointing, pbt
+from actorq.testing.cli import run_cli
+
+SMALL = {"hidden_sizes": [16], "min_replay_size": 50, "batch_size": 16,
+         "samples_per_insert": 16.0, "target_update_period": 20}
+SMALL_SET = [a for k, v in SMALL.items()
+             for a in ("--set", f"{k}={v}".replace(" ", "").replace("'", ""))]
+
+
+def _settings(**kw):
+  base = dict(agent="dqn", env_id="gym:CartPole-v1", population=4, steps=150,
+              ready_every=150, seed=3, eval_episodes=1, config=dict(SMALL))
+  base.update(kw)
+  return pbt.PBTSettings(**base)
+
+
+def test_exploit_copies_parameters_optimizer_state_and_hyperparameters_exactly():
+  settings = _settings(mutate=(), steps=1000, ready_every=1000)
+  run = pbt._Run(settings, pbt.check(settings))
+  calls = iter(range(10**6))
+  # ~150 vector steps: learning has moved every member's parameters and Adam state.
+  assert not run.run(should_stop=lambda: next(calls) >= 150)
+  assert 100 < min(run.actor_steps) and max(run.actor_steps) < 1000
+  run.values[2].update(learning_rate=3e-3, discount=0.95, actor_precision="int8")
+  run._apply_values(2)
+  before = jax.device_get(run.state)
+  hyper_before = run.learner.as_dicts(run.hyper)
+  assert not np.array_equal(before.params["dense_0"]["w"][1], before.params["dense_0"]["w"][2])
+  run.fitness[:] = [5.0, 1.0, 9.0, 7.0]  # member 2 is the top, member 1 the bottom
+  run._ready([1], np.array([0.5]))
+  after = jax.device_get(run.state)
+  for leaf_before, leaf_after in zip(jax.tree_util.tree_leaves(before),
+                                     jax.tree_util.tree_leaves(after), strict=True):
+    np.testing.assert_array_equal(leaf_after[1], leaf_before[2])  # params, target, Adam, steps
+    for m in (0, 2, 3):
+      np.testing.assert_array_equal(leaf_after[m], leaf_before[m])
+  hyper_after = run.learner.as_dicts(run.hyper)
+  assert hyper_after[1] == hyper_before[2]
+  assert hyper_after[1]["learning_rate"] == 3e-3 and hyper_after[1]["discount"] == 0.95
+  assert [hyper_after[m] for m in (0, 2, 3)] == [hyper_before[m] for m in (0, 2, 3)]
+  assert run.values[1] == run.values[2] and run.values[1]["actor_precision"] == "int8"
+  assert run.adders[1].discount == pytest.approx(0.95)
+  row = run.rows[-1]
+  assert (row["member"], row["episode_return"], row["copied_from"]) == (1, 0.5, 2)
+  assert row["learning_rate"] == hyper_before[1]["learning_rate"]  # its interval's values
+
+
+def test_exploit_then_explore_perturbs_only_the_named_fields():
+  settings = _settings(mutate=("learning_rate",), resample_probability=0.0)
+  run = pbt._Run(settings, pbt.check(settings))
+  run.fitness[:] = [5.0, 1.0, 9.0, 7.0]
+  run._ready([1], np.array([0.5]))
+  top, member = run.values[2], run.values[1]
+  assert member["learning_rate"] in (pytest.approx(top["learning_rate"] * 0.8, rel=1e-6),
+                                     pytest.approx(top["learning_rate"] * 1.2, rel=1e-6))
+  assert {k: v for k, v in member.items() if k != "learning_rate"} == {
+      k: v for k, v in top.items() if k != "learning_rate"}
+  assert run.learner.as_dicts(run.hyper)[1]["learning_rate"] == member["learning_rate"]
+
+
+def _argv(logdir, seed="5"):
+  return ["pbt", "--agent", "dqn", "--env", "gym:CartPole-v1", "--population", "3",
+          "--steps", "300", "--ready-every", "100", "--mutate", "learning_rate,discount",
+          "--seed", seed, "--eval-episodes", "1", "--logdir", str(logdir), *SMALL_SET]
+
+
+def test_same_seed_writes_identical_pbt_csv_and_a_best_run_eval_reads(tmp_path, capsys):
+  for name in ("a", "b"):
+    code, out, err = run_cli(_argv(tmp_path / name), capsys)
+    assert code == 0, err
+  first = (tmp_path / "a" / "pbt.csv").read_bytes()
+  assert first == (tmp_path / "b" / "pbt.csv").read_bytes()
+  with open(tmp_path / "a" / "pbt.csv", newline="") as f:
+    rows = list(csv.DictReader(f))
+  assert len(rows) == 3 * 3  # 3 members x 3 intervals
+  assert sorted((int(r["member"]), int(r["actor_steps"])) for r in rows) == [
+      (m, s) for m in range(3) for s in (100, 200, 300)]
+  assert {r["precision"] for r in rows} == {"fp32"}
+  assert os.path.isfile(tmp_path / "a" / "pbt_member0.csv")
+  code, out, err = run_cli(["eval", "--checkpoint", str(tmp_path / "a" / "best"),
+                            "--episodes", "1"], capsys)
+  assert code == 0, err
+  assert "returns:" in out
+
+
+@pytest.mark.parametrize("extra,fragment", [
+    (["--population", "1"], "--population 1: a population needs at least 2 members "
+                            "(allowed: an integer >= 2)"),
+    (["--ready-every", "400"], "--ready-every 400 is above --steps 300: each member must be "
+                               "ready at least once (allowed: 1 to 300)"),
+    (["--mutate", "learning_rat"], "--mutate learning_rat: not a field of dqn's config; "
+                                   "mutable fields: learning_rate, discount"),
+    (["--mutate", "batch_size"], "--mutate batch_size: a fixed field of dqn (the members share "
+                                 "it); mutable fields: learning_rate"),
+    (["--agent", "ppo"], "--agent ppo has no population support (no jitted population "
+                         "learner); agents with it: dqn"),
+    (["--env", "gym:Pendulum-v1"], "DQN needs discrete actions"),
+])
+def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, extra, fragment):
+  logdir = tmp_path / "run"
+  code, _, err = run_cli(_argv(logdir) + extra, capsys)
+  assert code == 2
+  assert fragment in err and err.count("\n") == 1, err
+  assert not logdir.exists()
+
+
+def _rows(path):
+  with open(path, newline="") as f:
+    return list(csv.DictReader(f))
+
+
+def test_sigterm_checkpoints_the_population_and_resume_finishes_it(tmp_path, monkeypatch,
+                                                                    capsys):
+  logdir = tmp_path / "run"
+  monkeypatch.setattr(fault_points, "_PLAN", {"acting": [(160, signal.SIGTERM)]})
+  monkeypatch.setattr(fault_points, "_SEEN", {})
+  code, _, err = run_cli(_argv(logdir), capsys)
+  assert code == 128 + signal.SIGTERM and "stopped by signal" in err, err
+  _, saved = checkpointing.restore_latest(str(logdir / pbt.POPULATION_DIR))
+  assert 100 <= min(saved["actor_steps"]) and max(saved["actor_steps"]) < 300
+  before = _rows(logdir / "pbt.csv")
+  assert len(before) == 3 and not (logdir / "best").exists()  # the 100-step round only
+  # The checkpoint restores exactly: a fresh run restored from it checkpoints the same.
+  settings = pbt.load_settings(str(logdir))
+  restored = pbt._Run(settings, pbt.check(settings))
+  restored.restore(saved)
+  again = restored.checkpoint()
+  for key in ("actor_steps", "learner_steps", "start_step", "next_ready", "values", "rows",
+              "items_written", "act_rng", "pbt_rng", "rounds"):
+    assert again[key] == saved[key], key
+  for a, b in zip(jax.tree_util.tree_leaves(again["state"]),
+                  jax.tree_util.tree_leaves(saved["state"]), strict=True):
+    np.testing.assert_array_equal(a, b)
+  code, _, err = run_cli(["pbt", "--resume", str(logdir), "--population", "3"], capsys)
+  assert code == 2 and "drop --population" in err
+  monkeypatch.setattr(fault_points, "_PLAN", {})
+  code, out, err = run_cli(["pbt", "--resume", str(logdir)], capsys)
+  assert code == 0, err
+  after = _rows(logdir / "pbt.csv")
+  assert after[:3] == before and len(after) == 9
+  assert sorted((int(r["member"]), int(r["actor_steps"])) for r in after) == [
+      (m, s) for m in range(3) for s in (100, 200, 300)]
+  assert (logdir / "best" / "run.json").is_file() and (logdir / "lineage.png").is_file()
+
+
+def test_an_int8_member_acts_through_its_int8_runtime_and_is_charged_its_cost():
+  settings = _settings(population=2, mutate=("actor_precision",))
+  run = pbt._Run(settings, pbt.check(settings))
+  run.values[0]["actor_precision"], run.values[1]["actor_precision"] = "fp32", "int8"
+  run._apply_values(0)
+  run._apply_values(1)
+  obs = np.random.default_rng(0).normal(size=(2, 8, 4)).astype(np.float32)
+  costs = np.zeros(2)
+  q = run._values(range(2), obs, run._runtime, costs)
+  fp32 = run.learner.policy_values(run.state.params, obs)
+  np.testing.assert_array_equal(q[0], fp32[0])  # the batched fp32 inference, as is
+  assert run.runtimes[1][0] == "int8" and 0 not in run.runtimes  # fp32: no runtime
+  assert not np.array_equal(q[1], fp32[1])  # int8 weights and activations ...
+  np.testing.assert_allclose(q[1], fp32[1], atol=0.05 * np.abs(fp32[1]).max())  # ... close
+  assert (costs > 0).all()
+  # The best member's run.json records the precision it acted with.
+  assert run.learner.member_config(run.values[1]).actor_precision == "int8"
