@@ -106,6 +106,7 @@ class ActorLoop:
     self._hooks = list(hooks)
     self._learn = bool(learn)
     self._should_stop = should_stop or (lambda: False)
+    self._stop_given = should_stop is not None
     self._cap = int(max_episode_steps)
     self.steps = 0
     self.episodes = 0
@@ -227,6 +228,12 @@ class VectorActorLoop(ActorLoop):
         raise ValueError(f"{name} must be >= 1, got {value}")
     env, actor, hooks = self.environment, self.actor, self._hooks
     b = env.num_envs
+    # Hooks that do something per step (the base class's on_step is a no-op).
+    step_hooks = [h for h in hooks if type(h).on_step is not Hook.on_step]
+    # Without per-step hooks or a stop condition nothing happens between the rows' steps
+    # but the variable client's counting: one `update_steps(k)` stands for k updates.
+    per_row = (bool(step_hooks) or self._stop_given
+               or not isinstance(actor, actors.BatchedFeedForwardActor))
     finished: List[EpisodeStats] = []
     taken = 0
     try:
@@ -241,8 +248,19 @@ class VectorActorLoop(ActorLoop):
         hook.on_episode_start(self, batch.row(i))
     returns = np.zeros(b, np.float64)
     lengths = np.zeros(b, np.int64)
-    starts = [time.time()] * b
+    starts = np.full(b, time.time())
     resetting = np.zeros(b, bool)
+
+    def end_episode(i: int) -> bool:
+      """Row i's episode ended: its stats and hooks; True when `num_episodes` are done."""
+      self.episodes += 1
+      stats = EpisodeStats(float(returns[i]), int(lengths[i]), time.time() - starts[i],
+                           bool(lengths[i] >= self._cap))
+      finished.append(stats)
+      for hook in hooks:
+        hook.on_episode_end(self, stats)
+      return num_episodes is not None and len(finished) >= num_episodes
+
     while True:
       actions = actor.select_actions(batch.observation, ~resetting)
       try:
@@ -258,36 +276,48 @@ class VectorActorLoop(ActorLoop):
         actor.observe(moving, actions, batch)
         if len(fresh):
           actor.observe_first(fresh, batch.observation[fresh])
-      stop = False
-      for i in moving.tolist():
-        lengths[i] += 1
-        returns[i] += float(batch.reward[i])
-        self.steps += 1
-        taken += 1
-        timestep = batch.row(i)
-        for hook in hooks:
-          hook.on_step(self, actions[i], timestep)
-        if self._learn:
-          actor.update()
-        if last[i]:
-          self.episodes += 1
-          stats = EpisodeStats(float(returns[i]), int(lengths[i]), time.time() - starts[i],
-                               bool(lengths[i] >= self._cap))
-          finished.append(stats)
-          for hook in hooks:
-            hook.on_episode_end(self, stats)
-          if num_episodes is not None and len(finished) >= num_episodes:
+      lengths[moving] += 1
+      returns[moving] += batch.reward[moving]
+      if per_row:
+        for i in moving.tolist():
+          self.steps += 1
+          taken += 1
+          if step_hooks:
+            timestep = batch.row(i)
+            for hook in step_hooks:
+              hook.on_step(self, actions[i], timestep)
+          if self._learn:
+            actor.update()
+          if last[i] and end_episode(i):
             return finished
-        if (num_steps is not None and taken >= num_steps) or self._should_stop():
-          stop = True
-          break
-      if stop:
-        return finished
-      for i in fresh.tolist():
-        returns[i], lengths[i], starts[i] = 0.0, 0, time.time()
-        for hook in hooks:
-          hook.on_episode_start(self, batch.row(i))
-      resetting = last.copy()
+          if (num_steps is not None and taken >= num_steps) or self._should_stop():
+            return finished
+      else:
+        counted = 0  # rows of `moving` counted so far (steps, updates)
+        for position in np.flatnonzero(last[moving]).tolist():
+          count, counted = position + 1 - counted, position + 1
+          self.steps += count
+          taken += count
+          if self._learn:
+            actor.update_steps(count)
+          if end_episode(int(moving[position])):
+            return finished
+        count = len(moving) - counted
+        if count:
+          self.steps += count
+          taken += count
+          if self._learn:
+            actor.update_steps(count)
+        if num_steps is not None and taken >= num_steps:
+          return finished
+      if len(fresh):
+        returns[fresh], lengths[fresh], starts[fresh] = 0.0, 0, time.time()
+        if hooks:
+          for i in fresh.tolist():
+            timestep = batch.row(i)
+            for hook in hooks:
+              hook.on_episode_start(self, timestep)
+      resetting = last
 
 
 def summarize(episodes: Sequence[EpisodeStats]) -> dict:
