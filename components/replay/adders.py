@@ -177,6 +177,12 @@ class BatchedNStepTransitionAdder:
     self._ext = [buffer(spec, (b, n)) for spec in self._extras_specs]
     self._count = np.zeros(b, np.int64)            # pending starts in the window
     self._pos = np.zeros(b, np.int64)              # steps added since the episode start
+    # Flat views [B * n, ...] of the windows: env i's slot j is row i * n + j.
+    self._obs_flat = self._obs.reshape((b * n,) + self._obs.shape[2:])
+    self._act_flat = self._act.reshape((b * n,) + self._act.shape[2:])
+    self._rew_flat, self._disc_flat = self._rew.reshape(-1), self._disc.reshape(-1)
+    self._all = np.arange(b, dtype=np.int64)
+    self._base = self._all * n
     self._positions = np.arange(n, dtype=np.int64)
     self._pending = []  # per add with items: the flattened item columns, [T, ...] each
     self._ones = np.ones(b * n)
@@ -210,48 +216,54 @@ class BatchedNStepTransitionAdder:
       check("extras", e, self.steps_seen)
     if self._ext and len(extras) != k_rows:
       raise ValueError(f"extras: {len(extras)} nests for {k_rows} rows (one per row needed)")
-    closed = ~self._open[rows]
-    if closed.any():
-      raise RuntimeError(f"env {int(rows[np.flatnonzero(closed)[0]])}: add before add_first")
+    # All B rows in order (a vector loop's usual step): basic indexing, no index arrays.
+    sel = (slice(None) if k_rows == self.num_envs and (rows == self._all).all() else rows)
+    if not self._open[sel].all():
+      closed = np.flatnonzero(~self._open[rows])[0]
+      raise RuntimeError(f"env {int(rows[closed])}: add before add_first")
     n = self.n_step
     last = np.asarray(last, bool)
-    slot = self._pos[rows] % n
-    self._obs[rows, slot] = self._current[rows]
-    self._act[rows, slot] = actions
-    self._rew[rows, slot] = rewards
-    self._disc[rows, slot] = discounts
+    pos = self._pos[sel]
+    flat = self._base[sel] + pos % n  # the rows' slots in the flattened [B * n] windows
+    self._obs_flat[flat] = self._current[sel]
+    self._act_flat[flat] = actions
+    self._rew_flat[flat] = rewards
+    self._disc_flat[flat] = discounts
     if self._ext and k_rows:
       for leaf, column in zip(self._ext, zip(*[tree.flatten(e) for e in extras])):
-        leaf[rows, slot] = np.stack(column)
-    self._current[rows] = next_observations
-    self._pos[rows] += 1
-    count = self._count[rows] + 1
+        leaf.reshape((-1,) + leaf.shape[2:])[flat] = np.stack(column)
+    self._current[sel] = next_observations
+    pos = pos + 1
+    self._pos[sel] = pos
+    count = self._count[sel] + 1
+    full = count == n
     # Items per row: its whole window at an episode end, else one when the window is full.
-    emit = np.where(last, count, count == n)
-    self._count[rows] = np.where(last, 0, count - (count == n))
-    self._open[rows] = ~last
+    emit = np.where(last, count, full)
+    self._count[sel] = np.where(last, 0, count - full)
+    self._open[sel] = ~last
     self.steps_seen += k_rows
     total_items = int(emit.sum())
     if total_items:
-      self._gather(rows, emit, count, next_observations, total_items)
+      self._gather(rows, emit, count, pos, next_observations, total_items)
 
-  def _gather(self, rows, emit, count, next_observations, t: int) -> None:
-    """The `t` transitions completed by this add (`emit` [K] per row, `count` [K] the
-    rows' windows): their columns and n-step returns, queued for `flush`."""
+  def _gather(self, rows, emit, count, pos, next_observations, t: int) -> None:
+    """The `t` transitions completed by this add (`emit` [K] per row; `count` [K] the
+    rows' window lengths and `pos` [K] their step counts after it): their columns and
+    n-step returns, queued for `flush`."""
     n = self.n_step
-    which = np.repeat(np.arange(len(rows)), emit)          # the row of each item
-    env = rows[which]
+    which = np.repeat(np.arange(len(rows)), emit)           # the row of each item
     first = np.cumsum(emit) - emit
     c = np.arange(t) - first[which]                         # item's index in its window
-    start = (self._pos[env] - count[which] + c)             # its start's step index
+    start = pos[which] - count[which] + c                   # its start's step index
     length = count[which] - c                               # steps it covers (m)
-    start_slot = start % n
-    columns = [self._obs[env, start_slot], self._act[env, start_slot]]
+    base = rows[which] * n
+    at = base + start % n                                   # its start's flat slot
+    columns = [self._obs_flat[at], self._act_flat[at]]
     if n == 1:
-      ret, total = self._rew[env, start_slot], self._disc[env, start_slot]
+      ret, total = self._rew_flat[at], self._disc_flat[at]
     else:
-      slots = (start[:, None] + self._positions) % n       # [t, n], window order
-      rew, disc = self._rew[env[:, None], slots], self._disc[env[:, None], slots]
+      slots = base[:, None] + (start[:, None] + self._positions) % n  # [t, n], in order
+      rew, disc = self._rew_flat[slots], self._disc_flat[slots]
       total, ret, g = disc[:, 0], rew[:, 0], self._discount
       if (length == n).all():  # full windows: no masking
         for i in range(1, n):
@@ -265,7 +277,7 @@ class BatchedNStepTransitionAdder:
           ret = np.where(on, ret + rew[:, i] * total, ret)
           total = np.where(on, total * disc[:, i], total)
     columns += [ret, total, np.asarray(next_observations)[which]]
-    columns += [leaf[env, start_slot] for leaf in self._ext]
+    columns += [leaf.reshape((-1,) + leaf.shape[2:])[at] for leaf in self._ext]
     self._pending.append(columns)
 
   def flush(self) -> None:
