@@ -29,6 +29,7 @@ from actorq import core
 
 Selector = core.Selector
 BatchSelector = core.BatchSelector
+_LAST = int(dm_env.StepType.LAST)
 
 
 def with_batch(select: Selector, batch: BatchSelector) -> Selector:
@@ -255,17 +256,21 @@ class BatchedFeedForwardActor(FeedForwardActor):
       self.timings["adder"] += time.perf_counter() - start
 
   def observe(self, rows, actions, batch) -> None:  # pylint: disable=arguments-differ
-    """Writes the step of envs `rows` (int [K]): their `actions[rows]` and the rows of the
-    `vector_env.BatchedTimeStep` `batch`; then flushes the adder (one batched write)."""
+    """Writes the step of envs `rows` (int [K], distinct, increasing): their
+    `actions[rows]` and the rows of the `vector_env.BatchedTimeStep` `batch`; then flushes
+    the adder (one batched write)."""
     if self._adder is not None:
       start = time.perf_counter()
       rows = np.asarray(rows, np.int64)
       if len(rows):
         extras = (() if not self._row_extras else
                   [self._row_extras[i] for i in rows.tolist()])
-        self._adder.add(rows, actions[rows], batch.reward[rows], batch.discount[rows],
-                        batch.observation[rows], batch.step_type[rows] == dm_env.StepType.LAST,
-                        extras)
+        if len(rows) == len(actions):  # every row (distinct, in order): no gathers
+          self._adder.add(rows, actions, batch.reward, batch.discount, batch.observation,
+                          batch.step_type == _LAST, extras)
+        else:
+          self._adder.add(rows, actions[rows], batch.reward[rows], batch.discount[rows],
+                          batch.observation[rows], batch.step_type[rows] == _LAST, extras)
       self._adder.flush()
       self.timings["adder"] += time.perf_counter() - start
 
@@ -339,6 +344,8 @@ def linear_schedule(start: float, end: float, steps: int) -> Callable[[int], flo
 
   def value(step):
     if np.ndim(step):  # int [K] -> float64 [K], the same float operations per element
+      if step[0] >= steps and step[-1] >= steps:  # past the decay (frac = 1.0)
+        return np.full(len(step), float(start + 1.0 * (end - start)))
       frac = np.minimum(np.maximum(step, 0) / steps, 1.0)
       return start + frac * (end - start)
     frac = min(max(step, 0) / steps, 1.0)

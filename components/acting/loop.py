@@ -44,6 +44,7 @@ from actorq.components.acting import actors
 # otherwise: 108,000 frames of Atari at frame skip 4 (Machado et al. 2018), far above
 # any time limit of the classic-control and DeepMind Control Suite tasks (500-1,000).
 DEFAULT_MAX_EPISODE_STEPS = 27_000
+_LAST = int(dm_env.StepType.LAST)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,7 +211,13 @@ class VectorActorLoop(ActorLoop):
       per reset row: hooks.on_episode_start(loop, timestep_i)
 
   so hooks see one call per env transition, as from `ActorLoop` (`steps` counts
-  transitions, summed over the rows; `EveryNSteps` fires at its exact multiples). A run
+  transitions, summed over the rows; `EveryNSteps` fires at its exact multiples). The
+  returns and lengths are kept as arrays over the rows. When no hook overrides
+  `on_step`, no `should_stop` is given and the actor is a `BatchedFeedForwardActor`,
+  nothing happens between two rows' steps but the variable client's counting, so the
+  rows are counted in runs: `steps` advances to each ending row (whose
+  `on_episode_end` hooks see it as before) and `actor.update_steps(k)` stands for the k
+  `update()` calls of the run (`VariableClient.update(steps=k)`). A run
   that reaches `num_steps` part-way through an iteration counts (and writes) only the
   rows up to it; the others' steps are abandoned. The episode step cap is the vector
   environment's own time limit (`vector_env.make_vector_environment`).
@@ -271,7 +278,7 @@ class VectorActorLoop(ActorLoop):
       if num_steps is not None:
         moving = moving[:max(num_steps - taken, 0)]
       fresh = np.flatnonzero(resetting)
-      last = batch.step_type == dm_env.StepType.LAST
+      last = batch.step_type == _LAST
       if self._learn:
         actor.observe(moving, actions, batch)
         if len(fresh):
