@@ -237,11 +237,19 @@ class BatchedNStepTransitionAdder:
     self._pos[sel] = pos
     count = self._count[sel] + 1
     full = count == n
+    self.steps_seen += k_rows
+    if not last.any():  # no episode ends (most steps): one item per full window
+      self._count[sel] = count - full
+      if full.all():
+        self._gather_full(rows, pos, next_observations)
+      elif full.any():
+        which = np.flatnonzero(full)
+        self._gather_full(rows[which], pos[which], np.asarray(next_observations)[which])
+      return
     # Items per row: its whole window at an episode end, else one when the window is full.
     emit = np.where(last, count, full)
     self._count[sel] = np.where(last, 0, count - full)
     self._open[sel] = ~last
-    self.steps_seen += k_rows
     total_items = int(emit.sum())
     if total_items:
       self._gather(rows, emit, count, pos, next_observations, total_items)
@@ -258,27 +266,47 @@ class BatchedNStepTransitionAdder:
     length = count[which] - c                               # steps it covers (m)
     base = rows[which] * n
     at = base + start % n                                   # its start's flat slot
-    columns = [self._obs_flat[at], self._act_flat[at]]
-    if n == 1:
-      ret, total = self._rew_flat[at], self._disc_flat[at]
-    else:
-      slots = base[:, None] + (start[:, None] + self._positions) % n  # [t, n], in order
-      rew, disc = self._rew_flat[slots], self._disc_flat[slots]
-      total, ret, g = disc[:, 0], rew[:, 0], self._discount
-      if (length == n).all():  # full windows: no masking
-        for i in range(1, n):
-          total = total * g
-          ret = ret + rew[:, i] * total
-          total = total * disc[:, i]
-      else:
-        for i in range(1, n):
-          on = i < length
-          total = np.where(on, total * g, total)
-          ret = np.where(on, ret + rew[:, i] * total, ret)
-          total = np.where(on, total * disc[:, i], total)
-    columns += [ret, total, np.asarray(next_observations)[which]]
+    ret, total = self._returns(base, start, length)
+    columns = [self._obs_flat[at], self._act_flat[at], ret, total,
+               np.asarray(next_observations)[which]]
     columns += [leaf.reshape((-1,) + leaf.shape[2:])[at] for leaf in self._ext]
     self._pending.append(columns)
+
+  def _gather_full(self, env, pos, next_observations) -> None:
+    """`_gather` of one item per env in `env` (int [T]) from its full window: covering n
+    steps from step `pos - n` (`pos` [T] the envs' step counts), next observations [T]."""
+    n = self.n_step
+    base = env * n
+    start = pos - n
+    at = base + start % n
+    ret, total = self._returns(base, start, None)
+    columns = [self._obs_flat[at], self._act_flat[at], ret, total, np.array(next_observations)]
+    columns += [leaf.reshape((-1,) + leaf.shape[2:])[at] for leaf in self._ext]
+    self._pending.append(columns)
+
+  def _returns(self, base, start, length):
+    """n-step returns and discounts [T] of the items starting at window slots
+    `base + start % n`, covering `length` [T] steps (None: n each), in acme's order of
+    float operations (the class docstring's sums, term by term)."""
+    n = self.n_step
+    if n == 1:
+      at = base + start % n
+      return self._rew_flat[at], self._disc_flat[at]
+    slots = base[:, None] + (start[:, None] + self._positions) % n  # [T, n], in order
+    rew, disc = self._rew_flat[slots], self._disc_flat[slots]
+    total, ret, g = disc[:, 0], rew[:, 0], self._discount
+    if length is None or (length == n).all():  # full windows: no masking
+      for i in range(1, n):
+        total = total * g
+        ret = ret + rew[:, i] * total
+        total = total * disc[:, i]
+    else:
+      for i in range(1, n):
+        on = i < length
+        total = np.where(on, total * g, total)
+        ret = np.where(on, ret + rew[:, i] * total, ret)
+        total = np.where(on, total * disc[:, i], total)
+    return ret, total
 
   def flush(self) -> None:
     """Writes every transition completed since the last flush (see the class docstring).
