@@ -173,6 +173,11 @@ class RunDirectoryError(RunFailure):
 # selector(outputs: float32[output_size], rng: np.random.Generator, actor_step: int)
 #     -> (action, extras)
 Selector = Callable[[np.ndarray, np.random.Generator, int], Tuple[Any, Any]]
+# A selector may also carry a `batch` attribute, its form over K rows at once (the
+# vectorized actors' one array operation per step; `actorq.components.acting.actors`):
+# batch(outputs: float32[K, output_size], rng, actor_steps: int64[K])
+#     -> (actions [K, ...], extras: () or a nest of [K, ...] arrays)
+BatchSelector = Callable[[np.ndarray, np.random.Generator, np.ndarray], Tuple[np.ndarray, Any]]
 
 
 @dataclasses.dataclass(frozen=True)

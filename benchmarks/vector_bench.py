@@ -14,7 +14,8 @@ iterations (jit compilation, LiteRT interpreter sizing) is not timed.
 Per actor step (one environment transition), microseconds:
   env        the environment's step call (B rows at once for B > 1, divided by B)
   inference  the policy runtime call (one per iteration: B rows)
-  select     the numpy action selectors (one per active row)
+  select     the numpy action selector (B = 1: one row per step; B > 1: its batch form,
+             one call on the active rows per iteration, `actors.batch_form`)
   adder      the adder's calls (B > 1: the batched add + one flush per iteration)
   other      the rest: the loop's per-row bookkeeping, hooks, resets, variable client
 Bare env ceiling: env.step steps/s with a fixed valid action and nothing else, for the
@@ -35,6 +36,7 @@ import jax
 import numpy as np
 
 from actorq.benchmarks.actorq_bench import markdown_table
+from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments, vector_env
@@ -94,6 +96,7 @@ def acting_run(builder, env_id: str, num_envs: int, steps: int, seed: int = 0) -
   parts = experiment.agent_parts(config, spec)
   timing = {"select": 0.0}
   inner = parts.policy.selector
+  inner_batch = actors.batch_form(inner)
 
   def timed_selector(outputs, rng, step):
     start = time.perf_counter()
@@ -102,8 +105,15 @@ def acting_run(builder, env_id: str, num_envs: int, steps: int, seed: int = 0) -
     finally:
       timing["select"] += time.perf_counter() - start
 
-  parts = dataclasses.replace(parts, policy=dataclasses.replace(parts.policy,
-                                                                selector=timed_selector))
+  def timed_batch(outputs, rng, steps):
+    start = time.perf_counter()
+    try:
+      return inner_batch(outputs, rng, steps)
+    finally:
+      timing["select"] += time.perf_counter() - start
+
+  timed = actors.with_batch(timed_selector, timed_batch)
+  parts = dataclasses.replace(parts, policy=dataclasses.replace(parts.policy, selector=timed))
   client = local_replay.LocalReplayClient(builder.make_replay_tables(spec, parts.policy), seed)
   source = vc.PolicyServer(_FixedSource(random_params(parts.networks.spec, seed)),
                            parts.networks.spec)

@@ -21,12 +21,15 @@ from actorq.quantization import qat
 
 def q_value_selector(selector: actors.Selector) -> actors.Selector:
   """`selector` applied to `networks.dueling_q(outputs)`: an actor running a dueling
-  spec (outputs [V, A_1..A_n]) selects from Q-values [n]."""
+  spec (outputs [V, A_1..A_n]) selects from Q-values [n] (batch form: [K, n])."""
+
+  inner = actors.batch_form(selector)
 
   def select(outputs: np.ndarray, rng: np.random.Generator, step: int):
     return selector(networks_lib.dueling_q(np.asarray(outputs)), rng, step)
 
-  return select
+  return actors.with_batch(select, lambda outputs, rng, steps: inner(
+      networks_lib.dueling_q(np.asarray(outputs)), rng, steps))
 
 
 def q_policy(config, networks, evaluation: bool = False) -> core.ActorPolicy:

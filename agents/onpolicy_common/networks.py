@@ -24,6 +24,7 @@ from acme import specs
 
 from actorq import core
 from actorq.components import networks as networks_lib
+from actorq.components.acting import actors
 from actorq.components.acting.continuous import LOG_STD_MAX, LOG_STD_MIN, split_gaussian
 from actorq.core import UnsupportedEnvironmentError
 from actorq.quantization import network_spec as ns
@@ -90,12 +91,15 @@ def extras_spec(head: PolicyHead) -> Dict[str, specs.Array]:
 
 
 def _np_log_softmax(logits: np.ndarray) -> np.ndarray:
-  z = logits - np.max(logits)
-  return z - np.log(np.sum(np.exp(z)))
+  """log softmax over the last axis (float64 [..., A])."""
+  z = logits - np.max(logits, axis=-1, keepdims=True)
+  return z - np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
 
 
 def categorical_selector(head: PolicyHead, evaluation: bool = False) -> core.Selector:
-  """Samples `a ~ softmax(logits)` (evaluation: argmax). Extras: logits, log-prob."""
+  """Samples `a ~ softmax(logits)` (evaluation: argmax). Extras: logits, log-prob. The
+  batch form (logits [K, A]) draws the Gumbel noise `rng.random((K, A))`, what K rows
+  draw in row order."""
 
   def select(outputs: np.ndarray, rng: np.random.Generator, step: int):
     del step
@@ -107,13 +111,25 @@ def categorical_selector(head: PolicyHead, evaluation: bool = False) -> core.Sel
     return (np.asarray(action, head.action_dtype),
             {"logits": logits, "log_prob": np.float32(log_p[action])})
 
-  return select
+  def batch(outputs: np.ndarray, rng: np.random.Generator, steps: np.ndarray):
+    del steps
+    logits = np.asarray(outputs, np.float32)
+    if evaluation:
+      return np.argmax(logits, axis=-1).astype(head.action_dtype), ()
+    log_p = _np_log_softmax(logits.astype(np.float64))
+    action = np.argmax(log_p - np.log(-np.log(rng.random(log_p.shape))), axis=-1)
+    chosen = np.take_along_axis(log_p, action[:, None], axis=-1)[:, 0]
+    return (action.astype(head.action_dtype),
+            {"logits": logits, "log_prob": chosen.astype(np.float32)})
+
+  return actors.with_batch(select, batch)
 
 
 def gaussian_selector(head: PolicyHead, evaluation: bool = False) -> core.Selector:
   """Samples `u ~ N(mean, std^2)`, acts with `clip(u, min, max)` (evaluation: the
   clipped mean). Extras: log-prob of `u` and `raw_action = u`. Actions are float32 and
-  always inside the bounds (case E4)."""
+  always inside the bounds (case E4). It takes one row [2A] or K rows [K, 2A] alike (its
+  batch form is itself)."""
 
   def select(outputs: np.ndarray, rng: np.random.Generator, step: int):
     del step
@@ -122,11 +138,13 @@ def gaussian_selector(head: PolicyHead, evaluation: bool = False) -> core.Select
       return np.clip(mean, head.minimum, head.maximum).astype(np.float32), ()
     noise = rng.standard_normal(mean.shape).astype(np.float32)
     raw = (mean + np.exp(log_std) * noise).astype(np.float32)
-    log_prob = np.sum(-0.5 * noise.astype(np.float64) ** 2 - log_std - 0.5 * _LOG_2PI)
+    log_prob = np.sum(-0.5 * noise.astype(np.float64) ** 2 - log_std - 0.5 * _LOG_2PI, axis=-1)
     action = np.clip(raw, head.minimum, head.maximum).astype(np.float32)
-    return action, {"log_prob": np.float32(log_prob), "raw_action": raw}
+    return action, {"log_prob": np.asarray(log_prob, np.float32)[()], "raw_action": raw}
 
-  return select
+  # Rows [K, 2A]: the same operations along the last axis; `standard_normal((K, A))` is
+  # what K rows draw in row order.
+  return actors.with_batch(select, select)
 
 
 def make_selector(head: PolicyHead, evaluation: bool = False) -> core.Selector:

@@ -9,6 +9,11 @@ by a policy runtime (fp32 JAX, or a quantized runtime); the cheap, agent-specifi
 
 `extras` (a possibly empty nest of numpy arrays, e.g. behaviour logits) goes to the
 adder with the action, so the table's signature must include it (case E3).
+
+A selector may carry its form over K rows at once as a `batch` attribute (`with_batch`,
+`core.BatchSelector`): `batch(outputs[K, output_size], rng, actor_steps int64[K]) ->
+(actions[K, ...], extras)`, one array operation per step for the vectorized actors
+(`BatchedFeedForwardActor`); `batch_form` falls back to the selector row by row.
 """
 from __future__ import annotations
 
@@ -17,11 +22,46 @@ from typing import Any, Callable
 
 import dm_env
 import numpy as np
+import tree
 from acme import core as acme_core
 
 from actorq import core
 
 Selector = core.Selector
+BatchSelector = core.BatchSelector
+_LAST = int(dm_env.StepType.LAST)
+
+
+def with_batch(select: Selector, batch: BatchSelector) -> Selector:
+  """`select` with its form over K rows attached as `select.batch` (returned).
+
+  `batch(outputs float32[K, O], rng, actor_steps int64[K]) -> (actions [K, ...], extras)`
+  gives row k what `select(outputs[k], rng, actor_steps[k])` gives (same dtype and
+  shape), with extras `()` or the rows' extras stacked into a nest of `[K, ...]` arrays.
+  Where it draws from `rng`, each batch form documents its order; most draw exactly what
+  the row-by-row calls would (e.g. `standard_normal((K, A))` is K draws of `(A,)`).
+  """
+  select.batch = batch
+  return select
+
+
+def batch_form(selector: Selector) -> BatchSelector:
+  """The selector's form over K rows: its `batch` attribute (`with_batch`), or else the
+  selector called on each row in row order (its draws in that order), actions and
+  extras stacked. K >= 1."""
+  batch = getattr(selector, "batch", None)
+  if batch is not None:
+    return batch
+
+  def per_row(outputs, rng, steps):
+    pairs = [selector(outputs[k], rng, int(steps[k])) for k in range(len(outputs))]
+    actions = np.stack([np.asarray(a) for a, _ in pairs])
+    if not tree.flatten(pairs[0][1]):
+      return actions, ()
+    return actions, tree.map_structure(lambda *xs: np.stack([np.asarray(x) for x in xs]),
+                                       *[e for _, e in pairs])
+
+  return per_row
 
 
 class NonFiniteOutputError(ValueError):
@@ -111,7 +151,9 @@ class BatchedFeedForwardActor(FeedForwardActor):
 
   `select_actions` runs the policy runtime ONCE on the `[B, ...]` observations (every
   precision's runtime takes a batch; the int8 LiteRT interpreter is sized for B once),
-  then the numpy selector on each active row in row order, all rows drawing from the one
+  then the selector ONCE on the active rows' outputs (`batch_form(selector)`: its `batch`
+  form, one array operation per step, else the selector row by row), with the active
+  rows' actor steps `num_steps, num_steps + 1, ...` in row order, drawing from the one
   seeded generator (so a run stays a function of its seed). Inactive rows (being reset by
   the vector environment, which ignores their action) get `dummy_action` and use no
   randomness and no schedule step. The adder is a batched one
@@ -127,14 +169,16 @@ class BatchedFeedForwardActor(FeedForwardActor):
   Attributes:
     num_steps: actions selected for active rows so far (drives exploration schedules).
     timings: cumulative seconds in `inference` (the runtime call), `select` (the
-      selectors) and `adder`.
+      selector) and `adder`.
   """
 
   def __init__(self, runtime, selector: Selector, variable_client=None, adder=None,
                seed: int = 0, *, dummy_action: Any):
     super().__init__(runtime, selector, variable_client, adder, seed)
     self._dummy = np.asarray(dummy_action)
-    self._row_extras: list = []
+    self._batch = batch_form(selector)
+    self._row_extras: Any = ()  # () or, per row of the last batch, its extras nest
+    self._offsets = np.arange(0, dtype=np.int64)
     self.timings["select"] = 0.0
 
   def select_actions(self, observations, active=None) -> np.ndarray:
@@ -149,26 +193,60 @@ class BatchedFeedForwardActor(FeedForwardActor):
     mid = time.perf_counter()
     self.timings["inference"] += mid - start
     rows = outputs.shape[0]
-    active = np.ones(rows, bool) if active is None else np.asarray(active, bool)
-    bad = active & ~np.isfinite(outputs.reshape(rows, -1)).all(axis=1)
-    if bad.any():
-      i = int(np.flatnonzero(bad)[0])
-      raise NonFiniteOutputError(
-          f"the policy's outputs are not finite at {self._runtime.precision} (parameter "
-          f"version {self._runtime.version}), env {i} of {rows}: "
-          f"{self._runtime.diagnose(batch[i:i + 1])}")
-    actions, extras = [], []
-    for i in range(rows):
-      if active[i]:
-        action, extra = self._selector(outputs[i], self._rng, self.num_steps)
-        self.num_steps += 1
+    if active is not None:
+      active = np.asarray(active, bool)
+    if not np.isfinite(outputs).all():  # one reduction; the rows only when it fails
+      bad = ~np.isfinite(outputs.reshape(rows, -1)).all(axis=1)
+      if active is not None:
+        bad &= active
+      if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise NonFiniteOutputError(
+            f"the policy's outputs are not finite at {self._runtime.precision} (parameter "
+            f"version {self._runtime.version}), env {i} of {rows}: "
+            f"{self._runtime.diagnose(batch[i:i + 1])}")
+    if len(self._offsets) < rows:
+      self._offsets = np.arange(rows, dtype=np.int64)
+    if active is None or active.all():
+      actions, extras = self._batch(outputs, self._rng, self.num_steps + self._offsets[:rows])
+      self.num_steps += rows
+      index = None
+    else:
+      index = np.flatnonzero(active)
+      k = len(index)
+      if k:
+        chosen, extras = self._batch(outputs[index], self._rng,
+                                     self.num_steps + self._offsets[:k])
+        chosen = np.asarray(chosen)
+        self.num_steps += k
+        actions = np.empty((rows,) + chosen.shape[1:],
+                           np.result_type(chosen.dtype, self._dummy.dtype))
+        actions[...] = self._dummy
+        actions[index] = chosen
       else:
-        action, extra = self._dummy, ()
-      actions.append(action)
-      extras.append(extra)
-    self._row_extras = extras
+        actions, extras = np.stack([self._dummy] * rows), ()
+    self._row_extras = () if not tree.flatten(extras) else self._split_extras(
+        extras, rows, index)
     self.timings["select"] += time.perf_counter() - mid
-    return np.stack([np.asarray(a) for a in actions])
+    return np.asarray(actions)
+
+  @staticmethod
+  def _split_extras(extras, rows: int, index) -> list:
+    """The stacked extras as one nest per row of the batch (() on inactive rows)."""
+    positions = range(rows) if index is None else index.tolist()
+    out: list = [()] * rows
+    for k, i in enumerate(positions):
+      out[i] = tree.map_structure(lambda x, k=k: x[k], extras)
+    return out
+
+  def update_steps(self, steps: int) -> None:
+    """`steps` (>= 1) calls of `update()` with nothing in between, at once: the variable
+    client counts them in one call (`VariableClient.update(steps=...)`)."""
+    if self._client is not None:
+      if steps == 1:
+        self._client.update()
+      else:
+        self._client.update(steps=steps)
 
   def observe_first(self, rows, observations) -> None:  # pylint: disable=arguments-differ
     """Episode starts of envs `rows` (int [K]) with `observations` [K, ...]."""
@@ -178,15 +256,21 @@ class BatchedFeedForwardActor(FeedForwardActor):
       self.timings["adder"] += time.perf_counter() - start
 
   def observe(self, rows, actions, batch) -> None:  # pylint: disable=arguments-differ
-    """Writes the step of envs `rows` (int [K]): their `actions[rows]` and the rows of the
-    `vector_env.BatchedTimeStep` `batch`; then flushes the adder (one batched write)."""
+    """Writes the step of envs `rows` (int [K], distinct, increasing): their
+    `actions[rows]` and the rows of the `vector_env.BatchedTimeStep` `batch`; then flushes
+    the adder (one batched write)."""
     if self._adder is not None:
       start = time.perf_counter()
       rows = np.asarray(rows, np.int64)
       if len(rows):
-        self._adder.add(rows, actions[rows], batch.reward[rows], batch.discount[rows],
-                        batch.observation[rows], batch.step_type[rows] == dm_env.StepType.LAST,
-                        [self._row_extras[i] for i in rows.tolist()])
+        extras = (() if not self._row_extras else
+                  [self._row_extras[i] for i in rows.tolist()])
+        if len(rows) == len(actions):  # every row (distinct, in order): no gathers
+          self._adder.add(rows, actions, batch.reward, batch.discount, batch.observation,
+                          batch.step_type == _LAST, extras)
+        else:
+          self._adder.add(rows, actions[rows], batch.reward[rows], batch.discount[rows],
+                          batch.observation[rows], batch.step_type[rows] == _LAST, extras)
       self._adder.flush()
       self.timings["adder"] += time.perf_counter() - start
 
@@ -258,11 +342,25 @@ def linear_schedule(start: float, end: float, steps: int) -> Callable[[int], flo
   """`start` linearly to `end` over `steps` steps, then `end`."""
   steps = max(int(steps), 1)
 
-  def value(step: int) -> float:
+  def value(step):
+    if np.ndim(step):  # int [K] -> float64 [K], the same float operations per element
+      if step[0] >= steps and step[-1] >= steps:  # past the decay (frac = 1.0)
+        return np.full(len(step), float(start + 1.0 * (end - start)))
+      frac = np.minimum(np.maximum(step, 0) / steps, 1.0)
+      return start + frac * (end - start)
     frac = min(max(step, 0) / steps, 1.0)
     return float(start + frac * (end - start))
 
+  value.vectorized = True  # takes an int array of steps as well (`schedule_values`)
   return value
+
+
+def schedule_values(schedule: Callable[[int], float], steps: np.ndarray) -> np.ndarray:
+  """float64 [K]: `schedule` at each of `steps` (int [K]); one array operation for a
+  schedule marked `vectorized` (`linear_schedule`), else one call per step."""
+  if getattr(schedule, "vectorized", False):
+    return np.asarray(schedule(np.asarray(steps)), np.float64)
+  return np.array([schedule(int(s)) for s in steps], np.float64)
 
 
 def on_shared_schedule(selector: Selector, num_actors: int) -> Selector:
@@ -285,25 +383,45 @@ def on_shared_schedule(selector: Selector, num_actors: int) -> Selector:
     raise ValueError(f"num_actors must be an integer >= 1, got {num_actors!r}")
   if num_actors == 1:
     return selector
+  inner = batch_form(selector)
 
   def select(outputs, rng: np.random.Generator, step: int):
     return selector(outputs, rng, step * num_actors)
 
-  return select
+  return with_batch(select, lambda outputs, rng, steps: inner(outputs, rng, steps * num_actors))
 
 
 def epsilon_greedy(epsilon: Callable[[int], float]) -> Selector:
-  """Epsilon-greedy over Q-values; `epsilon(actor_step)` in [0, 1]. Actions are int32."""
+  """Epsilon-greedy over Q-values; `epsilon(actor_step)` in [0, 1]. Actions are int32.
+
+  One row (float [A]) draws `u = rng.random()` and, when `u < epsilon(step)`, a uniform
+  action `rng.integers(A)`. The batch form (float [K, A]) draws the K uniforms first,
+  `rng.random(K)`, then one `rng.integers(A)` per exploring row in row order
+  (`rng.integers(A, size=M)`): each row has the same distribution as one row's, from a
+  differently ordered stream (a single-process run with B > 1 stays a function of its
+  seed; B = 1 uses the one-row form)."""
 
   def select(q_values: np.ndarray, rng: np.random.Generator, step: int):
     if rng.random() < epsilon(step):
       return np.int32(rng.integers(q_values.shape[-1])), ()
     return np.int32(np.argmax(q_values)), ()
 
-  return select
+  def batch(q_values: np.ndarray, rng: np.random.Generator, steps: np.ndarray):
+    actions = np.argmax(q_values, axis=-1).astype(np.int32)
+    explore = rng.random(len(actions)) < schedule_values(epsilon, steps)
+    count = int(np.count_nonzero(explore))
+    if count:
+      actions[explore] = rng.integers(q_values.shape[-1], size=count)
+    return actions, ()
+
+  return with_batch(select, batch)
 
 
 def greedy(q_values: np.ndarray, rng: np.random.Generator, step: int):
-  """The greedy (evaluation) selector over Q-values."""
+  """The greedy (evaluation) selector over Q-values (batch form: argmax per row)."""
   del rng, step
   return np.int32(np.argmax(q_values)), ()
+
+
+with_batch(greedy, lambda q_values, rng, steps: (np.argmax(q_values, axis=-1).astype(np.int32),
+                                                 ()))

@@ -21,7 +21,11 @@ runtime and squashes it, `a = from_unit(tanh(u))` (SAC's policy, Haarnoja et al.
 in the box (TD3's pure-exploration start, Fujimoto et al. 2018 sec. 6.1).
 
 Selectors follow `actorq.components.acting.actors.Selector`:
-`(outputs: float32[A] or [2A], rng, actor_step) -> (float32[*action_shape], ())`.
+`(outputs: float32[A] or [2A], rng, actor_step) -> (float32[*action_shape], ())`; each
+carries its batch form (`actors.with_batch`: outputs `[K, A]` or `[K, 2A]` -> float32
+`[K, *action_shape]`), which draws exactly what K calls of the one-row form draw, in row
+order (`standard_normal((K, *shape))` and `uniform(lo, hi, (K, *shape))` fill row by row),
+so the actions are the same bit for bit.
 """
 from __future__ import annotations
 
@@ -29,6 +33,8 @@ from typing import Tuple
 
 import numpy as np
 from dm_env import specs as dm_specs
+
+from actorq.components.acting import actors
 
 # Bounds of a Gaussian policy head's log-std (natural log of the std, in the units of the
 # Gaussian's variable): std in [6.7e-3, 7.4].
@@ -81,6 +87,16 @@ def _check_outputs(outputs: np.ndarray, shape) -> np.ndarray:
   return u.reshape(shape)
 
 
+def _check_rows(outputs: np.ndarray, shape) -> np.ndarray:
+  """`_check_outputs` of each row of `outputs` [K, ...]: float32 [K, *shape]."""
+  u = np.asarray(outputs, np.float32)
+  rows = u.shape[0]
+  if u.size != rows * int(np.prod(shape)):
+    raise ValueError(f"policy output has {u.size // max(rows, 1)} values per row, the action "
+                     f"shape {shape} needs {int(np.prod(shape))}")
+  return u.reshape((rows,) + tuple(shape))
+
+
 def deterministic_bounded(action_spec):
   """The greedy (evaluation) selector: rescale `u` to the bounds and clip."""
   lo, hi = bounds(action_spec)
@@ -90,7 +106,12 @@ def deterministic_bounded(action_spec):
     u = _check_outputs(outputs, lo.shape)
     return np.clip(from_unit(u, lo, hi), lo, hi).astype(np.float32), ()
 
-  return select
+  def batch(outputs: np.ndarray, rng: np.random.Generator, steps: np.ndarray):
+    del rng, steps
+    u = _check_rows(outputs, lo.shape)
+    return np.clip(from_unit(u, lo, hi), lo, hi).astype(np.float32), ()
+
+  return actors.with_batch(select, batch)
 
 
 def gaussian_bounded(action_spec, sigma: float):
@@ -115,7 +136,13 @@ def gaussian_bounded(action_spec, sigma: float):
     a = from_unit(u, lo, hi) + scale * rng.standard_normal(lo.shape).astype(np.float32)
     return np.clip(a, lo, hi).astype(np.float32), ()
 
-  return select
+  def batch(outputs: np.ndarray, rng: np.random.Generator, steps: np.ndarray):
+    del steps
+    u = _check_rows(outputs, lo.shape)
+    a = from_unit(u, lo, hi) + scale * rng.standard_normal(u.shape).astype(np.float32)
+    return np.clip(a, lo, hi).astype(np.float32), ()
+
+  return actors.with_batch(select, batch)
 
 
 def split_gaussian(outputs, xp=np):
@@ -152,7 +179,20 @@ def tanh_gaussian_bounded(action_spec, evaluation: bool = False):
     a = from_unit(np.tanh(u).reshape(lo.shape), lo, hi)
     return np.clip(a, lo, hi).astype(np.float32), ()
 
-  return select
+  def batch(outputs: np.ndarray, rng: np.random.Generator, steps: np.ndarray):
+    del steps
+    rows = np.shape(outputs)[0]
+    out = np.asarray(outputs, np.float32).reshape(rows, -1)
+    if out.shape[1] != 2 * size:
+      raise ValueError(f"policy output has {out.shape[1]} values, a Gaussian over the action "
+                       f"shape {lo.shape} needs {2 * size} (mean and log-std)")
+    mean, log_std = split_gaussian(out)
+    u = mean if evaluation else (
+        mean + np.exp(log_std) * rng.standard_normal(mean.shape).astype(np.float32))
+    a = from_unit(np.tanh(u).reshape((rows,) + lo.shape), lo, hi)
+    return np.clip(a, lo, hi).astype(np.float32), ()
+
+  return actors.with_batch(select, batch)
 
 
 def uniform_warmup(selector, action_spec, steps: int):
@@ -181,9 +221,25 @@ def uniform_warmup(selector, action_spec, steps: int):
   if steps == 0:
     return selector
 
+  inner = actors.batch_form(selector)
+
   def select(outputs: np.ndarray, rng: np.random.Generator, step: int):
     if step < steps:
       return rng.uniform(lo, hi).astype(np.float32), ()
     return selector(outputs, rng, step)
 
-  return select
+  def batch(outputs: np.ndarray, rng: np.random.Generator, actor_steps: np.ndarray):
+    # The rows' steps increase in row order: the warm-up rows are a prefix.
+    warm = int(np.count_nonzero(np.asarray(actor_steps) < steps))
+    if warm == 0:
+      return inner(outputs, rng, actor_steps)
+    uniform = rng.uniform(lo, hi, (warm,) + lo.shape).astype(np.float32)
+    if warm == len(actor_steps):
+      return uniform, ()
+    rest, extras = inner(outputs[warm:], rng, actor_steps[warm:])
+    if extras != ():
+      raise ValueError("uniform_warmup's batch form needs a selector without extras when "
+                       "warm-up and selected rows meet in one batch")
+    return np.concatenate([uniform, np.asarray(rest, np.float32)]), ()
+
+  return actors.with_batch(select, batch)

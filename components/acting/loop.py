@@ -44,6 +44,7 @@ from actorq.components.acting import actors
 # otherwise: 108,000 frames of Atari at frame skip 4 (Machado et al. 2018), far above
 # any time limit of the classic-control and DeepMind Control Suite tasks (500-1,000).
 DEFAULT_MAX_EPISODE_STEPS = 27_000
+_LAST = int(dm_env.StepType.LAST)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +107,7 @@ class ActorLoop:
     self._hooks = list(hooks)
     self._learn = bool(learn)
     self._should_stop = should_stop or (lambda: False)
+    self._stop_given = should_stop is not None
     self._cap = int(max_episode_steps)
     self.steps = 0
     self.episodes = 0
@@ -209,7 +211,13 @@ class VectorActorLoop(ActorLoop):
       per reset row: hooks.on_episode_start(loop, timestep_i)
 
   so hooks see one call per env transition, as from `ActorLoop` (`steps` counts
-  transitions, summed over the rows; `EveryNSteps` fires at its exact multiples). A run
+  transitions, summed over the rows; `EveryNSteps` fires at its exact multiples). The
+  returns and lengths are kept as arrays over the rows. When no hook overrides
+  `on_step`, no `should_stop` is given and the actor is a `BatchedFeedForwardActor`,
+  nothing happens between two rows' steps but the variable client's counting, so the
+  rows are counted in runs: `steps` advances to each ending row (whose
+  `on_episode_end` hooks see it as before) and `actor.update_steps(k)` stands for the k
+  `update()` calls of the run (`VariableClient.update(steps=k)`). A run
   that reaches `num_steps` part-way through an iteration counts (and writes) only the
   rows up to it; the others' steps are abandoned. The episode step cap is the vector
   environment's own time limit (`vector_env.make_vector_environment`).
@@ -227,6 +235,12 @@ class VectorActorLoop(ActorLoop):
         raise ValueError(f"{name} must be >= 1, got {value}")
     env, actor, hooks = self.environment, self.actor, self._hooks
     b = env.num_envs
+    # Hooks that do something per step (the base class's on_step is a no-op).
+    step_hooks = [h for h in hooks if type(h).on_step is not Hook.on_step]
+    # Without per-step hooks or a stop condition nothing happens between the rows' steps
+    # but the variable client's counting: one `update_steps(k)` stands for k updates.
+    per_row = (bool(step_hooks) or self._stop_given
+               or not isinstance(actor, actors.BatchedFeedForwardActor))
     finished: List[EpisodeStats] = []
     taken = 0
     try:
@@ -241,8 +255,19 @@ class VectorActorLoop(ActorLoop):
         hook.on_episode_start(self, batch.row(i))
     returns = np.zeros(b, np.float64)
     lengths = np.zeros(b, np.int64)
-    starts = [time.time()] * b
+    starts = np.full(b, time.time())
     resetting = np.zeros(b, bool)
+
+    def end_episode(i: int) -> bool:
+      """Row i's episode ended: its stats and hooks; True when `num_episodes` are done."""
+      self.episodes += 1
+      stats = EpisodeStats(float(returns[i]), int(lengths[i]), time.time() - starts[i],
+                           bool(lengths[i] >= self._cap))
+      finished.append(stats)
+      for hook in hooks:
+        hook.on_episode_end(self, stats)
+      return num_episodes is not None and len(finished) >= num_episodes
+
     while True:
       actions = actor.select_actions(batch.observation, ~resetting)
       try:
@@ -253,41 +278,53 @@ class VectorActorLoop(ActorLoop):
       if num_steps is not None:
         moving = moving[:max(num_steps - taken, 0)]
       fresh = np.flatnonzero(resetting)
-      last = batch.step_type == dm_env.StepType.LAST
+      last = batch.step_type == _LAST
       if self._learn:
         actor.observe(moving, actions, batch)
         if len(fresh):
           actor.observe_first(fresh, batch.observation[fresh])
-      stop = False
-      for i in moving.tolist():
-        lengths[i] += 1
-        returns[i] += float(batch.reward[i])
-        self.steps += 1
-        taken += 1
-        timestep = batch.row(i)
-        for hook in hooks:
-          hook.on_step(self, actions[i], timestep)
-        if self._learn:
-          actor.update()
-        if last[i]:
-          self.episodes += 1
-          stats = EpisodeStats(float(returns[i]), int(lengths[i]), time.time() - starts[i],
-                               bool(lengths[i] >= self._cap))
-          finished.append(stats)
-          for hook in hooks:
-            hook.on_episode_end(self, stats)
-          if num_episodes is not None and len(finished) >= num_episodes:
+      lengths[moving] += 1
+      returns[moving] += batch.reward[moving]
+      if per_row:
+        for i in moving.tolist():
+          self.steps += 1
+          taken += 1
+          if step_hooks:
+            timestep = batch.row(i)
+            for hook in step_hooks:
+              hook.on_step(self, actions[i], timestep)
+          if self._learn:
+            actor.update()
+          if last[i] and end_episode(i):
             return finished
-        if (num_steps is not None and taken >= num_steps) or self._should_stop():
-          stop = True
-          break
-      if stop:
-        return finished
-      for i in fresh.tolist():
-        returns[i], lengths[i], starts[i] = 0.0, 0, time.time()
-        for hook in hooks:
-          hook.on_episode_start(self, batch.row(i))
-      resetting = last.copy()
+          if (num_steps is not None and taken >= num_steps) or self._should_stop():
+            return finished
+      else:
+        counted = 0  # rows of `moving` counted so far (steps, updates)
+        for position in np.flatnonzero(last[moving]).tolist():
+          count, counted = position + 1 - counted, position + 1
+          self.steps += count
+          taken += count
+          if self._learn:
+            actor.update_steps(count)
+          if end_episode(int(moving[position])):
+            return finished
+        count = len(moving) - counted
+        if count:
+          self.steps += count
+          taken += count
+          if self._learn:
+            actor.update_steps(count)
+        if num_steps is not None and taken >= num_steps:
+          return finished
+      if len(fresh):
+        returns[fresh], lengths[fresh], starts[fresh] = 0.0, 0, time.time()
+        if hooks:
+          for i in fresh.tolist():
+            timestep = batch.row(i)
+            for hook in hooks:
+              hook.on_episode_start(self, timestep)
+      resetting = last
 
 
 def summarize(episodes: Sequence[EpisodeStats]) -> dict:

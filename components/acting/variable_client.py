@@ -268,21 +268,33 @@ class VariableClient:
       self.payload = payload
       self.stats["load_seconds"] += time.perf_counter() - start
 
-  def update(self, wait: bool = False) -> None:
-    """Counts one actor step; pulls when due. Blocks only when `wait` or synchronous."""
+  def update(self, wait: bool = False, steps: int = 1) -> None:
+    """Counts `steps` actor steps (int >= 1); pulls when due. Blocks only when `wait` or
+    synchronous.
+
+    `update(steps=k)` is k calls of `update()` with nothing in between (a vectorized
+    actor's k rows): the count after it is the same, and where one or more pulls fall due
+    among them, one pull is made (back-to-back pulls would fetch the same version), at
+    the end of the k synchronously, else submitted in the background as the call that
+    fell due would have."""
     if wait:
       self.update_and_wait()
       return
     if self._future is not None and self._future.done():
       future, self._future = self._future, None
       self._load(future.result())  # re-raises a failed fetch here, on the actor thread
-    self._calls += 1
-    if self._calls >= self._period and self._future is None:
-      if not self.asynchronous:
-        self.update_and_wait()
-        return
-      self._calls = 0
-      self._future = self._executor.submit(self._fetch)
+    calls = self._calls + steps
+    if calls < self._period or self._future is not None:
+      self._calls = calls
+      return
+    if not self.asynchronous:  # pulls at every multiple of the period: the last one counts
+      self.update_and_wait()
+      self._calls = calls % self._period
+      return
+    # The call that fell due (the first of the k, or the one reaching the period) reset
+    # the count and submitted; the calls after it count again.
+    self._calls = steps - max(self._period - self._calls, 1)
+    self._future = self._executor.submit(self._fetch)
 
   def update_and_wait(self) -> None:
     """Fetches and loads the newest parameters now."""

@@ -15,8 +15,6 @@ after a time-limit truncation, whose environment discount is 1).
 """
 from __future__ import annotations
 
-import collections
-
 import dm_env
 import numpy as np
 import tree
@@ -82,11 +80,12 @@ class PerEnvAdders:
           extras) -> None:
     """One step of each env in `rows` (int [K]): `actions` [K, ...], float `rewards` [K],
     `discounts` [K], `next_observations` [K, ...], bool `last` [K], `extras` a list of K
-    nests."""
+    nests (`()`: no extras)."""
     for k, i in enumerate(rows):
       step_type = dm_env.StepType.LAST if last[k] else dm_env.StepType.MID
       self._adders[int(i)].add(actions[k], dm_env.TimeStep(
-          step_type, rewards[k], discounts[k], next_observations[k]), extras=extras[k])
+          step_type, rewards[k], discounts[k], next_observations[k]),
+                               extras=extras[k] if len(extras) else ())
 
   def flush(self) -> None:
     """Nothing pending: every adder writes as it goes."""
@@ -102,7 +101,6 @@ class PerEnvAdders:
 
 # Transitions per Reverb chunk group of the batched adder (see `_write_reverb`).
 _REVERB_GROUP = 64
-_SCALAR_RETURNS_MAX = 8  # flushes of at most this many transitions take the scalar path
 
 
 class BatchedNStepTransitionAdder:
@@ -117,13 +115,17 @@ class BatchedNStepTransitionAdder:
       reward   = r_t + g d_t r_{t+1} + ... + g^{m-1} d_t ... d_{t+m-2} r_{t+m-1}
       discount = g^{m-1} d_t ... d_{t+m-1}
 
-  and the next observation s_{t+m}. `add_first`/`add` only copy rows into the windows
-  (checked first, in one vectorised check per column: `replay.ColumnChecker`); `flush()`
-  computes the returns of every completed transition in one vectorised pass and writes
-  them in one call: `LocalReplayClient.insert_batch` in process, or one Reverb
-  `TrajectoryWriter` (one `append` + `create_item` per transition, one `flush` per call)
-  to a Reverb server. Items of one `flush` are written env by env in row order, each
-  env's in time order; priority 1.0 (as `priority_fns={table: None}`).
+  and the next observation s_{t+m}. The windows are arrays over the batch (ring
+  buffers `[B, n, ...]` indexed by each env's step count), so `add` is a fixed number of
+  array operations whatever K: check the columns (one vectorised check per column:
+  `replay.ColumnChecker`), copy the K rows into their slots, gather the completed
+  transitions (one per env whose window is full, all of an env's window when its
+  episode ends) and compute their returns in one pass over the n window positions.
+  `flush()` writes what is complete in one call: `LocalReplayClient.insert_batch` in
+  process, or one Reverb `TrajectoryWriter` (one `append` + `create_item` per transition,
+  one `flush` per call) to a Reverb server. Items of one `add` are written env by env
+  in the order of `rows`, each env's in time order; priority 1.0 (as
+  `priority_fns={table: None}`).
 
   Args:
     client: a `LocalReplayClient` or a `reverb.Client` (or `TimeoutClient`).
@@ -132,7 +134,8 @@ class BatchedNStepTransitionAdder:
     num_envs: B.
     n_step: N >= 1.
     discount: the agent's discount g.
-    environment_spec, extras_spec: the columns' specs (checked on every row).
+    environment_spec, extras_spec: the columns' specs (checked on every row); the
+      observation and action are single arrays, the extras any nest.
 
   Attributes:
     items_written: transitions written so far.
@@ -140,7 +143,8 @@ class BatchedNStepTransitionAdder:
 
   Raises:
     ValueError: n_step < 1 or num_envs < 1; from add/add_first, a row that does not fit
-      its column (TypeError for a dtype), NonFiniteValueError for a NaN/inf.
+      its column (TypeError for a dtype), NonFiniteValueError for a NaN/inf, each before
+      anything is stored; RuntimeError from `add` for an env without `add_first`.
   """
 
   def __init__(self, client, table: str, num_envs: int, n_step: int, discount: float,
@@ -150,7 +154,7 @@ class BatchedNStepTransitionAdder:
     if int(num_envs) < 1:
       raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     self._client, self._table = client, table
-    self.num_envs, self.n_step = int(num_envs), int(n_step)
+    self.num_envs, self.n_step = b, n = int(num_envs), int(n_step)
     reward_dtype = np.result_type(np.dtype(environment_spec.rewards.dtype),
                                   np.dtype(environment_spec.discounts.dtype), np.float32)
     self._dtype = reward_dtype
@@ -158,9 +162,30 @@ class BatchedNStepTransitionAdder:
     self._checker = replay.ColumnChecker(environment_spec, extras_spec)
     self._local = isinstance(client, local_replay.LocalReplayClient)
     self._writer = None
-    self._current = [None] * self.num_envs  # the latest observation of each env
-    self._windows = [collections.deque() for _ in range(self.num_envs)]
-    self._done = []  # (obs, action, extras, rewards, discounts, next_obs) per transition
+
+    def buffer(spec, lead):
+      return np.zeros(lead + tuple(spec.shape), np.dtype(spec.dtype))
+
+    obs_spec, act_spec = environment_spec.observations, environment_spec.actions
+    self._current = buffer(obs_spec, (b,))         # each env's latest observation
+    self._open = np.zeros(b, bool)                 # add_first seen, episode not ended
+    self._obs = buffer(obs_spec, (b, n))           # window slot = step index % n
+    self._act = buffer(act_spec, (b, n))
+    self._rew = np.zeros((b, n), reward_dtype)
+    self._disc = np.zeros((b, n), reward_dtype)
+    self._extras_specs = tree.flatten(extras_spec)
+    self._ext = [buffer(spec, (b, n)) for spec in self._extras_specs]
+    self._count = np.zeros(b, np.int64)            # pending starts in the window
+    self._pos = np.zeros(b, np.int64)              # steps added since the episode start
+    # Flat views [B * n, ...] of the windows: env i's slot j is row i * n + j.
+    self._obs_flat = self._obs.reshape((b * n,) + self._obs.shape[2:])
+    self._act_flat = self._act.reshape((b * n,) + self._act.shape[2:])
+    self._rew_flat, self._disc_flat = self._rew.reshape(-1), self._disc.reshape(-1)
+    self._all = np.arange(b, dtype=np.int64)
+    self._base = self._all * n
+    self._positions = np.arange(n, dtype=np.int64)
+    self._pending = []  # per add with items: the flattened item columns, [T, ...] each
+    self._ones = np.ones(b * n)
     self.items_written = 0
     self.steps_seen = 0
 
@@ -176,20 +201,21 @@ class BatchedNStepTransitionAdder:
     self._discount = self._dtype.type(np.float32(value))
 
   def add_first(self, rows, observations) -> None:
-    """Episode starts: `rows` int [K] env indices, `observations` [K, ...]. A window
-    still open in such an env (an episode abandoned without LAST) is dropped."""
+    """Episode starts: `rows` int [K] distinct env indices, `observations` [K, ...]. A
+    window still open in such an env (an episode abandoned without LAST) is dropped."""
     rows = np.asarray(rows, np.int64)
     self._checker.check("observation", observations, self.steps_seen, rows=len(rows))
-    for k, i in enumerate(rows.tolist()):
-      self._windows[i].clear()
-      self._current[i] = np.array(observations[k])
+    self._current[rows] = observations
+    self._open[rows] = True
+    self._count[rows] = 0
+    self._pos[rows] = 0
     self.steps_seen += len(rows)
 
   def add(self, rows, actions, rewards, discounts, next_observations, last,
-          extras) -> None:
-    """One step of each env in `rows` (int [K]): `actions` [K, ...], `rewards` [K],
-    `discounts` [K], `next_observations` [K, ...], bool `last` [K] and `extras` (a list
-    of K nests, the extras of each row's action)."""
+          extras=()) -> None:
+    """One step of each env in `rows` (int [K], distinct): `actions` [K, ...], `rewards`
+    [K], `discounts` [K], `next_observations` [K, ...], bool `last` [K] and `extras`
+    (a list of K nests, the extras of each row's action; `()` when there are none)."""
     rows = np.asarray(rows, np.int64)
     k_rows = len(rows)
     check = self._checker.check
@@ -199,57 +225,98 @@ class BatchedNStepTransitionAdder:
     check("discount", discounts, self.steps_seen, rows=k_rows)
     for e in extras:
       check("extras", e, self.steps_seen)
+    if self._ext and len(extras) != k_rows:
+      raise ValueError(f"extras: {len(extras)} nests for {k_rows} rows (one per row needed)")
+    # All B rows in order (a vector loop's usual step): basic indexing, no index arrays.
+    sel = (slice(None) if k_rows == self.num_envs and (rows == self._all).all() else rows)
+    if not self._open[sel].all():
+      closed = np.flatnonzero(~self._open[rows])[0]
+      raise RuntimeError(f"env {int(rows[closed])}: add before add_first")
     n = self.n_step
-    for k, i in enumerate(rows.tolist()):
-      window = self._windows[i]
-      if self._current[i] is None:
-        raise RuntimeError(f"env {i}: add before add_first")
-      nxt = np.array(next_observations[k])
-      window.append((self._current[i], np.array(actions[k]), extras[k], rewards[k],
-                     discounts[k]))
-      self._current[i] = nxt
-      if last[k]:
-        while window:
-          self._emit(window, nxt)
-          window.popleft()
-        self._current[i] = None
-      elif len(window) == n:
-        self._emit(window, nxt)
-        window.popleft()
+    last = np.asarray(last, bool)
+    pos = self._pos[sel]
+    flat = self._base[sel] + pos % n  # the rows' slots in the flattened [B * n] windows
+    self._obs_flat[flat] = self._current[sel]
+    self._act_flat[flat] = actions
+    self._rew_flat[flat] = rewards
+    self._disc_flat[flat] = discounts
+    if self._ext and k_rows:
+      for leaf, column in zip(self._ext, zip(*[tree.flatten(e) for e in extras])):
+        leaf.reshape((-1,) + leaf.shape[2:])[flat] = np.stack(column)
+    self._current[sel] = next_observations
+    pos = pos + 1
+    self._pos[sel] = pos
+    count = self._count[sel] + 1
+    full = count == n
     self.steps_seen += k_rows
+    if not last.any():  # no episode ends (most steps): one item per full window
+      self._count[sel] = count - full
+      if full.all():
+        self._gather_full(rows, pos, next_observations)
+      elif full.any():
+        which = np.flatnonzero(full)
+        self._gather_full(rows[which], pos[which], np.asarray(next_observations)[which])
+      return
+    # Items per row: its whole window at an episode end, else one when the window is full.
+    emit = np.where(last, count, full)
+    self._count[sel] = np.where(last, 0, count - full)
+    self._open[sel] = ~last
+    total_items = int(emit.sum())
+    if total_items:
+      self._gather(rows, emit, count, pos, next_observations, total_items)
 
-  def _emit(self, window, next_obs) -> None:
-    obs, action, extras = window[0][:3]
-    self._done.append((obs, action, extras, [w[3] for w in window], [w[4] for w in window],
-                       next_obs))
+  def _gather(self, rows, emit, count, pos, next_observations, t: int) -> None:
+    """The `t` transitions completed by this add (`emit` [K] per row; `count` [K] the
+    rows' window lengths and `pos` [K] their step counts after it): their columns and
+    n-step returns, queued for `flush`."""
+    n = self.n_step
+    which = np.repeat(np.arange(len(rows)), emit)           # the row of each item
+    first = np.cumsum(emit) - emit
+    c = np.arange(t) - first[which]                         # item's index in its window
+    start = pos[which] - count[which] + c                   # its start's step index
+    length = count[which] - c                               # steps it covers (m)
+    base = rows[which] * n
+    at = base + start % n                                   # its start's flat slot
+    ret, total = self._returns(base, start, length)
+    columns = [self._obs_flat[at], self._act_flat[at], ret, total,
+               np.asarray(next_observations)[which]]
+    columns += [leaf.reshape((-1,) + leaf.shape[2:])[at] for leaf in self._ext]
+    self._pending.append(columns)
 
-  def _returns(self):
-    """n-step returns and discounts of the completed transitions, [K] each."""
-    k, n = len(self._done), self.n_step
-    if k <= _SCALAR_RETURNS_MAX:  # a few items (B = 1): numpy scalars, the same float ops
-      scalar, g = self._dtype.type, self._discount
-      ret, total = np.empty(k, self._dtype), np.empty(k, self._dtype)
-      for j, (_, _, _, r, d, _) in enumerate(self._done):
-        t, s = scalar(d[0]), scalar(r[0])
-        for i in range(1, len(r)):
-          t = t * g
-          s = s + scalar(r[i]) * t
-          t = t * scalar(d[i])
-        ret[j], total[j] = s, t
-      return ret, total
-    rew = np.zeros((k, n), self._dtype)
-    disc = np.zeros((k, n), self._dtype)
-    length = np.empty(k, np.int64)
-    for j, (_, _, _, r, d, _) in enumerate(self._done):
-      length[j] = len(r)
-      rew[j, :len(r)] = r
-      disc[j, :len(d)] = d
-    total, ret = disc[:, 0].copy(), rew[:, 0].copy()
-    for i in range(1, n):
-      on = i < length
-      total = np.where(on, total * self._discount, total)
-      ret = np.where(on, ret + rew[:, i] * total, ret)
-      total = np.where(on, total * disc[:, i], total)
+  def _gather_full(self, env, pos, next_observations) -> None:
+    """`_gather` of one item per env in `env` (int [T]) from its full window: covering n
+    steps from step `pos - n` (`pos` [T] the envs' step counts), next observations [T]."""
+    n = self.n_step
+    base = env * n
+    start = pos - n
+    at = base + start % n
+    ret, total = self._returns(base, start, None)
+    columns = [self._obs_flat[at], self._act_flat[at], ret, total, np.array(next_observations)]
+    columns += [leaf.reshape((-1,) + leaf.shape[2:])[at] for leaf in self._ext]
+    self._pending.append(columns)
+
+  def _returns(self, base, start, length):
+    """n-step returns and discounts [T] of the items starting at window slots
+    `base + start % n`, covering `length` [T] steps (None: n each), in acme's order of
+    float operations (the class docstring's sums, term by term)."""
+    n = self.n_step
+    if n == 1:
+      at = base + start % n
+      return self._rew_flat[at], self._disc_flat[at]
+    slots = base[:, None] + (start[:, None] + self._positions) % n  # [T, n], in order
+    rew, disc = self._rew_flat[slots], self._disc_flat[slots]
+    total, ret, g = disc[:, 0], rew[:, 0], self._discount
+    if length is None or (length == n).all():  # full windows: no masking
+      for i in range(1, n):
+        total = total * g
+        ret = ret + rew[:, i] * total
+        total = total * disc[:, i]
+    else:
+      for i in range(1, n):
+        on = i < length
+        total = np.where(on, total * g, total)
+        ret = np.where(on, ret + rew[:, i] * total, ret)
+        total = np.where(on, total * disc[:, i], total)
     return ret, total
 
   def flush(self) -> None:
@@ -258,25 +325,18 @@ class BatchedNStepTransitionAdder:
     Raises:
       whatever the replay raises for the write (a Reverb timeout, a full queue).
     """
-    if not self._done:
+    if not self._pending:
       return
-    ret, total = self._returns()
-    done, self._done = self._done, []
-    def stack(xs):  # one item (B = 1): a view with a leading axis, not np.stack's copy
-      return np.asarray(xs[0])[None] if len(xs) == 1 else np.stack(xs) if xs else np.zeros((0,))
-    leaves = []
-    for field in (0, 1):
-      leaves += [stack(list(x)) for x in zip(*[tree.flatten(t[field]) for t in done])]
-    leaves += [ret, total]
-    leaves += [stack(list(x)) for x in zip(*[tree.flatten(t[5]) for t in done])]
-    extras = [tree.flatten(t[2]) for t in done]
-    if extras and extras[0]:
-      leaves += [np.stack(list(x)) for x in zip(*extras)]
+    pending, self._pending = self._pending, []
+    leaves = (pending[0] if len(pending) == 1 else
+              [np.concatenate(parts) for parts in zip(*pending)])
+    count = len(leaves[0])
     if self._local:
-      self._client.insert_batch(self._table, leaves, np.ones(len(done)))
+      ones = self._ones if count <= len(self._ones) else np.ones(count)
+      self._client.insert_batch(self._table, leaves, ones[:count])
     else:
-      self._write_reverb(leaves, len(done))
-    self.items_written += len(done)
+      self._write_reverb(leaves, count)
+    self.items_written += count
 
   def _write_reverb(self, leaves, count: int) -> None:
     """Appends the transitions as steps (their flattened columns), `_REVERB_GROUP` at a
@@ -304,10 +364,10 @@ class BatchedNStepTransitionAdder:
 
   def reset(self) -> None:
     """Drops every env's open window and the unwritten transitions."""
-    for window in self._windows:
-      window.clear()
-    self._current = [None] * self.num_envs
-    self._done = []
+    self._count[:] = 0
+    self._pos[:] = 0
+    self._open[:] = False
+    self._pending = []
 
   def close(self) -> None:
     """Writes what is complete, then closes the Reverb writer (if any)."""

@@ -222,12 +222,21 @@ class LocalTable:
       self.head_times_sampled = 0
     while self.size + k > self.capacity:
       self._grow()
-    slots = np.arange(self.next, self.next + k, dtype=np.int64) % self.capacity
-    for column, v in zip(self.columns, columns):
-      column[slots] = v
-    self.priorities[slots] = p
-    if self.tree is not None:
-      self.tree.set(slots, self._weights(p))
+    start = self.next % self.capacity
+    if start + k <= self.capacity:  # one run of slots: slices, no index arrays
+      run = slice(start, start + k)
+      for column, v in zip(self.columns, columns):
+        column[run] = v
+      self.priorities[run] = p
+      if self.tree is not None:
+        self.tree.set_range(start, self._weights(p))
+    else:
+      slots = np.arange(self.next, self.next + k, dtype=np.int64) % self.capacity
+      for column, v in zip(self.columns, columns):
+        column[slots] = v
+      self.priorities[slots] = p
+      if self.tree is not None:
+        self.tree.set(slots, self._weights(p))
     self.next += k
 
   def _remove_oldest(self) -> None:

@@ -116,6 +116,35 @@ class SumTree:
       self._nodes[parents] = self._nodes[parents[:, None] * k + self._offsets].sum(axis=1)
       nodes = parents
 
+  def set_range(self, start: int, weights) -> None:
+    """`set(arange(start, start + N), weights)` for N consecutive leaves (a batch insert
+    into consecutive slots): each level's parents are one contiguous run, recomputed from
+    one slice of their children (`[P, k]`, summed per row as `set` sums its gather), so
+    the nodes are the same bit for bit, with a few array calls per level.
+
+    Raises:
+      IndexError: the run leaves `0 .. capacity - 1`.
+      ValueError: a weight that is negative or not finite (nothing is written).
+    """
+    w = np.asarray(weights, np.float64).reshape(-1)
+    n = len(w)
+    if n <= 1:
+      if n:
+        self._set_one(int(start), float(w[0]))
+      return
+    if start < 0 or start + n > self.capacity:
+      raise IndexError(f"leaves {start}..{start + n - 1} out of range 0..{self.capacity - 1}")
+    if not np.all(np.isfinite(w) & (w >= 0)):
+      raise ValueError(f"sum tree weights must be finite and >= 0, got {w}")
+    lo = self._first_leaf + int(start)
+    hi = lo + n  # nodes [lo, hi) of this level
+    self._nodes[lo:hi] = w
+    k = self.branching
+    for _ in range(self.depth):
+      lo, hi = (lo - 1) // k, (hi - 2) // k + 1
+      first = lo * k + 1
+      self._nodes[lo:hi] = self._nodes[first:first + (hi - lo) * k].reshape(-1, k).sum(axis=1)
+
   def _set_one(self, index: int, weight: float) -> None:
     """`set` of one leaf without array overhead (an insert's path): the same sums."""
     if not 0 <= index < self.capacity:

@@ -199,3 +199,43 @@ def test_a_mixed_precision_actor_pulls_its_policy_by_name():
   with pytest.raises(ValueError, match="gives 3 layer choice"):
     vc.PolicyServer(learner, SPEC).publisher("mixed:fp16,int8,int8")
   assert mixed.precision_name(mixed.policy_of(name, SPEC)) == name
+
+
+# (steps per call, the version held at the end): a call that reaches a multiple of 3
+# pulls the learner's version at that call (it stepped once per actor step before it).
+@pytest.mark.parametrize("counts,final", [([1] * 10, 9), ([4, 4, 2], 10), ([7, 3], 10),
+                                          ([10], 10), ([2, 1, 5, 2], 10), ([2, 5], 7)])
+def test_update_of_several_steps_counts_as_that_many_updates(counts, final):
+  """`update(steps=k)` (a vectorized actor's k rows) leaves what k `update()` calls in a
+  row leave: the same step count and, in process, the same version loaded (a pull that
+  falls due among them is made in that call)."""
+  learner = fakes.CountingLearner(SPEC)
+  server = vc.PolicyServer(learner, SPEC)
+  batched = vc.VariableClient(server, vc.make_runtime("fp32", SPEC), update_period=3)
+  single = vc.VariableClient(server, vc.make_runtime("fp32", SPEC), update_period=3)
+  batched.update_and_wait()
+  single.update_and_wait()
+  for k in counts:
+    for _ in range(k):
+      learner.step()
+    batched.update(steps=k)
+    for _ in range(k):
+      single.update()
+    assert batched.version == single.version
+    assert batched._calls == single._calls  # pylint: disable=protected-access
+  assert batched.version == single.version == final
+
+
+def test_update_of_several_steps_in_the_background_submits_once_and_counts_the_rest():
+  learner = fakes.CountingLearner(SPEC)
+  client = vc.VariableClient(vc.PolicyServer(learner, SPEC), vc.make_runtime("fp32", SPEC),
+                             update_period=5, asynchronous=True)
+  client.update_and_wait()
+  learner.step()
+  client.update(steps=3)  # 3 of 5: nothing due
+  assert client._calls == 3 and client._future is None  # pylint: disable=protected-access
+  client.update(steps=4)  # the 2nd of these 4 falls due: submitted, 2 counted after it
+  assert client._calls == 2 and client._future is not None  # pylint: disable=protected-access
+  time.sleep(0.1)
+  client.update()  # applies it
+  assert client.version == 1 and client._calls == 3  # pylint: disable=protected-access

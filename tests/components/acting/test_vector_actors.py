@@ -116,6 +116,75 @@ def test_batched_adder_discount_set_later_equals_one_given_at_construction():
   assert DISCOUNT != 0.5
 
 
+# Eight envs whose episodes end together now and then (lengths 1, 2, 4 and 8 align).
+EPISODES_8 = [(1, False), (2, True), (3, False), (4, False), (5, True), (2, False), (8, True),
+              (4, True)]
+
+
+def scripted_envs_8():
+  return [fakes.ScriptedEnvironment([0.3 * (i + 1) - 0.11 * t for t in range(length)],
+                                    truncate=truncate, observation_offset=100.0 * i)
+          for i, (length, truncate) in enumerate(EPISODES_8)]
+
+
+def run_vector(n_step, hooks, num_steps=203):
+  """The eight scripted envs through VectorActorLoop and a batched adder of `n_step`."""
+  client = table_client()
+  adder = adders.BatchedNStepTransitionAdder(client, "t", 8, n_step, DISCOUNT, SPEC)
+  actor = actors.BatchedFeedForwardActor(fakes.FixedRuntime([0.0, 1.0]), actors.greedy,
+                                         adder=adder, dummy_action=np.int32(0))
+  loop = loop_lib.VectorActorLoop(fakes.ScriptedVectorEnvironment(scripted_envs_8()), actor,
+                                  hooks=hooks)
+  finished = loop.run(num_steps=num_steps)
+  return client, adder, loop, finished
+
+
+@pytest.mark.parametrize("n_step", [1, 3, 5])
+def test_vectorized_adder_writes_what_b_independent_adders_write(n_step):
+  """Every env's items (all columns, in time order) are bit for bit those acme's n-step
+  adder writes for that env alone, with windows shorter and longer than n, episodes
+  ending together, truncations and terminations, and rows skipped while they reset."""
+  counts = CountPerEnv()
+  client, adder, loop, _ = run_vector(n_step, [counts])
+  assert loop.steps == 203 and sum(counts.steps.values()) == 203
+  batched = per_env(stored(client))
+  assert adder.items_written == sum(len(cols[0]) for cols in batched.values())
+  for i, (length, _) in enumerate(EPISODES_8):
+    alone_client = table_client()
+    alone = replay.ValidatingAdder(adders.NStepTransitionAdder(
+        alone_client, n_step=n_step, discount=DISCOUNT, priority_fns={"t": None}), SPEC)
+    actor = actors.FeedForwardActor(fakes.FixedRuntime([0.0, 1.0]), actors.greedy, adder=alone)
+    loop_lib.ActorLoop(scripted_envs_8()[i], actor).run(num_steps=counts.steps[i])
+    want = stored(alone_client)
+    assert len(want[0]) >= 3 * min(length, n_step)  # several episodes each
+    for got, w in zip(batched[i], want):
+      np.testing.assert_array_equal(got, w)
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_vector_loop_without_per_step_hooks_writes_and_counts_the_same(n_step):
+  """The loop's path without per-step hooks (one `update_steps` per run of rows) leaves
+  the table, the step and episode counts and the finished episodes of the per-row path,
+  in the same order."""
+  class EndsOnly(loop_lib.Hook):  # no on_step: the batched path
+    def __init__(self):
+      self.seen = []
+
+    def on_episode_end(self, loop, stats):
+      self.seen.append((loop.steps, loop.episodes, stats.episode_length))
+
+  per_row_hook, ends = CountPerEnv(), EndsOnly()
+  want_client, _, want_loop, want = run_vector(n_step, [per_row_hook, EndsOnly()])
+  got_client, _, got_loop, got = run_vector(n_step, [ends])
+  assert (got_loop.steps, got_loop.episodes) == (want_loop.steps, want_loop.episodes) == (
+      203, len(want))
+  assert [(e.episode_return, e.episode_length) for e in got] == [
+      (e.episode_return, e.episode_length) for e in want]
+  assert ends.seen == want_loop._hooks[1].seen  # pylint: disable=protected-access
+  for g, w in zip(stored(got_client), stored(want_client)):
+    np.testing.assert_array_equal(g, w)
+
+
 def run_alone_single_env_adder(i, steps):
   """Env i alone through ActorLoop + SingleEnvAdder (the single-process path's adder)."""
   client = table_client()
@@ -355,8 +424,11 @@ def test_batched_inference_equals_per_row(precision, tol):
 
 
 def test_batched_actor_selects_per_row_with_one_generator():
+  """A selector without a batch form runs row by row, in row order, on the one generator
+  (what K one-env actors' calls draw)."""
   runtime = fakes.FixedRuntime([0.2, 0.1, 0.7])
-  selector = actors.epsilon_greedy(lambda step: 0.5)
+  inner = actors.epsilon_greedy(lambda step: 0.5)
+  selector = lambda outputs, rng, step: inner(outputs, rng, step)  # no `batch` attribute
   batched = actors.BatchedFeedForwardActor(runtime, selector, seed=3, dummy_action=np.int32(0))
   single = actors.FeedForwardActor(runtime, selector, seed=3)
   active = np.array([True, False, True, True])
@@ -364,6 +436,27 @@ def test_batched_actor_selects_per_row_with_one_generator():
   want = [single.select_action(np.zeros(1, np.float32)) for _ in range(3)]
   assert got.tolist() == [want[0], 0, want[1], want[2]] and got.dtype == np.int32
   assert batched.num_steps == 3
+
+
+def test_batched_epsilon_greedy_draws_the_rows_uniforms_then_the_explorers_actions():
+  """epsilon_greedy's batch form: one `random(K)` for the K active rows, then one
+  `integers(A, size=M)` for the M exploring rows, on the actor's seeded generator; the
+  schedule is read at each row's own actor step."""
+  runtime = fakes.FixedRuntime([0.2, 0.1, 0.7])
+  epsilon = actors.linear_schedule(1.0, 0.0, 4)  # steps 0..3: 1.0, 0.75, 0.5, 0.25
+  batched = actors.BatchedFeedForwardActor(runtime, actors.epsilon_greedy(epsilon), seed=3,
+                                           dummy_action=np.int32(0))
+  active = np.array([True, True, False, True, True])
+  got = batched.select_actions(np.zeros((5, 1), np.float32), active)
+  rng = np.random.default_rng(3)
+  u = rng.random(4)
+  explore = u < np.array([1.0, 0.75, 0.5, 0.25])
+  want = np.full(4, 2, np.int32)  # argmax of [0.2, 0.1, 0.7]
+  want[explore] = rng.integers(3, size=int(explore.sum()))
+  assert explore.any() and not explore.all()  # both branches are taken with seed 3
+  assert got.tolist() == [want[0], want[1], 0, want[2], want[3]] and got.dtype == np.int32
+  assert batched.num_steps == 4
+  assert batched.rng_state == rng.bit_generator.state  # nothing else drawn
 
 
 # ---------------------------------------------------------------------------------------
@@ -405,3 +498,83 @@ def test_single_process_run_with_b_gt_1_is_a_function_of_its_seed():
   assert [r["episode_return"] for r in first.evaluations] == \
       [r["episode_return"] for r in second.evaluations]
   assert (first.actor_steps, first.episodes) == (second.actor_steps, second.episodes)
+
+
+# ---------------------------------------------------------------------------------------
+# Batch forms of the selectors.
+
+
+def _box():
+  return specs.BoundedArray((2,), np.float32, minimum=[-1.0, 0.0], maximum=[1.0, 10.0])
+
+
+def _batch_cases():
+  from actorq.agents.dqn import builder as dqn_b  # pylint: disable=g-import-not-at-top
+  from actorq.agents.onpolicy_common import networks as onp  # pylint: disable=g-import-not-at-top
+  from actorq.components.acting import continuous  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(11)
+  k = 7
+  q = rng.normal(size=(k, 4)).astype(np.float32)
+  tanh = np.tanh(rng.normal(size=(k, 2)) * 2).astype(np.float32)
+  gauss = rng.normal(size=(k, 4)).astype(np.float32)
+  box = _box()
+  cont = onp.PolicyHead(False, 2, np.array([-1.0, 0.0], np.float32),
+                        np.array([1.0, 10.0], np.float32), np.float32)
+  disc = onp.PolicyHead(True, 4, action_dtype=np.int64)
+  return {
+      "greedy": (actors.greedy, q),
+      "dueling greedy": (dqn_b.q_value_selector(actors.greedy), q),
+      "deterministic_bounded": (continuous.deterministic_bounded(box), tanh),
+      "gaussian_bounded": (continuous.gaussian_bounded(box, 0.3), tanh),
+      "tanh_gaussian_bounded": (continuous.tanh_gaussian_bounded(box), gauss),
+      "tanh_gaussian_bounded eval": (continuous.tanh_gaussian_bounded(box, True), gauss),
+      "uniform_warmup across its end": (continuous.uniform_warmup(
+          continuous.gaussian_bounded(box, 0.3), box, 13), tanh),
+      "shared schedule": (actors.on_shared_schedule(continuous.uniform_warmup(
+          continuous.gaussian_bounded(box, 0.3), box, 25), 2), tanh),
+      "categorical": (onp.categorical_selector(disc), q),
+      "categorical eval": (onp.categorical_selector(disc, True), q),
+      "gaussian": (onp.gaussian_selector(cont), gauss),
+      "gaussian eval": (onp.gaussian_selector(cont, True), gauss),
+  }
+
+
+@pytest.mark.parametrize("name", sorted(_batch_cases()))
+def test_batch_forms_select_what_the_rows_select_bit_for_bit(name):
+  """Each selector's batch form gives, on K rows, the actions and extras of K one-row
+  calls in row order, drawing the same numbers (the generators end in the same state)."""
+  selector, outputs = _batch_cases()[name]
+  steps = np.arange(10, 10 + len(outputs), dtype=np.int64)  # across the warm-ups' ends
+  by_row, by_batch = np.random.default_rng(5), np.random.default_rng(5)
+  rows = [selector(outputs[k], by_row, int(steps[k])) for k in range(len(outputs))]
+  actions, extras = selector.batch(outputs, by_batch, steps)
+  want = np.stack([np.asarray(a) for a, _ in rows])
+  np.testing.assert_array_equal(actions, want)
+  assert actions.dtype == want.dtype and actions.shape == want.shape
+  if rows[0][1] == ():
+    assert extras == ()
+  else:
+    for key in rows[0][1]:
+      column = np.stack([np.asarray(e[key]) for _, e in rows])
+      np.testing.assert_array_equal(extras[key], column)
+      assert extras[key].dtype == column.dtype
+  assert by_row.bit_generator.state == by_batch.bit_generator.state
+
+
+def test_batched_actor_splits_stacked_extras_per_row_for_the_adder():
+  """A selector with extras (on-policy): the adder gets each active row's own nest."""
+  from actorq.agents.onpolicy_common import networks as onp  # pylint: disable=g-import-not-at-top
+  head = onp.PolicyHead(True, 3, action_dtype=np.int32)
+  selector = onp.categorical_selector(head)
+  runtime = fakes.FixedRuntime([0.2, 0.1, 0.7])
+  batched = actors.BatchedFeedForwardActor(runtime, selector, seed=4, dummy_action=np.int32(0))
+  active = np.array([True, False, True])
+  got = batched.select_actions(np.zeros((3, 1), np.float32), active)
+  rng = np.random.default_rng(4)
+  want = [selector(np.array([0.2, 0.1, 0.7], np.float32), rng, s) for s in range(2)]
+  assert got.tolist() == [int(want[0][0]), 0, int(want[1][0])]
+  extras = batched._row_extras  # pylint: disable=protected-access
+  assert extras[1] == ()
+  for row, (_, e) in zip((0, 2), want):
+    np.testing.assert_array_equal(extras[row]["logits"], e["logits"])
+    assert extras[row]["log_prob"] == e["log_prob"]

@@ -108,3 +108,31 @@ def test_invalid_weights_and_indices_raise_and_write_nothing():
     sum_tree.SumTree(4).find([0.0])
   with pytest.raises(ValueError, match="has shape"):
     sum_tree.SumTree(8, nodes=np.zeros(3))
+
+
+@pytest.mark.parametrize("capacity,k", SIZES_AND_K)
+def test_set_range_leaves_the_nodes_of_set_bit_for_bit(capacity, k):
+  """A run of consecutive leaves (a batch insert) set by slices gives exactly the nodes of
+  `set` on the same indices, and the leaves and totals of brute force."""
+  rng = np.random.default_rng(capacity + 7 * k)
+  by_range, by_set = sum_tree.SumTree(capacity, k), sum_tree.SumTree(capacity, k)
+  weights = np.zeros(capacity)
+  for _ in range(60):
+    n = int(rng.integers(1, min(capacity, 40) + 1))
+    start = int(rng.integers(0, capacity - n + 1))
+    w = rng.random(n) * rng.choice([1e-3, 1.0, 1e6])
+    by_range.set_range(start, w)
+    by_set.set(np.arange(start, start + n), w)
+    weights[start:start + n] = w
+    np.testing.assert_array_equal(by_range.nodes, by_set.nodes)
+  np.testing.assert_array_equal(by_range.get(np.arange(capacity)), weights)
+  assert by_range.total == pytest.approx(weights.sum(), rel=1e-12)
+
+
+def test_set_range_refuses_a_run_outside_the_leaves_and_bad_weights():
+  tree = sum_tree.SumTree(10, 4)
+  with pytest.raises(IndexError, match="out of range"):
+    tree.set_range(8, [1.0, 1.0, 1.0])
+  with pytest.raises(ValueError, match="finite and >= 0"):
+    tree.set_range(0, [1.0, -1.0])
+  assert tree.total == 0.0
