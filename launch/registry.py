@@ -46,6 +46,7 @@ BUILT_IN: Dict[str, str] = {
     "a2c": "actorq.agents.a2c.builder:A2CBuilder",
     "impala": "actorq.agents.impala.builder:IMPALABuilder",
     "r2d2": "actorq.agents.r2d2.builder:R2D2Builder",
+    "ippo": "actorq.agents.ippo.builder:IPPOBuilder",
 }
 
 # What a builder class must have (`actorq.core.Builder`'s methods, and `config_class`).
