@@ -10,8 +10,10 @@ table (all in one seeded in-process replay, `components.local_replay`), learner,
 server, batched adder (one adder state per (environment, agent) stream) and actor, and
 `components.acting.multi_agent.MultiAgentLoop` steps `config.num_envs` environments (env e
 seeded `seed + e`) with one batched inference per group per step. After every environment
-step each group's learner runs the steps its builder says are owed
-(`learner_steps_owed(ReplayProgress(actor steps, items the group's streams wrote))`).
+step each group's learner runs the steps its builder says are owed, once the group's table
+holds `min_replay_size()` items (`learner_steps_owed(ReplayProgress(the group's agent steps
+since, items the group's streams wrote))`: a shared group's agent steps are N per
+environment step).
 
 Evaluation (every `eval_every` environment steps and at the end): `eval_episodes` greedy
 episodes on one environment seeded `seed + experiment.EVAL_SEED_OFFSET`. `eval.csv`'s
@@ -155,12 +157,24 @@ def _run(config, environments, groups, progress) -> local.RunResult:
     return int(sum(p.learner.step_count for p in parts))
 
   class _Learning(loop_lib.Hook):
-    """Each group's owed learner steps after every environment step."""
+    """Each group's owed learner steps after every environment step, once its table
+    holds `min_replay_size()` items (as `local._Learning`, with the group's agent steps
+    as its actor steps)."""
+
+    def __init__(self):
+      self.start = [None] * len(parts)  # group steps when each group's learning started
 
     def on_step(self, loop, action, timestep):
-      for p in parts:
+      for g, p in enumerate(parts):
+        steps = loop.group_steps[g]
+        if self.start[g] is None:
+          minimum = int(p.builder.min_replay_size())
+          if minimum and (steps < minimum or int(client.server_info()[
+              p.builder.replay_table_name()].current_size) < minimum):
+            continue
+          self.start[g] = steps - 1 if minimum else 0
         owed = p.builder.learner_steps_owed(core.ReplayProgress(
-            loop.steps, int(p.adder.items_written)))
+            steps - self.start[g], int(p.adder.items_written)))
         while p.learner.step_count < owed:
           p.learner.step()
 

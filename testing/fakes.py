@@ -190,7 +190,8 @@ class ScriptedParallelEnv:
   ends. Step t (1, 2, ...): reward a = 1 + action_a, reward b = 10 t + action_b; "a"
   terminates at t = 2, "b" is truncated at t = 3 (agents finishing at different times,
   termination vs truncation). Observation of agent i: float32 [t, i, seed] (the seed of
-  the last seeded reset). Actions: Discrete(2) for "a", Discrete(`b_actions`) for "b"."""
+  the last seeded reset). Actions: Discrete(2) for "a", Discrete(`b_actions`) for "b".
+  Global state (`state()`): float32 [t, agents alive]."""
   metadata = {"name": "scripted_v0", "is_parallelizable": True}
   render_mode = None
 
@@ -200,6 +201,7 @@ class ScriptedParallelEnv:
     self.agents = []
     self._spaces = {"a": spaces.Discrete(2), "b": spaces.Discrete(b_actions)}
     self._obs = spaces.Box(-100.0, 100.0, (3,), np.float32)
+    self.state_space = spaces.Box(-100.0, 100.0, (2,), np.float32)
     self.t, self.seed = 0, 0
 
   def observation_space(self, agent):

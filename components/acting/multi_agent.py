@@ -24,6 +24,8 @@ One iteration of `MultiAgentLoop`:
     per group: actions = actor.select_actions(observations [R, D], live rows)   # 1 inference
     per environment e: timestep_e = env.step({agent: its action, for its live agents})
     per group: actor.observe(live rows, actions, their next timesteps)          # adders
+      (what the adders store is the policy's input, followed by a centralized critic's
+      input, e.g. the global state, when the group has one: `ParameterGroup.stored`)
     per environment: steps += 1; hooks.on_step(loop, actions_e, timestep_e)
     per group: actor.update()                       # the variable client's pull
     per environment that ended: hooks.on_episode_end(loop, stats); reset; observe_first
@@ -65,6 +67,13 @@ class ParameterGroup:
       discount specs.
     agent_observations: the spec of the environment's observation of one of the
       group's agents (before the id).
+    critic_input: what a centralized critic sees besides the agent id (`CRITIC_INPUTS`):
+      "" (none: IPPO), "state" (the environment's global state) or "joint_observation"
+      (every agent's observation, concatenated in agent order; zeros for agents that
+      finished).
+    critic_size: S, the length of that input (0 without one). With one, the stored
+      observation (`environment_spec.observations`) is the policy's input followed by it,
+      float32 `[D + id_size + S]`; the actors' policy sees the first `D + id_size`.
   """
   name: str
   agents: Tuple[str, ...]
@@ -72,6 +81,29 @@ class ParameterGroup:
   id_size: int
   environment_spec: specs.EnvironmentSpec
   agent_observations: specs.Array
+  critic_input: str = ""
+  critic_size: int = 0
+
+  @property
+  def policy_input_size(self) -> int:
+    """`D + id_size`: the policy's input, the leading part of a stored observation
+    (vector observations)."""
+    return int(self.environment_spec.observations.shape[0]) - self.critic_size
+
+  def stored(self, observations: np.ndarray, critic: Optional[np.ndarray]) -> np.ndarray:
+    """What the adder stores: the policy inputs `[R, D + id_size]`, followed by the
+    critic inputs `[R, S]` when the group has a centralized critic."""
+    if not self.critic_size:
+      return observations
+    return np.concatenate([np.asarray(observations, np.float32),
+                           np.asarray(critic, np.float32)], axis=1)
+
+  def critic_vector(self, environment: ma_env.ParallelEnvironment,
+                    timestep: ma_env.MultiAgentTimeStep) -> Optional[np.ndarray]:
+    """float32 `[S]` of `environment` at `timestep` (None without a critic input)."""
+    if not self.critic_size:
+      return None
+    return CRITIC_INPUTS[self.critic_input][1](environment, timestep)
 
   def blank(self, rows: int) -> np.ndarray:
     """Zero observations `[rows, *agent_observations.shape]` of the agents' dtype."""
@@ -89,32 +121,82 @@ class ParameterGroup:
     return np.concatenate([observations, ids], axis=1)
 
 
-def make_groups(env: ma_env.ParallelEnvironment, share_parameters: bool
-                ) -> Tuple[ParameterGroup, ...]:
-  """The parameter groups of `env`'s agents: one shared group, or one per agent.
+def _state_size(env: ma_env.ParallelEnvironment) -> int:
+  spec = env.state_spec()
+  if spec is None:
+    raise core.UnsupportedEnvironmentError(
+        f"{env.name} has no global state (no state_space); a centralized critic on "
+        "'state' needs one: use critic_input joint_observation")
+  return int(spec.shape[0])
+
+
+def _joint_size(env: ma_env.ParallelEnvironment) -> int:
+  return int(sum(int(np.prod(s.shape)) for s in env.observation_spec().values()))
+
+
+def _state(env: ma_env.ParallelEnvironment, timestep) -> np.ndarray:
+  del timestep
+  return env.state()
+
+
+def _joint_observation(env: ma_env.ParallelEnvironment, timestep) -> np.ndarray:
+  specs_ = env.observation_spec()
+  return np.concatenate([
+      np.asarray(timestep.observation[a], np.float32).reshape(-1) if a in timestep.observation
+      else np.zeros(int(np.prod(specs_[a].shape)), np.float32) for a in env.agents])
+
+
+# A centralized critic's input: name -> (its size S for an environment, its value
+# `[S]` for an environment at a timestep).
+CRITIC_INPUTS = {
+    "state": (_state_size, _state),
+    "joint_observation": (_joint_size, _joint_observation),
+}
+
+
+def make_groups(env: ma_env.ParallelEnvironment, share_parameters: bool,
+                critic_input: str = "") -> Tuple[ParameterGroup, ...]:
+  """The parameter groups of `env`'s agents: one shared group, or one per agent; with a
+  `critic_input` (`CRITIC_INPUTS`), each stores it after the policy's input.
 
   Raises:
     UnsupportedEnvironmentError: parameter sharing with agents whose observation or
       action specs differ (`multi_agent.shared_specs`), or with observations that are not
-      float32 vectors (a one-hot id is appended to a vector).
+      float32 vectors (a one-hot id is appended to a vector); a critic input with
+      observations that are not float32 vectors, or "state" for an environment without a
+      global state.
+    ValueError: an unknown `critic_input`.
   """
+  if critic_input and critic_input not in CRITIC_INPUTS:
+    raise ValueError(f"critic_input must be one of {', '.join(CRITIC_INPUTS)} (or empty), "
+                     f"got {critic_input!r}")
   reward = specs.Array((), np.float32, "reward")
   discount = specs.BoundedArray((), np.float32, 0.0, 1.0, "discount")
+  critic = CRITIC_INPUTS[critic_input][0](env) if critic_input else 0
+  vector_only = share_parameters or critic_input
+  for agent, obs in env.observation_spec().items():
+    if vector_only and (len(obs.shape) != 1 or obs.dtype != np.float32):
+      raise core.UnsupportedEnvironmentError(
+          f"{env.name}: parameter sharing and a centralized critic need float32 vector "
+          f"observations (an agent id or critic input is appended); agent {agent!r} "
+          f"observes {obs!r}: use independent parameters without a centralized critic")
   if share_parameters:
     obs, action = ma_env.shared_specs(env)
-    if len(obs.shape) != 1 or obs.dtype != np.float32:
-      raise core.UnsupportedEnvironmentError(
-          f"{env.name}: parameter sharing appends a one-hot agent id to a float32 vector "
-          f"observation; the agents observe {obs!r}: use independent parameters "
-          "(share_parameters false)")
     n = env.num_agents
     spec = specs.EnvironmentSpec(
-        specs.Array((obs.shape[0] + n,), np.float32, "observation"), action, reward, discount)
-    return (ParameterGroup(SHARED, env.agents, tuple(range(n)), n, spec, obs),)
+        specs.Array((obs.shape[0] + n + critic,), np.float32, "observation"), action, reward,
+        discount)
+    return (ParameterGroup(SHARED, env.agents, tuple(range(n)), n, spec, obs, critic_input,
+                           critic),)
   obs, act = env.observation_spec(), env.action_spec()
-  return tuple(ParameterGroup(a, (a,), (i,), 0,
-                              specs.EnvironmentSpec(obs[a], act[a], reward, discount), obs[a])
-               for i, a in enumerate(env.agents))
+  groups = []
+  for i, a in enumerate(env.agents):
+    stored = obs[a] if not critic else specs.Array((obs[a].shape[0] + critic,), np.float32,
+                                                   "observation")
+    groups.append(ParameterGroup(a, (a,), (i,), 0,
+                                 specs.EnvironmentSpec(stored, act[a], reward, discount),
+                                 obs[a], critic_input, critic))
+  return tuple(groups)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +225,8 @@ class MultiAgentLoop:
   Attributes:
     steps: environment steps taken, summed over the environments.
     episodes: episodes finished.
+    group_steps: per group, the agent steps (transitions) its agents took: what each
+      group's single-agent builder counts as actor steps.
     actor: the first group's actor (what `loop.EpisodeLogger` reads the version of).
 
   Raises:
@@ -169,6 +253,7 @@ class MultiAgentLoop:
     self._cap = int(max_episode_steps)
     self.steps = 0
     self.episodes = 0
+    self.group_steps = [0] * len(self.groups)
     # Per group: (env index, agent, position in group) of each row, in row order.
     self._rows = [[(e, a, k) for e in range(len(self.environments))
                    for k, a in enumerate(g.agents)] for g in self.groups]
@@ -191,9 +276,12 @@ class MultiAgentLoop:
       live = [(i, k, timestep.observation[a]) for i, (env, a, k) in enumerate(rows)
               if env == e and a in timestep.observation]
       if live:
+        critic = group.critic_vector(self.environments[e], timestep)
+        inputs = group.observations(np.stack([o for _, _, o in live]),
+                                    np.asarray([k for _, k, _ in live]))
         actor.observe_first(np.asarray([i for i, _, _ in live], np.int64),
-                            group.observations(np.stack([o for _, _, o in live]),
-                                               np.asarray([k for _, k, _ in live])))
+                            group.stored(inputs, None if critic is None else
+                                         np.tile(critic, (len(live), 1))))
 
   def _cap_episode(self, ts: ma_env.MultiAgentTimeStep) -> ma_env.MultiAgentTimeStep:
     """The step cap: every agent still alive ends as a truncation (discount kept)."""
@@ -256,11 +344,12 @@ class MultiAgentLoop:
         keep = max(num_steps - taken, 0)
       else:
         keep = len(envs)
-      if self._learn:
-        for group, actor, actions, live, rows in zip(self.groups, self.actors, group_actions,
-                                                     group_live, self._rows):
-          moving = np.asarray([i for i in np.flatnonzero(live).tolist() if rows[i][0] < keep],
-                              np.int64)
+      for g, (group, actor, actions, live, rows) in enumerate(zip(
+          self.groups, self.actors, group_actions, group_live, self._rows)):
+        moving = np.asarray([i for i in np.flatnonzero(live).tolist() if rows[i][0] < keep],
+                            np.int64)
+        self.group_steps[g] += len(moving)
+        if self._learn:
           actor.observe(moving, actions, self._batch(group, rows, nexts))
       timesteps = nexts
       for e in range(min(keep, len(envs))):
@@ -295,10 +384,9 @@ class MultiAgentLoop:
           for hook in hooks:
             hook.on_episode_start(self, timesteps[e])
 
-  @staticmethod
-  def _batch(group: ParameterGroup, rows, timesteps) -> vector_env.BatchedTimeStep:
-    """The group's rows of `timesteps` as a `vector_env.BatchedTimeStep` (rows of agents
-    without a step hold zeros; the actor writes only the live rows)."""
+  def _batch(self, group: ParameterGroup, rows, timesteps) -> vector_env.BatchedTimeStep:
+    """The group's rows of `timesteps` as a `vector_env.BatchedTimeStep` of what the adder
+    stores (rows of agents without a step hold zeros; the actor writes only live rows)."""
     n = len(rows)
     obs = group.blank(n)
     reward, discount = np.zeros(n, np.float32), np.ones(n, np.float32)
@@ -309,5 +397,9 @@ class MultiAgentLoop:
         obs[i], reward[i], discount[i] = ts.observation[a], ts.reward[a], ts.discount[a]
         step_type[i] = int(ts.agent_step_type[a])
     index = np.asarray([k for _, _, k in rows])
+    critic = None
+    if group.critic_size:
+      per_env = [group.critic_vector(env, ts) for env, ts in zip(self.environments, timesteps)]
+      critic = np.stack([per_env[e] for e, _, _ in rows])
     return vector_env.BatchedTimeStep(step_type, reward, discount,
-                                      group.observations(obs, index))
+                                      group.stored(group.observations(obs, index), critic))

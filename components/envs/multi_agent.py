@@ -169,8 +169,16 @@ class ParallelEnvironment:
     step_type = dm_env.StepType.LAST if self._reset_next else dm_env.StepType.MID
     return MultiAgentTimeStep(step_type, obs, reward, discount, kinds)
 
+  def state_spec(self) -> Optional[dm_specs.Array]:
+    """The global state's spec, float32 `[S]` (from PettingZoo's ``state_space``), or
+    None: the environment has no global state."""
+    space = getattr(self._env, "state_space", None)
+    if space is None:
+      return None
+    return dm_specs.Array((int(np.prod(space.shape)),), np.float32, "state")
+
   def state(self) -> np.ndarray:
-    """The environment's global state, float32 (PettingZoo's ``state()``)."""
+    """The environment's global state, float32 `[S]` (PettingZoo's ``state()``)."""
     return np.asarray(self._env.state(), np.float32).reshape(-1)
 
   def render(self):
