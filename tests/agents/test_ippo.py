@@ -226,3 +226,33 @@ def test_multi_agent_runs_refuse_what_they_do_not_support(tmp_path):
     multi_agent.run(make("gym:CartPole-v1"))
   with pytest.raises(core.UsageError, match="^--resume is not supported for multi-agent"):
     multi_agent.run(make("pz:mpe2/simple_spread_v3", logdir=str(tmp_path), resume=True))
+
+
+def test_actorq_train_runs_ippo_and_refuses_what_does_not_fit(scripted_id, tmp_path, capsys):
+  from actorq.testing.cli import run_cli  # pylint: disable=g-import-not-at-top
+  logdir = str(tmp_path / "run")
+  code, out, err = run_cli(
+      ["train", "--agent", "ippo", "--env", scripted_id, "--steps", "30", "--eval-every", "15",
+       "--eval-episodes", "2", "--seed", "0", "--no-progress", "--logdir", logdir,
+       "--set", "rollout_length=5", "--set", "minibatch_size=5", "--set", "batch_size=2",
+       "--actor-precision", "int8"], capsys)
+  assert code == 0, err
+  assert "actorq: training ippo on pz:scripted_pkg/scripted_v0 for 30 steps" in out
+  with open(os.path.join(logdir, "eval.csv"), encoding="utf-8") as f:
+    rows = list(csv.DictReader(f))
+  assert [(r["actor_steps"], r["actor_precision"]) for r in rows] == [("15", "int8"),
+                                                                      ("30", "int8")]
+  assert {"episode_return", "return_a", "return_b"} <= set(rows[0])
+  for argv, message in (
+      (["--agent", "ppo", "--env", scripted_id],
+       f"actorq: error: {scripted_id} is a multi-agent environment and agent 'ppo' is "
+       "single-agent; multi-agent agents: idqn, ippo, mappo\n"),
+      (["--agent", "ippo", "--env", "gym:CartPole-v1"],
+       "actorq: error: agent 'ippo' is multi-agent: 'gym:CartPole-v1' is not a multi-agent "
+       "environment id: use 'pz:<module>/<env>' (e.g. pz:mpe2/simple_spread_v3)\n"),
+      (["--agent", "ippo", "--env", scripted_id, "--launch", "local_mt"],
+       f"actorq: error: --launch local_mt: multi-agent environments ({scripted_id}) run "
+       "with --launch local only for now\n")):
+    code, _, err = run_cli(["train", *argv, "--logdir", str(tmp_path / "bad")], capsys)
+    assert (code, err) == (2, message)
+    assert not os.path.exists(tmp_path / "bad")
