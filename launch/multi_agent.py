@@ -16,7 +16,8 @@ since, items the group's streams wrote))`: a shared group's agent steps are N pe
 environment step).
 
 Evaluation (every `eval_every` environment steps and at the end): `eval_episodes` greedy
-episodes on one environment seeded `seed + experiment.EVAL_SEED_OFFSET`. `eval.csv`'s
+episodes on a fresh environment seeded `seed + experiment.EVAL_SEED_OFFSET` each time (the
+same start states at every evaluation, as `experiment.evaluate`). `eval.csv`'s
 `episode_return` is the team return (the sum of the agents' returns, mean over the
 episodes), `episode_return_std` its standard deviation, and `return_<agent>` each agent's
 mean return; `train.csv` has a row per training episode with the same columns.
@@ -148,8 +149,6 @@ def _run(config, environments, groups, progress) -> local.RunResult:
     p.eval_actor = actors.batched(p.builder.make_actor(k_eval, p.eval_policy, spec, p.server),
                                   None, dummy)
   train_logger, eval_logger = logger_fn("train"), logger_fn("eval")
-  eval_env = ma_env.make_multi_agent_environment(
-      config.env_id, seed=config.seed + experiment_lib.EVAL_SEED_OFFSET)
   evaluations: List[Dict[str, Any]] = []
   state = {"last_eval": float("nan")}
 
@@ -182,9 +181,16 @@ def _run(config, environments, groups, progress) -> local.RunResult:
     del loop
     for p in parts:
       p.eval_actor.update(wait=True)
-    evaluator = ma_loop.MultiAgentLoop([eval_env], groups, [p.eval_actor for p in parts],
-                                       learn=False, max_episode_steps=config.max_episode_steps)
-    stats = _stats(evaluator.run(num_episodes=config.eval_episodes), eval_env.agents)
+    # A fresh environment seeded the same each time: every evaluation of a run (and of
+    # runs at other precisions with the same seed) plays the same start states.
+    eval_env = ma_env.make_multi_agent_environment(
+        config.env_id, seed=config.seed + experiment_lib.EVAL_SEED_OFFSET)
+    try:
+      evaluator = ma_loop.MultiAgentLoop([eval_env], groups, [p.eval_actor for p in parts],
+                                         learn=False, max_episode_steps=config.max_episode_steps)
+      stats = _stats(evaluator.run(num_episodes=config.eval_episodes), eval_env.agents)
+    finally:
+      eval_env.close()
     state["last_eval"] = stats["episode_return"]
     row = experiment_lib.evaluation_row(
         stats, actor_steps=training.steps, learner_steps=learner_steps(),
@@ -219,7 +225,6 @@ def _run(config, environments, groups, progress) -> local.RunResult:
       logger_fn(label).close()
     for p in parts:
       p.adder.close()
-    eval_env.close()
   best = max(evaluations, key=lambda r: r["episode_return"])
   params = {p.group.name: p.learner.get_variables(["policy"])[0] for p in parts}
   return local.RunResult(
