@@ -457,7 +457,7 @@ def _check_fit(agent: str, env_id: str, seed: int, config: Any,
     core.UsageError: naming the environment error, or the agent and environment.
   """
   _, builder_cls = registry.get(agent)
-  if isinstance(builder_cls(config), core.MultiAgentBuilder):
+  if isinstance(builder_cls(config), core.MultiAgentBuilder):  # its own environments
     _check_multi_agent_fit(agent, env_id, seed, builder_cls(config))
     return
   if multi_agent.is_multi_agent(env_id):
