@@ -11,7 +11,9 @@ test can assert exact values without training anything.
   `vector_env.VectorEnvironment` with its auto-reset (the step after a LAST resets).
 * `FixedRuntime`: a policy runtime returning fixed outputs for any batch.
 * `ScriptedParallelEnv`: a two-agent PettingZoo parallel environment with scripted
-  rewards and per-agent ends (`components.envs.multi_agent` wraps it).
+  rewards and per-agent ends (`components.envs.multi_agent` wraps it);
+  `install_scripted_pz(monkeypatch)` makes it the id ``pz:scripted_pkg/scripted_v0``.
+* `FixedPolicySource`: a learner serving fixed policy parameters (for a `PolicyServer`).
 """
 from __future__ import annotations
 
@@ -238,3 +240,32 @@ class ScriptedParallelEnv:
 
   def close(self):
     pass
+
+
+SCRIPTED_PZ_ID = "pz:scripted_pkg/scripted_v0"
+
+
+def install_scripted_pz(monkeypatch) -> str:
+  """Makes `ScriptedParallelEnv` an installed PettingZoo module (``scripted_pkg.scripted_v0``
+  with ``parallel_env``) for the test (`monkeypatch`: pytest's fixture, which removes it
+  afterwards); returns its id, `SCRIPTED_PZ_ID`."""
+  import sys
+  import types
+  package = types.ModuleType("scripted_pkg")
+  package.__path__ = []
+  module = types.ModuleType("scripted_pkg.scripted_v0")
+  module.parallel_env = ScriptedParallelEnv
+  monkeypatch.setitem(sys.modules, "scripted_pkg", package)
+  monkeypatch.setitem(sys.modules, "scripted_pkg.scripted_v0", module)
+  return SCRIPTED_PZ_ID
+
+
+class FixedPolicySource:
+  """A learner serving fixed policy parameters at version 0
+  (`get_variables(["policy", "version"])`), e.g. behind a `variable_client.PolicyServer`."""
+
+  def __init__(self, params):
+    self.params = params
+
+  def get_variables(self, names):
+    return [{"policy": self.params, "version": 0}[n] for n in names]

@@ -1,9 +1,6 @@
 """Independent DQN (agents/idqn): each agent's n-step transitions end with its own episode
 end (termination: discount 0, truncation: kept), hand-computed on the scripted two-agent
 environment; discrete actions only; a run repeats itself under a seed."""
-import sys
-import types
-
 import jax
 import numpy as np
 import pytest
@@ -20,16 +17,6 @@ from actorq.launch import multi_agent
 from actorq.testing import fakes
 
 
-class _Source:
-  """A learner serving fixed policy parameters (version 0) to a `PolicyServer`."""
-
-  def __init__(self, params):
-    self.params = params
-
-  def get_variables(self, names):
-    return [{"policy": self.params, "version": 0}[n] for n in names]
-
-
 def test_each_agents_n_step_transitions_end_with_its_own_episode_end():
   g_ = 0.5
   config = idqn.IDQNConfig(n_step=2, discount=g_, hidden_sizes=(8,))
@@ -44,7 +31,7 @@ def test_each_agents_n_step_transitions_end_with_its_own_episode_end():
   policy = gb.make_policy(networks, spec)
   client = local_replay.LocalReplayClient(gb.make_replay_tables(spec, policy), seed=0)
   adder = gb.make_batched_adder(client, spec, policy, 2)
-  server = vc.PolicyServer(_Source(params), networks.spec)
+  server = vc.PolicyServer(fakes.FixedPolicySource(params), networks.spec)
   actor = actors.batched(gb.make_actor(jax.random.PRNGKey(1), policy, spec, server), adder,
                          spec.actions.generate_value())
   loop = ma_loop.MultiAgentLoop([env], [group], [actor])
@@ -79,18 +66,13 @@ def test_independent_dqn_refuses_continuous_actions_in_one_line():
 
 
 def test_an_idqn_run_repeats_itself(monkeypatch):
-  package = types.ModuleType("scripted_pkg")
-  package.__path__ = []
-  module = types.ModuleType("scripted_pkg.scripted_v0")
-  module.parallel_env = fakes.ScriptedParallelEnv
-  monkeypatch.setitem(sys.modules, "scripted_pkg", package)
-  monkeypatch.setitem(sys.modules, "scripted_pkg.scripted_v0", module)
+  env_id = fakes.install_scripted_pz(monkeypatch)
 
   def run():
     config = idqn.IDQNConfig(hidden_sizes=(8,), min_replay_size=10, batch_size=8,
                              samples_per_insert=8.0, share_parameters=False)
     return multi_agent.run(experiment.ExperimentConfig(
-        builder=idqn.IDQNBuilder(config), env_id="pz:scripted_pkg/scripted_v0",
+        builder=idqn.IDQNBuilder(config), env_id=env_id,
         num_steps=30, eval_every=30, eval_episodes=2, seed=1))
 
   first, again = run(), run()

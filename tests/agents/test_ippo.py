@@ -6,8 +6,6 @@ over all agents of all environments, a run that repeats itself under a seed, and
 import csv
 import dataclasses
 import os
-import sys
-import types
 
 import jax
 import jax.numpy as jnp
@@ -26,29 +24,10 @@ from actorq.launch import experiment
 from actorq.launch import multi_agent
 from actorq.testing import fakes
 
-ENV_ID = "pz:scripted_pkg/scripted_v0"
-
-
 @pytest.fixture
 def scripted_id(monkeypatch):
   """``pz:scripted_pkg/scripted_v0``: `fakes.ScriptedParallelEnv` as an installed module."""
-  package = types.ModuleType("scripted_pkg")
-  package.__path__ = []
-  module = types.ModuleType("scripted_pkg.scripted_v0")
-  module.parallel_env = fakes.ScriptedParallelEnv
-  monkeypatch.setitem(sys.modules, "scripted_pkg", package)
-  monkeypatch.setitem(sys.modules, "scripted_pkg.scripted_v0", module)
-  return ENV_ID
-
-
-class _Source:
-  """A learner serving fixed policy parameters (version 0) to a `PolicyServer`."""
-
-  def __init__(self, params):
-    self.params = params
-
-  def get_variables(self, names):
-    return [{"policy": self.params, "version": 0}[n] for n in names]
+  return fakes.install_scripted_pz(monkeypatch)
 
 
 class _CountingRuntime:
@@ -79,7 +58,7 @@ def _acting(config, num_envs=1, seed=0):
   policy = gb.make_policy(networks, spec)
   client = local_replay.LocalReplayClient(gb.make_replay_tables(spec, policy), seed=0)
   adder = gb.make_batched_adder(client, spec, policy, num_envs * 2)
-  server = vc.PolicyServer(_Source(params["policy"]), networks.spec)
+  server = vc.PolicyServer(fakes.FixedPolicySource(params["policy"]), networks.spec)
   actor = actors.batched(gb.make_actor(jax.random.PRNGKey(1), policy, spec, server), adder,
                          spec.actions.generate_value())
   return envs, group, gb, networks, params, client, actor

@@ -1,9 +1,6 @@
 """MAPPO (agents/mappo): the centralized critic's input is the global state (or the joint
 observation), stored after each agent's policy input; the policy the actors run sees only
 the agent's own observation and id; what cannot be built is refused in one line."""
-import sys
-import types
-
 import jax
 import numpy as np
 import pytest
@@ -18,16 +15,6 @@ from actorq.components.replay import local_replay
 from actorq.launch import experiment
 from actorq.launch import multi_agent
 from actorq.testing import fakes
-
-
-class _Source:
-  """A learner serving fixed policy parameters (version 0) to a `PolicyServer`."""
-
-  def __init__(self, params):
-    self.params = params
-
-  def get_variables(self, names):
-    return [{"policy": self.params, "version": 0}[n] for n in names]
 
 
 def _collect(config, steps, seed=7):
@@ -45,7 +32,7 @@ def _collect(config, steps, seed=7):
     policy = gb.make_policy(networks, spec)
     client = local_replay.LocalReplayClient(gb.make_replay_tables(spec, policy), seed=0)
     adder = gb.make_batched_adder(client, spec, policy, len(g.agents))
-    server = vc.PolicyServer(_Source(params["policy"]), networks.spec)
+    server = vc.PolicyServer(fakes.FixedPolicySource(params["policy"]), networks.spec)
     actor = actors.batched(gb.make_actor(jax.random.PRNGKey(1), policy, spec, server), adder,
                            spec.actions.generate_value())
     out.append([g, gb, networks, params, client, actor])
@@ -118,18 +105,13 @@ def test_what_cannot_be_built_is_refused_in_one_line():
 
 
 def test_a_mappo_run_repeats_itself(monkeypatch):
-  package = types.ModuleType("scripted_pkg")
-  package.__path__ = []
-  module = types.ModuleType("scripted_pkg.scripted_v0")
-  module.parallel_env = fakes.ScriptedParallelEnv
-  monkeypatch.setitem(sys.modules, "scripted_pkg", package)
-  monkeypatch.setitem(sys.modules, "scripted_pkg.scripted_v0", module)
+  env_id = fakes.install_scripted_pz(monkeypatch)
 
   def run():
     config = mappo.MAPPOConfig(rollout_length=5, batch_size=2, minibatch_size=5,
                                num_epochs=2, policy_hidden=(8,), value_hidden=(8,))
     return multi_agent.run(experiment.ExperimentConfig(
-        builder=mappo.MAPPOBuilder(config), env_id="pz:scripted_pkg/scripted_v0",
+        builder=mappo.MAPPOBuilder(config), env_id=env_id,
         num_steps=30, eval_every=30, eval_episodes=2, seed=1))
 
   first, again = run(), run()
