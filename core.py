@@ -396,6 +396,23 @@ class Builder(Protocol):
 
 
 @runtime_checkable
+class MultiAgentBuilder(Protocol):
+  """A builder of agents for a multi-agent environment
+  (`actorq.components.envs.multi_agent`), composed from single-agent builders:
+  `make_groups(environment)` splits the environment's agents into parameter groups
+  (`actorq.components.acting.multi_agent.ParameterGroup`), and `group_builder(group)` is
+  the `Builder` (also a `VectorBuilder`) of one group, on the group's per-agent spec.
+  `actorq.launch.multi_agent` runs it (see `actorq.agents.multiagent_common`)."""
+  config: Any
+
+  def make_groups(self, environment: Any) -> Any:
+    ...
+
+  def group_builder(self, group: Any) -> Builder:
+    ...
+
+
+@runtime_checkable
 class VectorBuilder(Protocol):
   """A builder whose agent can act in B environments at once (`num_envs` > 1):
   `make_batched_adder(replay_client, environment_spec, policy, num_envs)` returns an

@@ -24,6 +24,7 @@ from actorq import core
 from actorq.cli import main as cli
 from actorq.components import config_io
 from actorq.launch import checkpointing, distributed, distributed_nodes, experiment, hosts, local
+from actorq.launch import multi_agent
 from actorq.launch import placement, precision_arg, registry, run_dir, supervisors
 from actorq.launch import spec as spec_lib
 
@@ -276,7 +277,7 @@ def _run_local(args, spec: spec_lib.RunSpec, config) -> int:
         f"{spec.steps} steps (seed {spec.seed}, actors {config.precision} on cpu, learner on "
         f"{learner_on}); logs in {spec.logdir}", flush=True)
   try:
-    result = local.run(config, progress=progress)
+    result = (multi_agent.run if config.multi_agent else local.run)(config, progress=progress)
   except checkpointing.CheckpointError as e:
     raise cli.UsageError(f"--resume {spec.logdir}: {e}") from None
   except core.RunFailure as e:

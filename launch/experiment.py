@@ -77,7 +77,8 @@ class ExperimentConfig:
 
   Attributes:
     builder: the agent's builder (`actorq.core.Builder`; stateless, so one builder
-      serves every node of a distributed run).
+      serves every node of a distributed run), or a `core.MultiAgentBuilder` for a
+      multi-agent environment id (`actorq.launch.multi_agent` runs it, single-process).
     env_id: environment id (`actorq.components.envs.environments`).
     num_steps: actor steps after which training ends (summed over actors).
     seed: seeds environments, networks, exploration and replay sampling.
@@ -140,11 +141,16 @@ class ExperimentConfig:
                        f"{self.checkpoint_every!r}")
     if self.resume and self.logdir is None:
       raise ValueError("resume=True needs the run's logdir")
-    if not isinstance(self.builder, core.Builder):
-      raise ValueError(f"builder must implement actorq.core.Builder, got "
-                       f"{type(self.builder).__name__}")
-    vector_env.check_num_envs(self.env_id, self.num_envs)
-    if self.num_envs > 1 and not isinstance(self.builder, core.VectorBuilder):
+    if not isinstance(self.builder, (core.Builder, core.MultiAgentBuilder)):
+      raise ValueError(f"builder must implement actorq.core.Builder or "
+                       f"actorq.core.MultiAgentBuilder, got {type(self.builder).__name__}")
+    if not self.multi_agent:  # `launch.multi_agent` steps num_envs environments itself
+      vector_env.check_num_envs(self.env_id, self.num_envs)
+    elif isinstance(self.num_envs, bool) or not isinstance(self.num_envs, int) \
+        or self.num_envs < 1:
+      raise ValueError(f"num_envs must be an integer >= 1, got {self.num_envs!r}")
+    if self.num_envs > 1 and not isinstance(self.builder, (core.VectorBuilder,
+                                                            core.MultiAgentBuilder)):
       raise ValueError(f"num_envs={self.num_envs}: the builder "
                        f"{type(self.builder).__name__} has no make_batched_adder (it acts in "
                        "one environment at a time); use num_envs 1")
@@ -154,6 +160,11 @@ class ExperimentConfig:
                            runtimes.ACTING_PRECISIONS, mixed=True)
       self.builder = type(self.builder)(dataclasses.replace(
           self.builder.config, actor_precision=self.actor_precision))
+
+  @property
+  def multi_agent(self) -> bool:
+    """Whether the builder is a `core.MultiAgentBuilder` (run by `launch.multi_agent`)."""
+    return isinstance(self.builder, core.MultiAgentBuilder)
 
   @property
   def precision(self) -> str:

@@ -2,7 +2,8 @@
 
 An agent is reached in one of three ways, tried in this order:
 
-  1. a built-in name (`BUILT_IN`: dqn, d4pg, ddpg, td3, sac, ppo, a2c, impala, r2d2);
+  1. a built-in name (`BUILT_IN`: dqn, d4pg, ddpg, td3, sac, ppo, a2c, impala, r2d2,
+     and the multi-agent ippo, mappo, idqn);
   2. a name an installed distribution registers under the entry point group
      `actorq.agents` (`ENTRY_POINT_GROUP`, read with `importlib.metadata`), e.g. in its
      pyproject.toml:
@@ -46,6 +47,9 @@ BUILT_IN: Dict[str, str] = {
     "a2c": "actorq.agents.a2c.builder:A2CBuilder",
     "impala": "actorq.agents.impala.builder:IMPALABuilder",
     "r2d2": "actorq.agents.r2d2.builder:R2D2Builder",
+    "ippo": "actorq.agents.ippo.builder:IPPOBuilder",
+    "mappo": "actorq.agents.mappo.builder:MAPPOBuilder",
+    "idqn": "actorq.agents.idqn.builder:IDQNBuilder",
 }
 
 # What a builder class must have (`actorq.core.Builder`'s methods, and `config_class`).

@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from actorq import core
 from actorq.components import config_io
-from actorq.components.envs import environments, vector_env
+from actorq.components.envs import environments, multi_agent, vector_env
 from actorq.launch import experiment, hosts, registry, run_dir, supervisors
 from actorq.launch import precision_arg
 
@@ -286,10 +286,15 @@ class RunSpec:
     config, policy_file = resolve_config(args, f["agent"], resumed)
     _check_fit(f["agent"], f["env"], f["seed"], config, policy_file)
     num_envs = f["num_envs"] or 1
-    try:
-      vector_env.check_num_envs(f["env"], num_envs)
-    except ValueError as e:
-      raise core.UsageError(f"--num-envs: {e}") from None
+    if multi_agent.is_multi_agent(f["env"]):  # its runner steps num_envs environments
+      if launch != LOCAL:
+        raise core.UsageError(f"--launch {launch}: multi-agent environments ({f['env']}) "
+                              "run with --launch local only for now")
+    else:
+      try:
+        vector_env.check_num_envs(f["env"], num_envs)
+      except ValueError as e:
+        raise core.UsageError(f"--num-envs: {e}") from None
     if f["logdir"] is None and not get("dry_run", False):
       f["logdir"] = run_dir.default_logdir(f["agent"], f["env"], f"s{f['seed']}",
                                            *(() if launch == LOCAL else (launch,)))
@@ -452,6 +457,15 @@ def _check_fit(agent: str, env_id: str, seed: int, config: Any,
     core.UsageError: naming the environment error, or the agent and environment.
   """
   _, builder_cls = registry.get(agent)
+  if isinstance(builder_cls(config), core.MultiAgentBuilder):  # its own environments
+    _check_multi_agent_fit(agent, env_id, seed, builder_cls(config))
+    return
+  if multi_agent.is_multi_agent(env_id):
+    allowed = ", ".join(n for n in registry.names()
+                        if isinstance(registry.get(n)[1], type)
+                        and hasattr(registry.get(n)[1], "make_groups"))
+    raise core.UsageError(f"{env_id} is a multi-agent environment and agent {agent!r} is "
+                          f"single-agent; multi-agent agents: {allowed}")
   try:
     env = environments.make_environment(env_id, seed=seed)
   except (core.UnknownEnvironmentError, core.UnsupportedEnvironmentError) as e:
@@ -468,6 +482,26 @@ def _check_fit(agent: str, env_id: str, seed: int, config: Any,
   if core.is_mixed(precision):  # a per-layer policy must fit this agent's policy network
     precision_arg.check_policy_file("--actor-precision", precision, policy_file,
                                     builder.make_policy(networks, env_spec).spec)
+
+
+def _check_multi_agent_fit(agent: str, env_id: str, seed: int, builder: Any) -> None:
+  """A multi-agent environment exists and every parameter group's networks can be made
+  for it (`core.MultiAgentBuilder`).
+
+  Raises:
+    core.UsageError: naming the environment error, or the agent and environment.
+  """
+  try:
+    env = multi_agent.make_multi_agent_environment(env_id, seed=seed)
+  except (core.UnknownEnvironmentError, core.UnsupportedEnvironmentError) as e:
+    raise core.UsageError(f"agent {agent!r} is multi-agent: {e}") from None
+  try:
+    for group in builder.make_groups(env):
+      builder.group_builder(group).make_networks(group.environment_spec)
+  except ValueError as e:
+    raise core.UsageError(f"agent {agent!r} cannot run on {env_id}: {e}") from None
+  finally:
+    env.close()
 
 
 def _hosts_config(args: Any, launch: str, num_actors: Optional[int],

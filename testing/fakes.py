@@ -10,6 +10,10 @@ test can assert exact values without training anything.
 * `ScriptedVectorEnvironment`: B `dm_env` environments (e.g. `ScriptedEnvironment`s) as a
   `vector_env.VectorEnvironment` with its auto-reset (the step after a LAST resets).
 * `FixedRuntime`: a policy runtime returning fixed outputs for any batch.
+* `ScriptedParallelEnv`: a two-agent PettingZoo parallel environment with scripted
+  rewards and per-agent ends (`components.envs.multi_agent` wraps it);
+  `install_scripted_pz(monkeypatch)` makes it the id ``pz:scripted_pkg/scripted_v0``.
+* `FixedPolicySource`: a learner serving fixed policy parameters (for a `PolicyServer`).
 """
 from __future__ import annotations
 
@@ -181,3 +185,87 @@ class FixedRuntime:
 
   def diagnose(self, observation) -> str:
     return "fixed outputs"
+
+
+class ScriptedParallelEnv:
+  """A PettingZoo parallel environment of two agents "a" and "b" with scripted rewards and
+  ends. Step t (1, 2, ...): reward a = 1 + action_a, reward b = 10 t + action_b; "a"
+  terminates at t = 2, "b" is truncated at t = 3 (agents finishing at different times,
+  termination vs truncation). Observation of agent i: float32 [t, i, seed] (the seed of
+  the last seeded reset). Actions: Discrete(2) for "a", Discrete(`b_actions`) for "b".
+  Global state (`state()`): float32 [t, agents alive]."""
+  metadata = {"name": "scripted_v0", "is_parallelizable": True}
+  render_mode = None
+
+  def __init__(self, b_actions: int = 2):
+    from gymnasium import spaces
+    self.possible_agents = ["a", "b"]
+    self.agents = []
+    self._spaces = {"a": spaces.Discrete(2), "b": spaces.Discrete(b_actions)}
+    self._obs = spaces.Box(-100.0, 100.0, (3,), np.float32)
+    self.state_space = spaces.Box(-100.0, 100.0, (2,), np.float32)
+    self.t, self.seed = 0, 0
+
+  def observation_space(self, agent):
+    return self._obs
+
+  def action_space(self, agent):
+    return self._spaces[agent]
+
+  def _observe(self):
+    return {a: np.asarray([self.t, i, self.seed], np.float32)
+            for i, a in enumerate(self.possible_agents) if a in self.agents}
+
+  def reset(self, seed=None, options=None):
+    if seed is not None:
+      self.seed = seed
+    self.t, self.agents = 0, list(self.possible_agents)
+    return self._observe(), {a: {} for a in self.agents}
+
+  def step(self, actions):
+    self.t += 1
+    rewards = {}
+    if "a" in actions:
+      rewards["a"] = 1.0 + actions["a"]
+    if "b" in actions:
+      rewards["b"] = 10.0 * self.t + actions["b"]
+    term = {a: a == "a" and self.t == 2 for a in actions}
+    trunc = {a: a == "b" and self.t == 3 for a in actions}
+    obs = self._observe()
+    self.agents = [a for a in self.agents if not (term.get(a) or trunc.get(a))]
+    return obs, rewards, term, trunc, {a: {} for a in actions}
+
+  def state(self):
+    return np.asarray([self.t, len(self.agents)], np.float32)
+
+  def close(self):
+    pass
+
+
+SCRIPTED_PZ_ID = "pz:scripted_pkg/scripted_v0"
+
+
+def install_scripted_pz(monkeypatch) -> str:
+  """Makes `ScriptedParallelEnv` an installed PettingZoo module (``scripted_pkg.scripted_v0``
+  with ``parallel_env``) for the test (`monkeypatch`: pytest's fixture, which removes it
+  afterwards); returns its id, `SCRIPTED_PZ_ID`."""
+  import sys
+  import types
+  package = types.ModuleType("scripted_pkg")
+  package.__path__ = []
+  module = types.ModuleType("scripted_pkg.scripted_v0")
+  module.parallel_env = ScriptedParallelEnv
+  monkeypatch.setitem(sys.modules, "scripted_pkg", package)
+  monkeypatch.setitem(sys.modules, "scripted_pkg.scripted_v0", module)
+  return SCRIPTED_PZ_ID
+
+
+class FixedPolicySource:
+  """A learner serving fixed policy parameters at version 0
+  (`get_variables(["policy", "version"])`), e.g. behind a `variable_client.PolicyServer`."""
+
+  def __init__(self, params):
+    self.params = params
+
+  def get_variables(self, names):
+    return [{"policy": self.params, "version": 0}[n] for n in names]

@@ -7,6 +7,6 @@ from actorq.agents.ppo.config import PPOConfig
 from actorq.agents.ppo.networks import PPONetworks, make_networks
 from actorq.agents.ppo.learning import (
     MAX_LOG_RATIO, gae_advantages, learning_rate_schedule, make_optimizer, make_update,
-    ppo_loss, sgd_updates_per_learner_step)
+    ppo_loss, rollout_targets, sgd_updates_per_learner_step)
 from actorq.agents.onpolicy_common.learning import OnPolicyLearner
 from actorq.agents.ppo.builder import PPOBuilder

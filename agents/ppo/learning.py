@@ -45,6 +45,30 @@ def gae_advantages(values: jnp.ndarray, r_t: jnp.ndarray, discount_t: jnp.ndarra
       r_t, discount_t, onpolicy.trace_lambda(lambda_, mask), values)
 
 
+def rollout_targets(values: jnp.ndarray, traj, discount: float, gae_lambda: float
+                    ) -> Tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+  """The GAE advantages and value targets of a batch of rollouts (what `make_update`
+  trains on).
+
+  Args:
+    values: float32 `[B, T + 1]` V(o_t) of the rollouts' observations.
+    traj: acme `Trajectory` `[B, T + 1]` (reward, discount, start_of_episode).
+    discount: gamma; the transition discount is gamma * d_t.
+    gae_lambda: GAE lambda.
+
+  Returns:
+    float32 `[B, T]` advantages (`gae_advantages` per rollout), float32 `[B, T]` returns
+    A + V(o_t), float32 `[B, T]` transition mask (`onpolicy.transition_mask`: 0 at acme's
+    terminal steps, whose entries are meaningless).
+  """
+  mask = onpolicy.transition_mask(traj.start_of_episode)             # [B, T]
+  r_t = traj.reward[:, :-1]
+  discount_t = discount * traj.discount[:, :-1]
+  adv = jax.vmap(gae_advantages, in_axes=(0, 0, 0, 0, None))(
+      values, r_t, discount_t, mask, gae_lambda)
+  return adv, adv + values[:, :-1], mask
+
+
 def ppo_loss(head: onpolicy.PolicyHead, outputs: jnp.ndarray, values: jnp.ndarray,
              actions: jnp.ndarray, behaviour_log_prob: jnp.ndarray, advantages: jnp.ndarray,
              returns: jnp.ndarray, weights: jnp.ndarray, clip_epsilon: float = 0.2,
@@ -140,12 +164,7 @@ def make_update(networks: onpolicy.ActorCriticNetworks, optimizer: optax.Gradien
   def update(state: onpolicy.TrainingState, traj) -> Tuple[onpolicy.TrainingState, Dict[str, Any]]:
     obs = traj.observation
     values = networks.value.apply(state.params["value"], obs)          # [B, T + 1]
-    mask = onpolicy.transition_mask(traj.start_of_episode)             # [B, T]
-    r_t = traj.reward[:, :-1]
-    discount_t = config.discount * traj.discount[:, :-1]
-    adv = jax.vmap(gae_advantages, in_axes=(0, 0, 0, 0, None))(
-        values, r_t, discount_t, mask, config.gae_lambda)
-    returns = adv + values[:, :-1]
+    adv, returns, mask = rollout_targets(values, traj, config.discount, config.gae_lambda)
     b, t = mask.shape
     flat = lambda x: x[:, :-1].reshape((b * t,) + x.shape[2:])
     data = {"observation": flat(obs), "action": flat(onpolicy.behaviour_actions(head, traj)),

@@ -14,7 +14,8 @@ from actorq.testing.cli import run_cli
 
 CONFIGS = {"dqn": "DQNConfig", "d4pg": "D4PGConfig", "ddpg": "DDPGConfig", "td3": "TD3Config",
            "sac": "SACConfig", "ppo": "PPOConfig", "a2c": "A2CConfig",
-           "impala": "IMPALAConfig", "r2d2": "R2D2Config"}
+           "impala": "IMPALAConfig", "r2d2": "R2D2Config", "ippo": "IPPOConfig",
+           "mappo": "MAPPOConfig", "idqn": "IDQNConfig"}
 
 # A module a user might write beside their run: good and bad targets.
 USER_MODULE = textwrap.dedent('''
@@ -85,8 +86,8 @@ def test_node_processes_get_the_import_path(user_dir, monkeypatch):
 
 
 @pytest.mark.parametrize("target,fragment", [
-    ("nope", "unknown agent 'nope'; allowed: a2c, d4pg, ddpg, dqn, impala, ppo, r2d2, sac, "
-             "td3, or a builder class as package.module:BuilderClass"),
+    ("nope", "unknown agent 'nope'; allowed: a2c, d4pg, ddpg, dqn, idqn, impala, ippo, mappo, "
+             "ppo, r2d2, sac, td3, or a builder class as package.module:BuilderClass"),
     ("no_such_module_xyz:Builder", "agent 'no_such_module_xyz:Builder': no module named "
                                    "'no_such_module_xyz' (looked up from {path} and sys.path); "
                                    "allowed: a2c, "),
@@ -159,7 +160,8 @@ def test_installed_agents_by_entry_point(tmp_path, monkeypatch, capsys):
     code, _, err = run_cli(["train", "--agent", "gone", "--logdir", str(tmp_path / "r")], capsys)
     assert code == 2 and ("agent 'gone' (entry point 'fake_missing_agent_xyz:Builder' in group "
                           "actorq.agents): no module named 'fake_missing_agent_xyz'; "
-                          "allowed: a2c, d4pg, ddpg, dqn, gone, impala, my_dqn,") in err, err
+                          "allowed: a2c, d4pg, ddpg, dqn, gone, idqn, impala, ippo, mappo, "
+                          "my_dqn,") in err, err
     assert not (tmp_path / "r").exists()
   finally:
     sys.modules.pop("fake_installed_agent", None)
