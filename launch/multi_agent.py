@@ -47,6 +47,7 @@ from actorq.launch import local
 from actorq.launch import logging as logging_lib
 from actorq.launch import placement
 from actorq.launch import spec as spec_lib
+from actorq.quantization import bias_correction
 
 
 class _Group:
@@ -136,11 +137,14 @@ def _run(config, environments, groups, progress) -> local.RunResult:
   for p, (k_learn, k_act, k_eval) in zip(parts, keys):
     spec, label = p.group.environment_spec, (
         "learner" if len(parts) == 1 else f"learner_{p.group.name}")
+    # The group's int8 payloads are bias-corrected on its newest sample (issue 39).
+    iterator, calibration = bias_correction.tap(p.builder.make_dataset_iterator(client),
+                                                p.networks.spec)
     p.learner = p.builder.make_learner(
-        k_learn, p.networks, p.builder.make_dataset_iterator(client),
+        k_learn, p.networks, iterator,
         lambda _, label=label: logger_fn(label, time_delta=1.0), spec, client,
         counting.Counter(counter, label))
-    p.server = vc.PolicyServer(p.learner, p.networks.spec)
+    p.server = vc.PolicyServer(p.learner, p.networks.spec, calibration=calibration)
     p.adder = p.builder.make_batched_adder(client, spec, p.policy,
                                            num_envs * len(p.group.agents))
     dummy = spec.actions.generate_value()
