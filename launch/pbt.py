@@ -81,6 +81,7 @@ from actorq.launch import processes
 from actorq.launch import registry
 from actorq.launch import run_dir
 from actorq.launch import spec as spec_lib
+from actorq.quantization import bias_correction
 
 # Builder class -> its population learner (a class taking (config, networks,
 # environment_spec), with HYPERPARAMETERS, LEARNER_FIELDS, hyperparameters(n), init(keys),
@@ -274,6 +275,9 @@ class _Run:
                    for c in self.clients]
     self.act_rng = np.random.default_rng([s.seed, 1])
     self.runtimes: Dict[int, Any] = {}  # member -> (precision, runtime, actor step loaded)
+    # member -> observations of its newest replay sample: its int8 payloads' bias
+    # correction (`bias_correction`, issue 39), as a train run's learner tap keeps them.
+    self.calibration: Dict[int, np.ndarray] = {}
     # Wall-clock seconds of this session by part: acting (inference and action selection),
     # environment (vector env steps and adders), learning (all of `_learn`), of which
     # replay (sampling, stacking, priorities) and update (the vmapped step), evaluation
@@ -327,11 +331,16 @@ class _Run:
   # -- acting -----------------------------------------------------------------------------
   def _load_runtime(self, m: int, runtime=None):
     """A policy runtime of member m's precision (`runtime` if given) loaded with its
-    current parameters (`runtimes.make_payload`: int8 quantizes them here)."""
+    current parameters (`runtimes.make_payload`: int8 quantizes them here, its biases
+    corrected on the member's newest replay sample once it has one)."""
     runtime = runtime or vc.make_runtime(self._precision(m), self.networks.spec)
     params = jax.device_get(population_lib.member(self.state.params, m))
-    runtime.load(vc.make_payload(params, self.networks.spec, runtime.payload_precision,
-                                 int(np.asarray(self.state.steps)[m])))
+    payload = vc.make_payload(params, self.networks.spec, runtime.payload_precision,
+                              int(np.asarray(self.state.steps)[m]))
+    if m in self.calibration:
+      payload = bias_correction.correct_payload(payload, params, self.networks.spec,
+                                                self.calibration[m])
+    runtime.load(payload)
     return runtime
 
   def _runtime(self, m: int):
@@ -462,6 +471,11 @@ class _Run:
         raise core.NonFiniteLossError(
             f"learner round {self.rounds + 1}: member {bad[0]}'s loss is {loss[bad[0]]}; the "
             "population keeps its state from before that round")
+      for m, sample in samples.items():
+        observations = bias_correction.observations_of(sample, self.networks.spec.input_shape)
+        if observations is not None:
+          self.calibration[m] = np.array(
+              observations[:bias_correction.DEFAULT_CALIBRATION_SIZE], np.float32)
       if getattr(self.builder.config, "prioritized_replay", False):
         td = np.asarray(td, np.float64)
         for m, sample in samples.items():
@@ -533,6 +547,7 @@ class _Run:
             "start_step": self.start_step.tolist(), "next_ready": self.next_ready.tolist(),
             "last_eval": self.last_eval.tolist(), "fitness": self.fitness.tolist(),
             "rows": [dict(r) for r in self.rows], "rounds": self.rounds,
+            "calibration": {int(m): np.asarray(o) for m, o in self.calibration.items()},
             "act_rng": self.act_rng.bit_generator.state,
             "pbt_rng": self.pbt_rng.bit_generator.state}
 
@@ -549,6 +564,8 @@ class _Run:
     self.fitness = np.asarray(saved["fitness"], np.float64)
     self.rows = [dict(r) for r in saved["rows"]]
     self.rounds = int(saved["rounds"])
+    self.calibration = {int(m): np.asarray(o, np.float32)
+                        for m, o in saved.get("calibration", {}).items()}
     self.act_rng.bit_generator.state = saved["act_rng"]
     self.pbt_rng.bit_generator.state = saved["pbt_rng"]
 

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from actorq.components import fault_points
+from actorq.components.acting import variable_client as vc
 from actorq.launch import checkpointing, pbt
+from actorq.quantization import bias_correction
 from actorq.testing.cli import run_cli
 
 SMALL = {"hidden_sizes": [16], "min_replay_size": 50, "batch_size": 16,
@@ -55,6 +57,30 @@ def test_exploit_copies_parameters_optimizer_state_and_hyperparameters_exactly()
   row = run.rows[-1]
   assert (row["member"], row["episode_return"], row["copied_from"]) == (1, 0.5, 2)
   assert row["learning_rate"] == hyper_before[1]["learning_rate"]  # its interval's values
+
+
+def test_int8_members_act_with_payloads_bias_corrected_on_their_own_replay_sample():
+  """As a train run's int8 actors (issue 39): member m's int8 payload has its biases
+  corrected on the observations of m's newest replay sample, which its checkpoint keeps."""
+  settings = _settings(mutate=(), steps=1000, ready_every=1000)
+  run = pbt._Run(settings, pbt.check(settings))
+  calls = iter(range(10**6))
+  assert not run.run(should_stop=lambda: next(calls) >= 60)
+  assert sorted(run.calibration) == [0, 1, 2, 3]
+  assert run.calibration[1].shape == (SMALL["batch_size"], 4)
+  run.values[1]["actor_precision"] = "int8"
+  run._apply_values(1)
+  got = run._load_runtime(1)._payload  # pylint: disable=protected-access
+  params = jax.device_get(jax.tree_util.tree_map(lambda x: x[1], run.state.params))
+  plain = vc.make_payload(params, run.networks.spec, "int8", int(np.asarray(run.state.steps)[1]))
+  want = bias_correction.correct_payload(plain, params, run.networks.spec, run.calibration[1])
+  for name in plain.layers:
+    np.testing.assert_array_equal(got.layers[name]["w"], plain.layers[name]["w"])
+    np.testing.assert_allclose(got.layers[name]["b"], want.layers[name]["b"], rtol=1e-6)
+  assert not np.array_equal(got.layers["dense_0"]["b"], plain.layers["dense_0"]["b"])
+  restored = pbt._Run(settings, pbt.check(settings))
+  restored.restore(run.checkpoint())
+  np.testing.assert_array_equal(restored.calibration[1], run.calibration[1])
 
 
 def test_exploit_then_explore_perturbs_only_the_named_fields():
