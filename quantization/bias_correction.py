@@ -28,9 +28,7 @@ every parameter version the actors pull, on the states the behaviour policy visi
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
-import threading
 from typing import Any, Callable, Iterator, Mapping, Optional
 
 import numpy as np
@@ -169,8 +167,7 @@ class ObservationTap:
     self._iterator = iterator
     self._shape = tuple(input_shape)
     self._size = int(size)
-    self._lock = threading.Lock()
-    self._rows = collections.deque(maxlen=1)
+    self._newest: Optional[np.ndarray] = None  # replaced whole: a reader sees old or new
 
   def __iter__(self):
     return self
@@ -179,9 +176,7 @@ class ObservationTap:
     sample = next(self._iterator)
     obs = observations_of(sample, self._shape)
     if obs is not None:
-      kept = np.array(obs[:self._size], np.float32, copy=True)
-      with self._lock:
-        self._rows.append(kept)
+      self._newest = np.array(obs[:self._size], np.float32, copy=True)
     return sample
 
   def __getattr__(self, name):  # the wrapped iterator's other attributes (e.g. `close`)
@@ -190,8 +185,7 @@ class ObservationTap:
   def observations(self) -> Optional[np.ndarray]:
     """float32 `[N <= size, *input_shape]`: the newest sample's first `size` observations,
     or None before any sample."""
-    with self._lock:
-      return self._rows[-1] if self._rows else None
+    return self._newest
 
 
 Calibration = Callable[[], Optional[np.ndarray]]

@@ -12,6 +12,7 @@ from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
 from actorq.quantization import bias_correction
+from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.studies import compression
 
@@ -27,7 +28,7 @@ def calibration_for(params, spec, selector: actors.Selector,
   policy's greedy episodes on `seeds` (`compression.calibration_observations`), as a
   training run's actors are calibrated on the newest replay sample. None for float
   precisions and recurrent specs (nothing to correct)."""
-  if isinstance(spec, ns.RecurrentSpec) or precision in ("fp32", "fp16", "bf16"):
+  if isinstance(spec, ns.RecurrentSpec) or precision in mixed.FLOAT_KINDS:
     return None
   return compression.calibration_observations(params, spec, env_fn, selector, seeds)
 
