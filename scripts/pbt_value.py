@@ -25,15 +25,22 @@ def main(argv=None) -> int:
   p.add_argument("--pbt", nargs="+", required=True, help="actorq pbt run directories")
   p.add_argument("--seeds", nargs="+", required=True, help="independent train run directories")
   p.add_argument("--target", type=float, required=True, help="target greedy return")
+  p.add_argument("--max-steps", type=int, help="read every run up to this many actor steps "
+                 "per member (default: all; the runs must all reach it)")
   p.add_argument("--out", help="folder for table.md and value.json")
   args = p.parse_args(argv)
+  cut = lambda c: pbt_value.truncate(c, args.max_steps)  # pylint: disable=unnecessary-lambda-assignment
   pbt = {pathlib.Path(d).name: pbt_value.population_figures(
-      list(pbt_value.load_pbt(d).values()), args.target) for d in args.pbt}
+      [cut(c) for c in pbt_value.load_pbt(d).values()], args.target) for d in args.pbt}
   sizes = {f["members"] for f in pbt.values()}
   if len(sizes) != 1:
     p.error(f"the PBT runs have different population sizes {sorted(sizes)}; give runs of one size")
   size = sizes.pop()
-  curves = [pbt_value.load_sweep_run(d) for d in args.seeds]
+  curves = [cut(pbt_value.load_sweep_run(d)) for d in args.seeds]
+  last = {c[-1][0] for c in curves} | {max(s for s, _ in c) for d in args.pbt
+                                         for c in map(cut, pbt_value.load_pbt(d).values())}
+  if len(last) != 1:
+    p.error(f"the runs end at different actor steps {sorted(last)}; pass --max-steps")
   if len(curves) < size:
     p.error(f"{len(curves)} independent runs given; a population has {size} members: give >= {size}")
   sweep = pbt_value.subset_figures(curves, size, args.target)
@@ -46,7 +53,8 @@ def main(argv=None) -> int:
       f.write(text)
     with atomic.atomic_write(str(out / "value.json")) as f:
       f.write(json.dumps({
-          "target": args.target, "pbt": pbt, "independent_runs": [str(d) for d in args.seeds],
+          "target": args.target, "max_steps": args.max_steps, "pbt": pbt,
+          "independent_runs": [str(d) for d in args.seeds],
           "independent_subsets": sweep, "independent_summary": pbt_value.summarize(sweep)},
           indent=1) + "\n")
   return 0

@@ -74,6 +74,22 @@ def load_sweep_run(run_dir) -> Curve:
                   for r in csv.DictReader(f))
 
 
+def truncate(curve: Curve, max_steps: Optional[int]) -> Curve:
+  """The evaluations of `curve` at or before `max_steps` actor steps (all if None): a longer
+  run read at a shorter budget (its evaluations up to there do not depend on the budget
+  for `actorq train`, nor for `actorq pbt`, which skips only the exploit at its last step).
+
+  Raises:
+    ValueError: no evaluation at or before `max_steps`.
+  """
+  if max_steps is None:
+    return list(curve)
+  out = [(s, r) for s, r in curve if s <= max_steps]
+  if not out:
+    raise ValueError(f"no evaluation at or before {max_steps} actor steps")
+  return out
+
+
 def population_figures(curves: Sequence[Curve], target: float) -> Dict[str, Any]:
   """The module docstring's figures of one population (PBT members or independent seeds).
 

@@ -54,3 +54,11 @@ def test_load_pbt_groups_members_in_step_order(tmp_path):
   assert "| independent seeds, mean [min, max] over 1 subsets of 2 | 9.0 [9.0, 9.0]" in md
   assert pbt_value.summarize([])["best_final"] == {"mean": None, "min": None, "max": None,
                                                    "reached": 0, "populations": 0}
+
+
+def test_truncate_reads_a_run_at_a_shorter_budget():
+  curve = [(5, 1.0), (10, 2.0), (15, 3.0)]
+  assert pbt_value.truncate(curve, 10) == [(5, 1.0), (10, 2.0)]
+  assert pbt_value.truncate(curve, None) == curve
+  with pytest.raises(ValueError, match="no evaluation at or before 4 actor steps"):
+    pbt_value.truncate(curve, 4)
