@@ -29,20 +29,20 @@ def main(argv=None) -> int:
                  "per member (default: all; the runs must all reach it)")
   p.add_argument("--out", help="folder for table.md and value.json")
   args = p.parse_args(argv)
-  cut = lambda c: pbt_value.truncate(c, args.max_steps)  # pylint: disable=unnecessary-lambda-assignment
-  pbt = {pathlib.Path(d).name: pbt_value.population_figures(
-      [cut(c) for c in pbt_value.load_pbt(d).values()], args.target) for d in args.pbt}
+  members = {pathlib.Path(d).name: [pbt_value.truncate(c, args.max_steps)
+                                     for c in pbt_value.load_pbt(d).values()] for d in args.pbt}
+  pbt = {name: pbt_value.population_figures(c, args.target) for name, c in members.items()}
   sizes = {f["members"] for f in pbt.values()}
   if len(sizes) != 1:
     p.error(f"the PBT runs have different population sizes {sorted(sizes)}; give runs of one size")
   size = sizes.pop()
-  curves = [cut(pbt_value.load_sweep_run(d)) for d in args.seeds]
-  last = {c[-1][0] for c in curves} | {max(s for s, _ in c) for d in args.pbt
-                                         for c in map(cut, pbt_value.load_pbt(d).values())}
+  curves = [pbt_value.truncate(pbt_value.load_sweep_run(d), args.max_steps) for d in args.seeds]
+  last = {c[-1][0] for c in curves} | {c[-1][0] for cs in members.values() for c in cs}
   if len(last) != 1:
     p.error(f"the runs end at different actor steps {sorted(last)}; pass --max-steps")
   if len(curves) < size:
-    p.error(f"{len(curves)} independent runs given; a population has {size} members: give >= {size}")
+    p.error(f"{len(curves)} independent runs given; a population has {size} members: "
+            f"give >= {size}")
   sweep = pbt_value.subset_figures(curves, size, args.target)
   text = pbt_value.markdown(pbt, sweep, args.target)
   print(text)
