@@ -48,6 +48,7 @@ from actorq import core
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
 from actorq.quantization import bias_correction
+from actorq.quantization import error_compensation
 from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
@@ -98,12 +99,16 @@ def execution_for(policy: mixed.PrecisionPolicy, low_bit_runtime: str = "simulat
 def make_runtime(params, spec: ns.NetworkSpec, policy: mixed.PrecisionPolicy,
                  execution: str, num_threads: int = 1,
                  cache: Optional[mixed.LayerCache] = None,
-                 calibration: Optional[np.ndarray] = None):
+                 calibration: Optional[np.ndarray] = None,
+                 compensate: Optional[Callable[[Any], Any]] = None):
   """A policy runtime loaded with `params` compressed under `policy`, executing as
   `execution` says (see `execution_for`); `cache` (a `mixed.LayerCache` of the same
   params) saves compressing a layer choice twice. With `calibration` (observations
   `[N, *input_shape]`), the biases of a policy with integer layers are corrected on them
-  (`bias_correction`, what a training run's actors execute).
+  (`bias_correction`, what a training run's actors execute); with `compensate` too (the
+  `target` of `error_compensation.compensated_layers`: outputs -> the values kept), the
+  integer Dense layers are first re-rounded on them (`error_compensation`; measured in
+  the sensitivity study, not what the actors execute).
 
   Raises:
     ValueError: an execution that cannot run `policy` (e.g. litert-int8 with a float
@@ -112,6 +117,10 @@ def make_runtime(params, spec: ns.NetworkSpec, policy: mixed.PrecisionPolicy,
   layers = (cache.compress(policy) if cache is not None
             else mixed.compress(params, spec, policy))
   if calibration is not None and any(l.scale is not None for l in layers.values()):
+    if compensate is not None:
+      layers = error_compensation.compensated_layers(
+          pl.validate_params(params, spec, check_finite=False), layers, spec, calibration,
+          compensate)
     biases = bias_correction.corrected_biases(
         pl.validate_params(params, spec, check_finite=False),
         mixed.simulated_params(layers), spec, calibration)
@@ -183,6 +192,16 @@ class OutputSemantics:
       raise ValueError(f"output kind {self.kind!r}; allowed: {OUTPUT_KINDS}")
     if not (math.isfinite(float(self.temperature)) and float(self.temperature) > 0):
       raise ValueError(f"temperature must be a finite number > 0, got {self.temperature}")
+
+
+def compensation_target(semantics: OutputSemantics) -> Callable[[Any], Any]:
+  """What error-compensating rounding keeps (`error_compensation.compensated_layers`'s
+  `target`): for Q-values and logits the values (`semantics.transform` of the outputs)
+  centred per state, since the greedy action and the softmax ignore a per-state constant;
+  for continuous policies the outputs themselves."""
+  if semantics.kind == "continuous":
+    return lambda y: y
+  return error_compensation.centred(semantics.transform)
 
 
 def log_softmax(z: np.ndarray) -> np.ndarray:
@@ -321,6 +340,8 @@ class Setting:
   policy: mixed.PrecisionPolicy
   execution: str
   bias_corrected: bool = False  # biases corrected on the calibration observations
+  # With bias_corrected: hidden Dense layers re-rounded on them first (error_compensation)
+  error_compensated: bool = False
 
   @property
   def simulated(self) -> bool:
@@ -368,10 +389,15 @@ def sensitivity_settings(spec: ns.NetworkSpec) -> List[Setting]:
   time); ``int8 weights only`` (every layer's weights int8-rounded, run SIMULATED on fp32
   kernels: no activation is quantized, so its gap to ``int8`` is the activations' share);
   for each parameter layer L, ``only L int8`` (the others fp32) and ``int8 but L fp32``;
-  and ``int8 but first+last fp32`` (the network input and the output head in float32).
+  and ``int8 but first+last fp32`` (the network input and the output head in float32),
+  also bias-corrected, and GPTQ-rounded and bias-corrected.
   The ``bias-corrected`` rows (``int8``, weights only, first+last fp32) have their biases
   corrected on the calibration observations (`bias_correction`): ``int8 bias-corrected``
-  is what a training run's int8 actors execute.
+  is what a training run's int8 actors execute. ``int8 GPTQ, bias-corrected`` (LiteRT
+  int8) re-rounds the Dense layers on the calibration observations before correcting the
+  biases (`error_compensation`: GPTQ, and OBS on the centred action values' gradient for
+  layers of <= 4096 weights; the same scales and bytes, other int8 values); it is
+  measured here, not what the actors execute.
   The first layer is the one whose input is the observation: ``int8 but <first> fp32`` is
   the network with its input kept in float.
 
@@ -391,7 +417,10 @@ def sensitivity_settings(spec: ns.NetworkSpec) -> List[Setting]:
          Setting("int8", policy(names), LITERT_INT8),
          Setting("int8 weights only", policy(names), SIMULATED),
          Setting("int8 bias-corrected", policy(names), LITERT_INT8, True),
-         Setting("int8 weights only, bias-corrected", policy(names), SIMULATED, True)]
+         Setting("int8 weights only, bias-corrected", policy(names), SIMULATED, True),
+         Setting("int8 GPTQ, bias-corrected", policy(names), LITERT_INT8, True, True),
+         Setting("int8 weights only, GPTQ, bias-corrected", policy(names), SIMULATED, True,
+                 True)]
   if len(names) > 1:
     for n in names:
       out.append(Setting(f"only {n} int8", policy((n,)), LITERT_MIXED))
@@ -402,6 +431,8 @@ def sensitivity_settings(spec: ns.NetworkSpec) -> List[Setting]:
     out.append(Setting("int8 but first+last fp32", policy(names[1:-1]), LITERT_MIXED))
     out.append(Setting("int8 but first+last fp32, bias-corrected", policy(names[1:-1]),
                        LITERT_MIXED, True))
+    out.append(Setting("int8 but first+last fp32, GPTQ, bias-corrected", policy(names[1:-1]),
+                       LITERT_MIXED, True, True))
   return out
 
 
@@ -540,7 +571,9 @@ def evaluate_setting(ctx: StudyContext, setting: Setting) -> Dict[str, Any]:
     calibration = ctx.reference["calibration"]
   start = time.perf_counter()
   rt = make_runtime(ctx.params, ctx.spec, setting.policy, setting.execution, cache=cache,
-                    calibration=calibration)
+                    calibration=calibration,
+                    compensate=compensation_target(ctx.semantics)
+                    if setting.error_compensated else None)
   build_s = time.perf_counter() - start
   obs1 = ref["observations"][:1]
   timing = measure_latency(rt, obs1, ctx.latency_repeats)

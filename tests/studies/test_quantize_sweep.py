@@ -204,12 +204,16 @@ def test_sensitivity_study_rows_and_bias_correction(runs, capsys, tmp_path):
   # hidden_sizes=[16]: layers dense_0 (input) and dense_1 (the dueling head).
   assert list(rows) == [
       "fp32", "fp16", "int8", "int8 weights only", "int8 bias-corrected",
-      "int8 weights only, bias-corrected", "only dense_0 int8", "only dense_1 int8",
+      "int8 weights only, bias-corrected", "int8 GPTQ, bias-corrected",
+      "int8 weights only, GPTQ, bias-corrected", "only dense_0 int8", "only dense_1 int8",
       "int8 but dense_0 fp32", "int8 but dense_1 fp32"]
   assert float(rows["fp32"]["agreement"]) == 1.0 and float(rows["fp32"]["q_regret"]) == 0.0
   assert all(float(r["q_regret"]) >= 0.0 for r in rows.values())  # fp32's argmax is best
   # Bias correction changes biases only: the same stored bytes as the plain int8 row.
   assert rows["int8 bias-corrected"]["stored_bytes"] == rows["int8"]["stored_bytes"]
+  # GPTQ rounding picks other int8 values under the same scales: the same bytes again.
+  assert rows["int8 GPTQ, bias-corrected"]["stored_bytes"] == rows["int8"]["stored_bytes"]
+  assert rows["int8 GPTQ, bias-corrected"]["execution"] == "litert-int8"
   assert rows["int8 weights only"]["execution"] == "simulated"
   # "only <layer> int8" and "int8 but <other> fp32" are the same policy with two layers.
   assert rows["only dense_0 int8"]["agreement"] == rows["int8 but dense_1 fp32"]["agreement"]
