@@ -533,6 +533,13 @@ class EvaluatorNode:
     self._logger = logging_lib.make_logger_factory(config.logdir)("eval")
     self._start = time.time()
 
+  def _evaluate(self):
+    """`(stats, policy version)` of one evaluation with the newest parameters; stats None
+    when the node's stop ended it first."""
+    self._actor.update(wait=True)
+    stats = experiment_lib.evaluate(self._config, self._actor, should_stop=self._stop.is_set)
+    return stats, self._actor.policy_version
+
   def run(self) -> None:
     if self._actor is None:
       return
@@ -548,18 +555,16 @@ class EvaluatorNode:
         if final_written or actor_steps < next_eval:
           self._stop.wait(1.0)
           continue
-        self._actor.update(wait=True)
         try:
-          stats = experiment_lib.evaluate(self._config, self._actor,
-                                          should_stop=self._stop.is_set)
+          stats, version = self._evaluate()
         except core.EnvironmentFailure as e:
           raise core.EnvironmentFailure(f"{self._config.env_id} (evaluator): {e}") from e
         if stats is None:
           break
         self._logger.write(experiment_lib.evaluation_row(
-            stats, actor_steps=actor_steps, learner_steps=self._actor.policy_version,
+            stats, actor_steps=actor_steps, learner_steps=version,
             episodes=int(counts.get(ACTOR_EPISODES, 0)), wall_seconds=time.time() - self._start,
-            precision=self._precision, policy_version=self._actor.policy_version))
+            precision=self._precision, policy_version=version))
         if actor_steps >= limit:
           # The row is on disk (rows are flushed as written) before the limiter is told.
           self._counter.increment(**{FINAL_EVALUATION: 1})

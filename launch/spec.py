@@ -287,9 +287,9 @@ class RunSpec:
     _check_fit(f["agent"], f["env"], f["seed"], config, policy_file)
     num_envs = f["num_envs"] or 1
     if multi_agent.is_multi_agent(f["env"]):  # its runner steps num_envs environments
-      if launch != LOCAL:
-        raise core.UsageError(f"--launch {launch}: multi-agent environments ({f['env']}) "
-                              "run with --launch local only for now")
+      if launch != LOCAL and get("resume"):
+        raise core.UsageError(f"--resume: a multi-agent --launch {launch} run ({f['env']}) "
+                              "writes no checkpoint yet; only --launch local runs resume")
     else:
       try:
         vector_env.check_num_envs(f["env"], num_envs)

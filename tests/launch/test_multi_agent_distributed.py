@@ -1,0 +1,98 @@
+"""A multi-agent experiment as a Launchpad program (issue 44): one Reverb server with every
+parameter group's table, one learner node stepping every group's learner, N actor nodes
+each running whole environments with all their agents, the team evaluator; a short
+`local_mp` run with 2 actor nodes finishes, writes the team and per-agent returns, counts
+each actor node's steps, and leaves nothing running."""
+import csv
+import os
+
+import psutil
+import pytest
+
+from actorq.agents import ippo
+from actorq.launch import distributed
+from actorq.launch import distributed_nodes
+from actorq.launch import experiment
+from actorq.launch import multi_agent_nodes
+
+pytestmark = pytest.mark.slow  # a multi-process Launchpad run
+
+ENV = "pz:mpe2/simple_spread_v3"  # 3 agents: agent_0, agent_1, agent_2
+
+
+def _config(tmp_path, **kw):
+  builder = ippo.IPPOBuilder(ippo.IPPOConfig(
+      rollout_length=8, batch_size=2, minibatch_size=8, num_epochs=1, policy_hidden=(16,),
+      value_hidden=(16,), **kw))
+  return experiment.ExperimentConfig(builder, ENV, num_steps=600, eval_every=300,
+                                     eval_episodes=2, logdir=str(tmp_path),
+                                     checkpoint_every=None)
+
+
+def _rows(path):
+  with open(path, encoding="utf-8") as f:
+    return list(csv.DictReader(f))
+
+
+def test_the_multi_agent_builder_picks_the_multi_agent_nodes(tmp_path):
+  dp = distributed.make_program(_config(tmp_path), num_actors=2)
+  assert distributed.node_kinds(dp.config.builder).learner is \
+      multi_agent_nodes.MultiAgentLearnerNode
+  assert {label: len(nodes) for label, nodes in dp.program.groups.items()} == {
+      "replay": 1, "counter": 1, "learner": 1, "actor": 2, "evaluator": 1, "limiter": 1}
+  text = distributed.describe(dp, "local_mp")
+  assert "learner/0: CourierNode: MultiAgentLearnerNode(IPPOBuilder)" in text
+  assert "actor/1: CourierNode: MultiAgentActorNode 1 (seed 2, fp32)" in text
+  assert "evaluator/0: CourierNode: MultiAgentEvaluatorNode (greedy, every 300" in text
+
+
+def test_ippo_with_two_actor_nodes_under_local_mp(tmp_path):
+  before = {p.pid for p in psutil.Process().children(recursive=True)}
+  dp = distributed.make_program(_config(tmp_path, share_parameters=False), num_actors=2)
+  result = distributed.launch(dp, "local_mp", echo=False)
+  assert (result.exit_code, result.reason) == (0, "finished"), result.detail
+  counts = result.counts
+  assert counts["actor_steps"] >= 600
+  # Each actor node counted its own environment steps, and they make up the total.
+  own = [counts.get(distributed_nodes.actor_steps_key(i), 0) for i in range(2)]
+  assert all(n > 0 for n in own) and sum(own) == counts["actor_steps"]
+  # Without sharing: 3 groups, each its own learner on the one learner node.
+  assert counts["learner_steps"] >= 3
+  for agent in ("agent_0", "agent_1", "agent_2"):
+    assert os.path.exists(tmp_path / f"learner_{agent}.csv")
+  rows = _rows(tmp_path / "eval.csv")
+  assert rows and int(rows[-1]["actor_steps"]) >= 600
+  assert {"episode_return", "return_agent_0", "return_agent_1", "return_agent_2"} <= \
+      set(rows[-1])
+  for row in rows:  # the team return is the sum of the agents' returns (2 episodes' means)
+    team = sum(float(row[f"return_agent_{k}"]) for k in range(3))
+    assert float(row["episode_return"]) == pytest.approx(team, rel=1e-5)
+  assert max(int(r["policy_version"]) for r in rows) > 0
+  for i in range(2):  # each actor node finished episodes with all three agents' returns
+    episodes = _rows(tmp_path / f"actor_{i}.csv")
+    assert episodes and {"return_agent_0", "return_agent_2"} <= set(episodes[0])
+    assert {int(e["episode_length"]) for e in episodes} == {25}
+  # Nothing of the program is left running.
+  left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before
+          and p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+  assert left == []
+
+
+def test_train_describes_the_program_and_refuses_to_resume_it(tmp_path, capsys):
+  from actorq.testing.cli import run_cli  # pylint: disable=g-import-not-at-top
+  code, out, err = run_cli(["train", "--agent", "ippo", "--env", ENV, "--launch", "local_mp",
+                            "--num-actors", "2", "--dry-run"], capsys)
+  assert code == 0, err
+  assert "actor/0: CourierNode: MultiAgentActorNode 0 (seed 1, fp32)" in out
+  logdir = tmp_path / "run"
+  # A distributed multi-agent run directory (its run.json) cannot be resumed yet.
+  args = ["train", "--agent", "ippo", "--env", ENV, "--launch", "local_mt", "--num-actors", "2"]
+  from actorq.cli import main as cli  # pylint: disable=g-import-not-at-top
+  from actorq.launch import spec as spec_lib  # pylint: disable=g-import-not-at-top
+  spec = spec_lib.RunSpec.from_args(cli.build_parser().parse_args(args + ["--logdir",
+                                                                           str(logdir)]))
+  spec.save(str(logdir))
+  code, out, err = run_cli(["train", "--resume", str(logdir), "--launch", "local_mt"], capsys)
+  assert (code, err) == (2, f"actorq: error: --resume: a multi-agent --launch local_mt run "
+                            f"({ENV}) writes no checkpoint yet; only --launch local runs "
+                            "resume\n")
