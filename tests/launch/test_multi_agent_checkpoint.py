@@ -110,7 +110,7 @@ def test_resume_refuses_a_single_agent_checkpoint(scripted_id, tmp_path):
     multi_agent.run(_config(scripted_id, tmp_path, 40, resume=True))
 
 
-def test_actorq_eval_and_export_of_a_multi_agent_run(scripted_id, tmp_path, capsys):
+def test_actorq_eval_export_and_quantize_of_a_multi_agent_run(scripted_id, tmp_path, capsys):
   from actorq.testing.cli import run_cli  # pylint: disable=g-import-not-at-top
   logdir = str(tmp_path / "run")
   code, _, err = run_cli(
@@ -140,3 +140,9 @@ def test_actorq_eval_and_export_of_a_multi_agent_run(scripted_id, tmp_path, caps
                  "parameter groups yet; evaluate it with: actorq eval --checkpoint "
                  f"{os.path.abspath(logdir)}\n")
   assert not os.path.exists(os.path.join(logdir, "export"))
+  for extra in ([], ["--sweep", "bits=8,4"]):
+    code, out, err = run_cli(["quantize", "--checkpoint", logdir, *extra], capsys)
+    assert (code, out) == (2, "")
+    assert err == (f"actorq: error: {scripted_id} is a multi-agent run: actorq quantize "
+                   "studies single-agent policies only for now; evaluate it with: actorq eval "
+                   f"--checkpoint {os.path.abspath(logdir)}\n")
