@@ -182,10 +182,10 @@ class MultiAgentLearnerNode(nodes_lib.LearnerNode):
 
   def run(self) -> None:
     try:
-      super().run()
+      super().run()  # closes the "learner" logger
     finally:
-      for p in self._parts:
-        self._logger_fn(learner_label(self._parts, p)).close()
+      for label in {learner_label(self._parts, p) for p in self._parts} - {"learner"}:
+        self._logger_fn(label).close()
 
 
 class MultiAgentActorNode(nodes_lib.ActorNode):

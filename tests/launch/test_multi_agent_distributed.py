@@ -78,6 +78,23 @@ def test_ippo_with_two_actor_nodes_under_local_mp(tmp_path):
   assert left == []
 
 
+def test_a_shared_group_with_two_environments_per_actor_under_test_mt(tmp_path):
+  """Parameter sharing (one group of every agent, one table `ippo_rollouts`, one learner
+  thread) and `num_envs` 2 per actor node, in threads (`test_mt`, as `local_mt`)."""
+  config = _config(tmp_path)
+  config.num_envs = 2
+  dp = distributed.make_program(config, num_actors=2)
+  result = distributed.launch(dp, "test_mt")
+  assert (result.exit_code, result.reason) == (0, "finished"), result.detail
+  assert result.counts["actor_steps"] >= 600 and result.counts["learner_steps"] >= 1
+  assert os.path.exists(tmp_path / "learner.csv")  # one group: the single-agent name
+  rows = _rows(tmp_path / "eval.csv")
+  assert rows and {"return_agent_0", "return_agent_1", "return_agent_2"} <= set(rows[-1])
+  assert int(rows[-1]["actor_steps"]) >= 600
+  for i in range(2):
+    assert _rows(tmp_path / f"actor_{i}.csv")
+
+
 def test_train_describes_the_program_and_refuses_to_resume_it(tmp_path, capsys):
   from actorq.testing.cli import run_cli  # pylint: disable=g-import-not-at-top
   code, out, err = run_cli(["train", "--agent", "ippo", "--env", ENV, "--launch", "local_mp",
