@@ -5,6 +5,12 @@ Launchpad program.
                                             logdir="runs/x"), num_actors=2)
     result = launch(program)            # blocks; result.exit_code is 0 only on a clean finish
 
+The learner, actor and evaluator node classes and the replay's table factory come from
+`NODE_KINDS`, by the builder's kind: `distributed_nodes`' for a `core.Builder`,
+`multi_agent_nodes`' for a `core.MultiAgentBuilder` (parameter groups: every group's table
+on the one Reverb node, every group's learner on the one learner node, whole multi-agent
+environments on each actor node); what follows is the same for both.
+
 Groups (`describe(program)` lists them; `actorq train --dry-run` prints it):
   replay     a ReverbNode with the builder's tables (`rate_limited=True`: samples-per-insert
              is enforced by Reverb) and Reverb's checkpointer

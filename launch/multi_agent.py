@@ -142,8 +142,11 @@ def run(config: experiment_lib.ExperimentConfig, *,
   device = placement.learner_device(config.learner_device)
   resumed_from, restored = experiment_lib.restored_checkpoint(config)
   if restored is not None and not restored.get("multi_agent"):
+    raise checkpointing.CheckpointError(f"{resumed_from} is not a multi-agent checkpoint")
+  if restored is not None and restored.get("replay_state") is None:
     raise checkpointing.CheckpointError(
-        f"{resumed_from} is not a multi-agent checkpoint (single-agent or distributed run)")
+        f"{resumed_from} holds no in-process replay (a distributed run's checkpoint): a "
+        "single-process run resumes only from its own checkpoints")
   # A resumed run's environments continue with other seeds (their internal state is not
   # checkpointed), as `local.run`'s; evaluations are seeded the same every time.
   seed = config.seed if restored is None else config.seed + int(restored["actor_steps"])

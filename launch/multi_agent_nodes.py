@@ -25,11 +25,16 @@ Counts: `actor_steps` are environment steps (all agents of one environment at on
 over environments and actors, as in a single-process multi-agent run; `learner_steps` sum the
 groups' learner steps.
 
-Not supported yet (refused by `launch.spec` in one line): `--resume` of a distributed
-multi-agent run; its learner node writes no checkpoint (`checkpoint()` returns None).
+Checkpoints (`MultiAgentLearnerNode.checkpoint`, every `checkpoint_every` minutes, at the
+finish and on a signal, as single-agent programs): every group's learner state and fp32
+policy, the counter's totals and Reverb's tables (every group's). `resume=True` continues
+as a single-agent program does (`distributed.make_program`): Reverb loads the tables, the
+counter the totals, the learner node every group's state; actors start anew with seeds
+`seed + 1 + i + actor_steps`. `actorq eval --checkpoint RUN` reads the same checkpoint.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -39,12 +44,12 @@ import jax
 import launchpad as lp
 from acme.utils import counting
 
-from actorq import core
 from actorq.components.acting import actors
 from actorq.components.acting import multi_agent as ma_loop
 from actorq.components.acting import variable_client as vc
 from actorq.components.envs import multi_agent as ma_env
 from actorq.components.replay import reverb_timeouts
+from actorq.launch import checkpointing
 from actorq.launch import distributed_nodes as nodes_lib
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import logging as logging_lib
@@ -96,7 +101,7 @@ class MultiAgentLearnerNode(nodes_lib.LearnerNode):
     get_group_variables(group, names) -> the group's `PolicyServer.get_variables(names)`;
     get_variables(names) -> the first group's (what a single-group program's clients ask);
     get_version() -> int, the smallest of the groups' learner versions;
-    checkpoint() -> None (multi-agent distributed runs write no checkpoint yet);
+    checkpoint() -> the path of a new run checkpoint (None without a logdir);
     placement(), profile() as `LearnerNode`'s (profile's ``"served"`` per group).
   """
 
@@ -105,8 +110,6 @@ class MultiAgentLearnerNode(nodes_lib.LearnerNode):
                num_actors: int, reverb_timeout_s: float, launcher_pid: Optional[int] = None,
                restore_path: Optional[str] = None):
     processes.watch_launcher(launcher_pid)
-    if restore_path is not None:
-      raise core.UsageError("multi-agent distributed runs cannot be resumed yet")
     self._config = config
     self._device = placement.learner_device(config.learner_device)
     print(f"actorq: learner on {placement.device_name(self._device)} "
@@ -140,9 +143,54 @@ class MultiAgentLearnerNode(nodes_lib.LearnerNode):
     self._ckpt_lock = threading.Lock()
     self._start = time.time()
     self._wall_offset = 0.0
+    if restore_path is not None:
+      state = checkpointing.load(restore_path)
+      saved = state.get("groups") or {}
+      if sorted(saved) != sorted(p.group.name for p in self._parts):
+        raise checkpointing.CheckpointError(
+            f"{restore_path} holds the parameter groups {', '.join(sorted(saved)) or 'none'}, "
+            f"this run has {', '.join(p.group.name for p in self._parts)}")
+      with jax.default_device(self._device):
+        for p in self._parts:
+          p.learner.restore(saved[p.group.name]["learner"])
+      self._wall_offset = float(state.get("wall_seconds", 0.0))
 
   def checkpoint(self) -> Optional[str]:
-    return None
+    """Writes a run checkpoint (`checkpointing.save_run`, with Reverb's tables) while every
+    group's step loop is paused; returns its path (None: no logdir). Per group
+    (``groups[<name>]``): the learner's state, its fp32 policy and learner steps; the
+    counter's totals with `learner_steps` the groups' sum; the same top-level keys as a
+    single-agent distributed checkpoint otherwise (`restored_counts` reads them)."""
+    if self._config.checkpoint_dir is None:
+      return None
+    with contextlib.ExitStack() as held:
+      held.enter_context(self._ckpt_lock)
+      for lock in self._step_locks:
+        held.enter_context(lock)
+      counts = dict(self._counter_client.get_counts())
+      for key in nodes_lib._PER_LAUNCH_KEYS:  # pylint: disable=protected-access
+        counts.pop(key, None)
+      groups = {p.group.name: {
+          "learner": p.learner.save(),
+          "policy_params": jax.device_get(p.learner.get_variables(["policy"])[0]),
+          "learner_steps": int(p.learner.step_count)} for p in self._parts}
+      counts[nodes_lib.LEARNER_STEPS] = sum(g["learner_steps"] for g in groups.values())
+      actor_steps = int(counts.get(nodes_lib.ACTOR_STEPS, 0))
+      state = {
+          "multi_agent": True, "groups": groups,
+          "policy_params": {name: g["policy_params"] for name, g in groups.items()},
+          "learner_steps": counts[nodes_lib.LEARNER_STEPS], "actor_steps": actor_steps,
+          "episodes": int(counts.get(nodes_lib.ACTOR_EPISODES, 0)),
+          "actor_num_steps": actor_steps // self._num_actors,
+          "counter": {"counts": counts, "cache": {}},
+          "learning_started": any(g["learner_steps"] > 0 for g in groups.values()),
+          "wall_seconds": self._wall_offset + time.time() - self._start,
+          "env_id": self._config.env_id, "seed": self._config.seed,
+          "num_steps": self._config.num_steps, "launch": "distributed",
+          "num_actors": self._num_actors}
+      return checkpointing.save_run(self._config.checkpoint_dir, state, step=actor_steps,
+                                    keep=self._config.keep_checkpoints,
+                                    replay_client=self._replay)
 
   def get_group_variables(self, group: str, names):
     return self._servers[group].get_variables(names)

@@ -13,7 +13,10 @@ from actorq.agents import ippo
 from actorq.launch import distributed
 from actorq.launch import distributed_nodes
 from actorq.launch import experiment
+from actorq.launch import checkpointing
+from actorq.launch import multi_agent
 from actorq.launch import multi_agent_nodes
+from actorq.launch import spec as spec_lib
 
 pytestmark = pytest.mark.slow  # a multi-process Launchpad run
 
@@ -95,21 +98,43 @@ def test_a_shared_group_with_two_environments_per_actor_under_test_mt(tmp_path):
     assert _rows(tmp_path / f"actor_{i}.csv")
 
 
-def test_train_describes_the_program_and_refuses_to_resume_it(tmp_path, capsys):
+def test_train_describes_the_program(capsys):
   from actorq.testing.cli import run_cli  # pylint: disable=g-import-not-at-top
   code, out, err = run_cli(["train", "--agent", "ippo", "--env", ENV, "--launch", "local_mp",
                             "--num-actors", "2", "--dry-run"], capsys)
   assert code == 0, err
   assert "actor/0: CourierNode: MultiAgentActorNode 0 (seed 1, fp32)" in out
-  logdir = tmp_path / "run"
-  # A distributed multi-agent run directory (its run.json) cannot be resumed yet.
-  args = ["train", "--agent", "ippo", "--env", ENV, "--launch", "local_mt", "--num-actors", "2"]
-  from actorq.cli import main as cli  # pylint: disable=g-import-not-at-top
-  from actorq.launch import spec as spec_lib  # pylint: disable=g-import-not-at-top
-  spec = spec_lib.RunSpec.from_args(cli.build_parser().parse_args(args + ["--logdir",
-                                                                           str(logdir)]))
-  spec.save(str(logdir))
-  code, out, err = run_cli(["train", "--resume", str(logdir), "--launch", "local_mt"], capsys)
-  assert (code, err) == (2, f"actorq: error: --resume: a multi-agent --launch local_mt run "
-                            f"({ENV}) writes no checkpoint yet; only --launch local runs "
-                            "resume\n")
+
+
+def test_a_checkpointed_program_resumes_and_evaluates(tmp_path, capsys):
+  """The finish's checkpoint holds every group; a resumed program starts from its counts
+  and learner states (Reverb reloads the tables); `actorq eval` reads it; a single-process
+  run refuses it (no in-process replay)."""
+  from actorq.testing.cli import run_cli  # pylint: disable=g-import-not-at-top
+  config = _config(tmp_path, share_parameters=False)
+  config.num_steps = 300
+  first = distributed.launch(distributed.make_program(config, num_actors=2), "test_mt")
+  assert (first.exit_code, first.reason) == (0, "finished"), first.detail
+  _, saved = checkpointing.restore_latest(str(tmp_path / "checkpoints"),
+                                          checkpointing.validate_run)
+  assert saved["multi_agent"] and sorted(saved["groups"]) == ["agent_0", "agent_1", "agent_2"]
+  assert saved["learner_steps"] == sum(g["learner_steps"] for g in saved["groups"].values())
+  assert saved["replay_checkpoint"] and saved["actor_steps"] >= 300
+  config.num_steps, config.resume = 600, True
+  dp = distributed.make_program(config, num_actors=2)
+  assert dp.resumed_counts["actor_steps"] == saved["actor_steps"]
+  again = distributed.launch(dp, "test_mt")
+  assert (again.exit_code, again.reason) == (0, "finished"), again.detail
+  _, final = checkpointing.restore_latest(str(tmp_path / "checkpoints"))
+  assert final["actor_steps"] >= 600 and final["episodes"] > saved["episodes"]
+  for name, group in saved["groups"].items():  # each learner continued from its state
+    assert final["groups"][name]["learner_steps"] >= group["learner_steps"]
+  rows = _rows(tmp_path / "eval.csv")
+  assert int(rows[0]["actor_steps"]) < 600 <= int(rows[-1]["actor_steps"])
+  spec_lib.RunSpec.from_config(config).save(str(tmp_path))  # what `actorq train` writes
+  code, out, err = run_cli(["eval", "--checkpoint", str(tmp_path), "--episodes", "2"], capsys)
+  assert code == 0, err
+  assert "2 greedy episodes at fp32" in out and "return of agent_2: mean " in out
+  config.num_steps = 700
+  with pytest.raises(checkpointing.CheckpointError, match="holds no in-process replay"):
+    multi_agent.run(config)
