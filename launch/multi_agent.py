@@ -38,7 +38,6 @@ its environments seeded `seed + actor_steps + e`) and the environments' internal
 """
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any, Callable, Dict, List, Optional
 
@@ -58,7 +57,6 @@ from actorq.launch import experiment as experiment_lib
 from actorq.launch import local
 from actorq.launch import logging as logging_lib
 from actorq.launch import placement
-from actorq.launch import processes
 from actorq.launch import spec as spec_lib
 from actorq.quantization import bias_correction
 
@@ -326,13 +324,7 @@ def _run(config, environments, groups, progress, resumed_from, restored) -> loca
       if ckpt_dir is not None:
         save_checkpoint()
   except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM (experiment.Preempted)
-    stop.checkpoint_path = None
-    if ckpt_dir is not None:  # as `local.run`: a second signal meanwhile is dropped
-      with processes.Signals() as again:
-        stop.checkpoint_path = save_checkpoint()
-      if again.received is not None:
-        print(f"actorq: signal {again.received} while the stop checkpoint was written: "
-              "ignored, the run stops now", file=sys.stderr, flush=True)
+    local.checkpoint_at_stop(stop, save_checkpoint if ckpt_dir is not None else None)
     raise
   except core.EnvironmentFailure:
     if ckpt_dir is not None:  # the run's state is still the last good one

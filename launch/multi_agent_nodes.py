@@ -8,7 +8,7 @@ nodes; what differs is per parameter group (`components.acting.multi_agent.Param
              group's single-agent builder, rate limiters kept);
   learner    ONE node stepping every group's learner (`MultiAgentLearnerNode`), each in its
              own thread (a group's learner blocked in its sampling never holds up another
-             group's), each with its `PolicyServer` (int8 payloads made once per version on
+             group's, nor a checkpoint: it waits for its sample outside its step lock), each with its `PolicyServer` (int8 payloads made once per version on
              this node, bias-corrected on the group's newest sample as in single process);
              one node rather than one per group because the groups share the counter's
              `learner_steps` and the checkpoint, which must hold every group at one moment;
@@ -93,6 +93,29 @@ class GroupSource:
     return self._learner.get_group_variables(self._group, list(names))
 
 
+class _Prefetch:
+  """An iterator whose next item can be fetched ahead (`fetch`), so a group's step thread
+  waits for its sample WITHOUT holding its step lock. Otherwise a checkpoint that has
+  paused one group (its table then fills, and the actors, which write every group's table,
+  block on it) could wait forever for another group's lock held by a step waiting for data
+  those blocked actors never write."""
+
+  def __init__(self, iterator):
+    self._iterator, self._next, self._held = iterator, None, False
+
+  def fetch(self) -> None:
+    if not self._held:
+      self._next, self._held = next(self._iterator), True
+
+  def __iter__(self):
+    return self
+
+  def __next__(self):
+    self.fetch()
+    item, self._next, self._held = self._next, None, False
+    return item
+
+
 class MultiAgentLearnerNode(nodes_lib.LearnerNode):
   """Every parameter group's learner and, through one `PolicyServer` per group, the
   actors' variable source (see the module docstring).
@@ -121,11 +144,13 @@ class MultiAgentLearnerNode(nodes_lib.LearnerNode):
     keys = jax.random.split(jax.random.split(jax.random.PRNGKey(config.seed), 4)[0],
                             len(self._parts))
     self._servers: Dict[str, vc.PolicyServer] = {}
+    self._prefetch: Dict[str, _Prefetch] = {}
     for p, key in zip(self._parts, keys):
       label = learner_label(self._parts, p)
       with jax.default_device(self._device):
         iterator, calibration = bias_correction.tap(  # int8 bias correction (issue 39)
             p.builder.make_dataset_iterator(replay), p.networks.spec)
+        iterator = self._prefetch[p.group.name] = _Prefetch(iterator)
         p.learner = p.builder.make_learner(
             key, p.networks, iterator,
             lambda _, label=label: self._logger_fn(label, time_delta=1.0),
@@ -157,7 +182,8 @@ class MultiAgentLearnerNode(nodes_lib.LearnerNode):
 
   def checkpoint(self) -> Optional[str]:
     """Writes a run checkpoint (`checkpointing.save_run`, with Reverb's tables) while every
-    group's step loop is paused; returns its path (None: no logdir). Per group
+    group's step loop is paused (a sample a group fetched meanwhile is in neither half:
+    one batch lost on resume); returns its path (None: no logdir). Per group
     (``groups[<name>]``): the learner's state, its fp32 policy and learner steps; the
     counter's totals with `learner_steps` the groups' sum; the same top-level keys as a
     single-agent distributed checkpoint otherwise (`restored_counts` reads them)."""
@@ -213,6 +239,7 @@ class MultiAgentLearnerNode(nodes_lib.LearnerNode):
             break
           stop.wait(0.5)
         while not stop.is_set():
+          self._prefetch[part.group.name].fetch()  # waits for data unlocked (`_Prefetch`)
           with lock:
             part.learner.step()
       except BaseException as e:  # pylint: disable=broad-except
@@ -245,50 +272,36 @@ class MultiAgentActorNode(nodes_lib.ActorNode):
   Courier methods `status()`, `placement()` and `profile()` as `ActorNode`'s.
   """
 
-  # pylint: disable=super-init-not-called
-  def __init__(self, config: experiment_lib.ExperimentConfig, actor_id: int, seed: int,
-               replay, learner, counter, reverb_timeout_s: float,
-               launcher_pid: Optional[int] = None, *, initial_steps: int = 0,
-               num_actors: int = 1):
-    processes.watch_launcher(launcher_pid)
-    self._stop = lp.stop_event()
-    self._config = config
-    self._env_id, self._actor_id = config.env_id, actor_id
-    learner, counter = (nodes_lib.StopAware(learner, self._stop),
-                        nodes_lib.StopAware(counter, self._stop))
-    env, groups, parts = _groups(config, seed)
+  def _prepare(self, seed: int, num_actors: int) -> None:
+    config = self._config
+    env, self._groups, self._parts = _groups(config, seed)
     self._environments = [env] + [ma_env.make_multi_agent_environment(config.env_id,
                                                                       seed=seed + e)
                                   for e in range(1, config.num_envs)]
-    self._loop = None
-    try:
-      nodes_lib.wait_for_learner(learner, self._stop)
-    except nodes_lib.NodeStopping:
-      return
-    client = reverb_timeouts.TimeoutClient(replay, reverb_timeout_s,
-                                           should_stop=self._stop.is_set)
-    # pylint: disable-next=protected-access
-    keys = jax.random.split(nodes_lib._cpu_key(seed), len(parts))
-    self._adders, group_actors = [], []
-    for p, key in zip(parts, keys):
-      spec = p.group.environment_spec
-      policy = dataclasses.replace(
+    for p in self._parts:  # exploration on the run's summed steps
+      p.policy = dataclasses.replace(
           p.policy, selector=actors.on_shared_schedule(p.policy.selector, num_actors))
-      adder = p.builder.make_batched_adder(client, spec, policy,
+
+  def _make_loop(self, client, learner, counting_hook, seed: int, initial_steps: int):
+    config = self._config
+    # pylint: disable-next=protected-access
+    keys = jax.random.split(nodes_lib._cpu_key(seed), len(self._parts))
+    self._adders, group_actors = [], []
+    for p, key in zip(self._parts, keys):
+      spec = p.group.environment_spec
+      adder = p.builder.make_batched_adder(client, spec, p.policy,
                                            config.num_envs * len(p.group.agents))
-      actor = actors.batched(p.builder.make_actor(key, policy, spec,
+      actor = actors.batched(p.builder.make_actor(key, p.policy, spec,
                                                   GroupSource(learner, p.group.name)),
                              adder, spec.actions.generate_value())
       actor.num_steps = int(initial_steps)
       self._adders.append(adder)
       group_actors.append(actor)
-    self._logger = logging_lib.make_logger_factory(config.logdir)(f"actor_{actor_id}")
-    self._loop = ma_loop.MultiAgentLoop(
-        self._environments, groups, group_actors, should_stop=self._stop.is_set,
-        hooks=[nodes_lib._Counting(counter, actor_id),  # pylint: disable=protected-access
-               multi_agent.EpisodeLogger(self._logger)],
+    self._logger = logging_lib.make_logger_factory(config.logdir)(f"actor_{self._actor_id}")
+    return ma_loop.MultiAgentLoop(
+        self._environments, self._groups, group_actors, should_stop=self._stop.is_set,
+        hooks=[counting_hook, multi_agent.EpisodeLogger(self._logger)],
         max_episode_steps=config.max_episode_steps)
-    self._loop.steps = int(initial_steps)
 
   def placement(self) -> Dict[str, Any]:
     runtimes = [] if self._loop is None else [a.runtime for a in self._loop.actors]
