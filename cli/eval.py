@@ -23,8 +23,10 @@ from actorq import core
 from actorq.cli import main as cli
 from actorq.components.acting import loop as loop_lib
 from actorq.components.envs import environments
+from actorq.components.envs import multi_agent
 from actorq.launch import precision_arg
 from actorq.launch import spec as spec_lib
+from actorq.studies import multi_agent_eval
 from actorq.studies import reward_parity as evaluation
 
 VIDEO_SUFFIXES = (".gif", ".mp4")
@@ -119,6 +121,8 @@ def run(args) -> int:
     # MuJoCo's headless GL backend (EGL); set MUJOCO_GL yourself to choose another.
     os.environ.setdefault("MUJOCO_GL", "egl")
   builder = run.make_builder()
+  if multi_agent.is_multi_agent(run.env):
+    return _run_multi_agent(args, run, builder, state, path, precision)
   env = environments.make_environment(run.env, seed=args.seed,
                                       **_env_kwargs(run.env, args.video is not None))
   env_spec = environments.environment_spec(env)
@@ -162,4 +166,34 @@ def run(args) -> int:
       print(f"video: {args.video} ({len(recorder.frames)} frames of the first episode)")
     else:
       print(f"video skipped: cannot record {run.env} here: {why}")
+  return 0
+
+
+def _run_multi_agent(args, run, builder, state, path, precision) -> int:
+  """A multi-agent run (``pz:`` id): the team return (the sum of the agents' returns) and
+  each agent's return (`studies.multi_agent_eval`)."""
+  if args.video is not None:
+    raise cli.UsageError(f"--video: {run.env} is a multi-agent environment; videos are "
+                         "recorded for single-agent runs only")
+  print(f"actorq: {run.agent} on {run.env}, checkpoint {path} (actor step "
+        f"{state.get('actor_steps', '?')}, learner step {state['learner_steps']})", flush=True)
+  start = time.time()
+  try:
+    precision, episodes = multi_agent_eval.evaluate_checkpoint(
+        builder, run.env, state, precision, args.episodes, args.seed,
+        args.max_episode_steps or loop_lib.DEFAULT_MAX_EPISODE_STEPS)
+  except core.EnvironmentFailure as e:
+    raise core.EnvironmentFailure(f"{run.env}: {e}") from e
+  elapsed = time.time() - start
+  r = np.asarray([e.episode_return for e in episodes])
+  n = np.asarray([e.episode_length for e in episodes])
+  print(f"{args.episodes} greedy episodes at {precision}")
+  print(f"team return: mean {r.mean():.2f}, std {r.std():.2f}, min {r.min():.2f}, "
+        f"max {r.max():.2f}")
+  for agent in episodes[0].agent_returns:
+    a = np.asarray([e.agent_returns[agent] for e in episodes])
+    print(f"return of {agent}: mean {a.mean():.2f}, std {a.std():.2f}")
+  print(f"episode length: mean {n.mean():.1f}, min {n.min()}, max {n.max()} steps"
+        + (f" (capped at {args.max_episode_steps})" if args.max_episode_steps else ""))
+  print(f"({int(n.sum())} environment steps in {elapsed:.1f} s)")
   return 0

@@ -116,6 +116,7 @@ def run(args) -> int:
   if len(args.checkpoint) != 1:
     raise cli.UsageError("--checkpoint takes one run directory unless --sweep is given")
   run, state, path = spec_lib.load_run(args.checkpoint[0])
+  run_dir.check_single_agent(run.env, run.logdir, "quantize")
   builder = run.make_builder()
   env_fn = lambda: environments.make_environment(run.env, seed=args.seed)
   env = env_fn()

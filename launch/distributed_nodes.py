@@ -428,25 +428,41 @@ class ActorNode:
     self._config = config
     self._env_id, self._actor_id = config.env_id, actor_id
     learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
-    env = experiment_lib.make_training_environment(config, seed)
-    parts = experiment_lib.agent_parts(config, experiment_lib.training_environment_spec(env))
-    parts.policy = dataclasses.replace(
-        parts.policy, selector=actors.on_shared_schedule(parts.policy.selector, num_actors))
+    self._prepare(seed, num_actors)
     self._loop = None
     try:
       wait_for_learner(learner, self._stop)
     except NodeStopping:
       return
     client = reverb_timeouts.TimeoutClient(replay, reverb_timeout_s, should_stop=self._stop.is_set)
+    self._loop = self._make_loop(client, learner, _Counting(counter, actor_id), seed,
+                                 initial_steps)
+    self._loop.steps = int(initial_steps)
+
+  def _prepare(self, seed: int, num_actors: int) -> None:
+    """What is built before the learner answers: the environment and the agent's parts
+    (its policy's exploration on the run's summed steps)."""
+    config = self._config
+    self._env = experiment_lib.make_training_environment(config, seed)
+    self._parts = experiment_lib.agent_parts(
+        config, experiment_lib.training_environment_spec(self._env))
+    policy = self._parts.policy
+    self._parts.policy = dataclasses.replace(
+        policy, selector=actors.on_shared_schedule(policy.selector, num_actors))
+
+  def _make_loop(self, client, learner, counting_hook: loop_lib.Hook, seed: int,
+                 initial_steps: int):
+    """The acting loop (its adder writing through `client`, its variable client pulling
+    from `learner`, `counting_hook` among its hooks); sets `_logger` (`actor_<i>.csv`)."""
+    config, parts = self._config, self._parts
     self._adder, actor = experiment_lib.make_training_actor(
         config, parts, _cpu_key(seed), client, learner)
     actor.num_steps = int(initial_steps)
-    self._logger = logging_lib.make_logger_factory(config.logdir)(f"actor_{actor_id}")
-    self._loop = experiment_lib.make_training_loop(
-        config, env, actor, should_stop=self._stop.is_set,
-        hooks=[_Counting(counter, actor_id),
+    self._logger = logging_lib.make_logger_factory(config.logdir)(f"actor_{self._actor_id}")
+    return experiment_lib.make_training_loop(
+        config, self._env, actor, should_stop=self._stop.is_set,
+        hooks=[counting_hook,
                loop_lib.EpisodeLogger(self._logger, actor_precision=parts.policy.precision)])
-    self._loop.steps = int(initial_steps)
 
   def status(self) -> Dict[str, Any]:
     if self._loop is None:
@@ -533,6 +549,13 @@ class EvaluatorNode:
     self._logger = logging_lib.make_logger_factory(config.logdir)("eval")
     self._start = time.time()
 
+  def _evaluate(self):
+    """`(stats, policy version)` of one evaluation with the newest parameters; stats None
+    when the node's stop ended it first."""
+    self._actor.update(wait=True)
+    stats = experiment_lib.evaluate(self._config, self._actor, should_stop=self._stop.is_set)
+    return stats, self._actor.policy_version
+
   def run(self) -> None:
     if self._actor is None:
       return
@@ -548,18 +571,16 @@ class EvaluatorNode:
         if final_written or actor_steps < next_eval:
           self._stop.wait(1.0)
           continue
-        self._actor.update(wait=True)
         try:
-          stats = experiment_lib.evaluate(self._config, self._actor,
-                                          should_stop=self._stop.is_set)
+          stats, version = self._evaluate()
         except core.EnvironmentFailure as e:
           raise core.EnvironmentFailure(f"{self._config.env_id} (evaluator): {e}") from e
         if stats is None:
           break
         self._logger.write(experiment_lib.evaluation_row(
-            stats, actor_steps=actor_steps, learner_steps=self._actor.policy_version,
+            stats, actor_steps=actor_steps, learner_steps=version,
             episodes=int(counts.get(ACTOR_EPISODES, 0)), wall_seconds=time.time() - self._start,
-            precision=self._precision, policy_version=self._actor.policy_version))
+            precision=self._precision, policy_version=version))
         if actor_steps >= limit:
           # The row is on disk (rows are flushed as written) before the limiter is told.
           self._counter.increment(**{FINAL_EVALUATION: 1})

@@ -78,7 +78,8 @@ class ExperimentConfig:
   Attributes:
     builder: the agent's builder (`actorq.core.Builder`; stateless, so one builder
       serves every node of a distributed run), or a `core.MultiAgentBuilder` for a
-      multi-agent environment id (`actorq.launch.multi_agent` runs it, single-process).
+      multi-agent environment id (`actorq.launch.multi_agent` runs it in one process,
+      `launch.distributed` with the nodes of `launch.multi_agent_nodes`).
     env_id: environment id (`actorq.components.envs.environments`).
     num_steps: actor steps after which training ends (summed over actors).
     seed: seeds environments, networks, exploration and replay sampling.

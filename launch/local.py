@@ -119,6 +119,23 @@ class _Learning(loop_lib.Hook):
           self._on_learner_step(self._learner)
 
 
+def checkpoint_at_stop(stop: KeyboardInterrupt, save: Optional[Callable[[], str]]) -> None:
+  """On Ctrl-C or SIGTERM: sets `stop.checkpoint_path` to the checkpoint `save()` writes
+  (None without `save`, i.e. without a logdir). It keeps the progress made since the last
+  checkpoint. A second Ctrl-C or SIGTERM while it is written is recorded and dropped (the
+  run is stopping already), so the write is never torn and the caller learns which
+  checkpoint exists (case B9)."""
+  stop.checkpoint_path = None
+  if save is None:
+    return
+  with processes.Signals() as again:
+    fault_points.point("stop_checkpoint")
+    stop.checkpoint_path = save()
+  if again.received is not None:
+    print(f"actorq: signal {again.received} while the stop checkpoint was written: "
+          "ignored, the run stops now", file=sys.stderr, flush=True)
+
+
 def run(config: experiment_lib.ExperimentConfig, *,
         progress: Optional[Callable[[Dict[str, Any]], None]] = None,
         on_learner_step: Optional[Callable[[Any], None]] = None) -> RunResult:
@@ -273,17 +290,7 @@ def _run(config: experiment_lib.ExperimentConfig,
       if ckpt_dir is not None:
         save_checkpoint()
   except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM (experiment.Preempted)
-    stop.checkpoint_path = None
-    if ckpt_dir is not None:
-      # Keeps the progress made since the last checkpoint. A second Ctrl-C or SIGTERM
-      # while it is written is recorded and dropped (the run is stopping already), so
-      # the write is never torn and the caller learns which checkpoint exists (case B9).
-      with processes.Signals() as again:
-        fault_points.point("stop_checkpoint")
-        stop.checkpoint_path = save_checkpoint()
-      if again.received is not None:
-        print(f"actorq: signal {again.received} while the stop checkpoint was written: "
-              "ignored, the run stops now", file=sys.stderr, flush=True)
+    checkpoint_at_stop(stop, save_checkpoint if ckpt_dir is not None else None)
     raise
   except (replay_lib.NonFiniteValueError, actors.NonFiniteOutputError) as e:
     # Rejected before it reached replay or an action: the state is still the last good one.

@@ -286,11 +286,7 @@ class RunSpec:
     config, policy_file = resolve_config(args, f["agent"], resumed)
     _check_fit(f["agent"], f["env"], f["seed"], config, policy_file)
     num_envs = f["num_envs"] or 1
-    if multi_agent.is_multi_agent(f["env"]):  # its runner steps num_envs environments
-      if launch != LOCAL:
-        raise core.UsageError(f"--launch {launch}: multi-agent environments ({f['env']}) "
-                              "run with --launch local only for now")
-    else:
+    if not multi_agent.is_multi_agent(f["env"]):  # a multi-agent runner steps num_envs envs
       try:
         vector_env.check_num_envs(f["env"], num_envs)
       except ValueError as e:

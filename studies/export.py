@@ -34,6 +34,7 @@ from actorq.components import atomic, fault_points
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
 from actorq.components.envs import environments
+from actorq.components.envs import multi_agent
 from actorq.launch import precision_arg, registry, run_dir
 from actorq.launch import spec as spec_lib
 from actorq.quantization import bias_correction
@@ -217,13 +218,18 @@ def export(checkpoint: str, precision: str, policy_file: Optional[str] = None,
   Returns:
     `(model_path, json_path, report)`; `report` is the JSON's content.
   Raises:
-    core.UsageError: not a run directory, a recurrent policy, a policy that does not fit,
-      an output folder that cannot be written.
+    core.UsageError: not a run directory, a multi-agent run, a recurrent policy, a policy
+      that does not fit, an output folder that cannot be written.
     core.RunDirectoryError: the pair cannot be written (a full disk); the files there
       before are kept as they were.
   """
   run, state, ckpt_path = spec_lib.load_run(checkpoint)
   run_path, info = run.logdir, run.to_json()
+  if multi_agent.is_multi_agent(info["env"]):
+    raise core.UsageError(
+        f"{info['env']} is a multi-agent run: export writes one single-agent policy with a "
+        "single-agent parity report and cannot express parameter groups yet; evaluate it "
+        f"with: actorq eval --checkpoint {run_path}")
   out = out or os.path.join(run_path, "export", default_file_name(precision))
   builder = run.make_builder()
   env = environments.make_environment(info["env"], seed=seed)

@@ -192,6 +192,7 @@ def output_semantics(builder, networks, env_spec, selector,
 def load_run(path: str, temperature: float) -> LoadedRun:
   """Raises core.UsageError for an unreadable run or checkpoint."""
   run, state, ckpt = spec_lib.load_run(path)
+  run_dir.check_single_agent(run.env, run.logdir, "quantize")
   builder = run.make_builder()
   info, env_id = run.to_json(), run.env
   env_fn = lambda seed: environments.make_environment(env_id, seed=seed)

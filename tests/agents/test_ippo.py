@@ -20,6 +20,7 @@ from actorq.components.acting import multi_agent as ma_loop
 from actorq.components.acting import variable_client as vc
 from actorq.components.envs import multi_agent as ma_env
 from actorq.components.replay import local_replay
+from actorq.launch import checkpointing
 from actorq.launch import experiment
 from actorq.launch import multi_agent
 from actorq.testing import fakes
@@ -203,7 +204,8 @@ def test_multi_agent_runs_refuse_what_they_do_not_support(tmp_path):
     multi_agent.run(make("pz:mpe2/simple_adversary_v3"))
   with pytest.raises(core.UsageError, match="^'gym:CartPole-v1' is not a multi-agent"):
     multi_agent.run(make("gym:CartPole-v1"))
-  with pytest.raises(core.UsageError, match="^--resume is not supported for multi-agent"):
+  # Multi-agent runs resume since they write checkpoints; with none there is nothing to resume.
+  with pytest.raises(checkpointing.CheckpointError, match="^no readable checkpoint in "):
     multi_agent.run(make("pz:mpe2/simple_spread_v3", logdir=str(tmp_path), resume=True))
 
 
@@ -228,10 +230,7 @@ def test_actorq_train_runs_ippo_and_refuses_what_does_not_fit(scripted_id, tmp_p
        "single-agent; multi-agent agents: idqn, ippo, mappo\n"),
       (["--agent", "ippo", "--env", "gym:CartPole-v1"],
        "actorq: error: agent 'ippo' is multi-agent: 'gym:CartPole-v1' is not a multi-agent "
-       "environment id: use 'pz:<module>/<env>' (e.g. pz:mpe2/simple_spread_v3)\n"),
-      (["--agent", "ippo", "--env", scripted_id, "--launch", "local_mt"],
-       f"actorq: error: --launch local_mt: multi-agent environments ({scripted_id}) run "
-       "with --launch local only for now\n")):
+       "environment id: use 'pz:<module>/<env>' (e.g. pz:mpe2/simple_spread_v3)\n")):
     code, _, err = run_cli(["train", *argv, "--logdir", str(tmp_path / "bad")], capsys)
     assert (code, err) == (2, message)
     assert not os.path.exists(tmp_path / "bad")
