@@ -320,6 +320,9 @@ class _Run:
     self.rows: List[Dict[str, Any]] = []
     self.rounds = 0
     self.table = builder.replay_table_name()
+    # The pytree structure of every stacked batch `_learn` hands the vmapped step (fixed
+    # at its first round, so the step compiles once).
+    self.batch_structure = None
     # Measured acting cost per member since its last evaluation: seconds, actor steps.
     self.act_seconds = np.zeros(self.n)
     self.act_counted = np.zeros(self.n, np.int64)
@@ -462,8 +465,14 @@ class _Run:
       samples = {m: self.clients[m].sample_batch(self.table, batch_size)
                  for m in np.flatnonzero(active).tolist()}
       # Each member's table decodes its signature into its own namedtuple classes: stack
-      # the leaves and rebuild the first sample's structure.
+      # the leaves into ONE structure, the first batch's of this session, every round.
+      # (Rebuilding whichever member came first would hand `step` another pytree
+      # structure, i.e. a retrace and an XLA compile, each time the first active member
+      # changes: up to N compiles of the vmapped update.)
       leaves, treedef = jax.tree_util.tree_flatten(next(iter(samples.values())).data)
+      if self.batch_structure is None:
+        self.batch_structure = treedef
+      treedef = self.batch_structure
       data = [jax.tree_util.tree_leaves(samples[m].data) if m in samples else
               [np.zeros_like(x) for x in leaves] for m in range(self.n)]
       probabilities = np.stack([

@@ -83,6 +83,25 @@ def test_int8_members_act_with_payloads_bias_corrected_on_their_own_replay_sampl
   np.testing.assert_array_equal(restored.calibration[1], run.calibration[1])
 
 
+def test_the_vmapped_step_compiles_once_whichever_member_comes_first():
+  """Each member's table decodes batches into its own namedtuple classes; the stacked
+  batch keeps one structure, so the jitted step is traced and compiled once even when the
+  first member owing a step changes (CartPole's episodes end at different steps, so the
+  members start learning at different actor steps)."""
+  settings = _settings(steps=300, ready_every=300)
+  run = pbt._Run(settings, pbt.check(settings))
+  step, firsts, structures = run.learner.step, set(), set()
+
+  def recorded(state, data, probabilities, sizes, hyper, active):
+    firsts.add(int(np.flatnonzero(active)[0]))
+    structures.add(jax.tree_util.tree_structure(data))
+    return step(state, data, probabilities, sizes, hyper, active)
+  run.learner.step = recorded
+  run.run()
+  assert len(firsts) > 1 and len(structures) == 1
+  assert step._cache_size() == 1  # pylint: disable=protected-access
+
+
 def test_exploit_then_explore_perturbs_only_the_named_fields():
   settings = _settings(mutate=("learning_rate",), resample_probability=0.0)
   run = pbt._Run(settings, pbt.check(settings))
