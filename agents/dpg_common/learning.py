@@ -382,10 +382,6 @@ class DPGLearner(learners.JaxLearner):
     transform = params_transform or (lambda p: p)
     period, tau = int(target_update_period), float(target_update_tau)
     check_target_update(period, tau)
-    policy, critic = networks.policy, networks.critic
-    lo = jnp.asarray(networks.action_minimum)
-    hi = jnp.asarray(networks.action_maximum)
-
     noise_key = jax.random.fold_in(random_key, 1)
     self._sgd_step = jax.jit(functools.partial(
         sgd_step, networks=networks, policy_optimizer=policy_optimizer,
@@ -395,7 +391,8 @@ class DPGLearner(learners.JaxLearner):
         target_policy_noise=target_policy_noise, preactivation_penalty=penalty,
         noise_key=noise_key))
     policy_params, critic_params = init_policy_and_critic(
-        policy, critic, random_key, dummy_observation, lo.shape[0])
+        networks.policy, networks.critic, random_key, dummy_observation,
+        np.shape(networks.action_minimum)[0])
     self._state = TrainingState(policy_params, critic_params, policy_params, critic_params,
                                 policy_optimizer.init(policy_params),
                                 critic_optimizer.init(critic_params), jnp.zeros((), jnp.int32))

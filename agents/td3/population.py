@@ -6,7 +6,7 @@ hyperparameters as arrays.
 Each member's step is `DPGLearner`'s with TD3's options: `dpg_common.learning.sgd_step`
 (the same function `DPGLearner` jits) with the twin-critic loss (Fujimoto et al. 2018,
 eq. 10), delayed policy and target updates (sec. 5.2) and target policy smoothing (eq.
-14), each network's Adam after a global-norm clip (`ActorCriticBuilder.make_optimizers`).
+14), each network's Adam after a global-norm clip (`ActorCriticBuilder.optimizer`).
 What differs is only where the per-member values live: both learning rates, the
 discount, the target smoothing noise's sigma and the exploration noise's sigma are
 float32 arrays [N] (`MemberHyperparameters`), so PBT's exploit/explore changes them
@@ -95,13 +95,6 @@ class MemberState(NamedTuple):
   noise_key: jax.Array
 
 
-def _optimizer(config: config_lib.TD3Config, learning_rate) -> optax.GradientTransformation:
-  """`ActorCriticBuilder.make_optimizers`'s optimizer with `learning_rate` (a traced
-  float32 scalar in a member step; its state does not depend on it)."""
-  return optax.chain(optax.clip_by_global_norm(config.max_gradient_norm),
-                     optax.adam(learning_rate))
-
-
 class TD3Population:
   """N TD3 learners stepped as one (see the module docstring).
 
@@ -129,7 +122,7 @@ class TD3Population:
       raise ValueError(f"TD3Population needs a TD3Config, got {type(config).__name__}")
     self.config = config
     self.networks = networks
-    builder = builder_lib.TD3Builder(config)
+    builder = self._builder = builder_lib.TD3Builder(config)
     self._critic_loss, self._q_value = builder.critic_functions(networks)
     self._transform = builder.params_transform() or (lambda p: p)
     self._lo, self._hi = continuous.bounds(environment_spec.actions)
@@ -168,7 +161,7 @@ class TD3Population:
     def one(key):
       policy, critic = dpg_learning.init_policy_and_critic(
           self.networks.policy, self.networks.critic, key, self._dummy, action_size)
-      opt = _optimizer(self.config, 1.0)
+      opt = self._builder.optimizer(1.0)
       return MemberState(policy, critic, policy, critic, opt.init(policy), opt.init(critic),
                          jnp.zeros((), jnp.int32), jax.random.fold_in(key, 1))
     return jax.vmap(one)(keys)
@@ -231,8 +224,8 @@ class TD3Population:
     c = self.config
     new, metrics = dpg_learning.sgd_step(
         dpg_learning.TrainingState(*state[:-1]), transitions, networks=self.networks,
-        policy_optimizer=_optimizer(c, hyper.policy_learning_rate),
-        critic_optimizer=_optimizer(c, hyper.critic_learning_rate),
+        policy_optimizer=self._builder.optimizer(hyper.policy_learning_rate),
+        critic_optimizer=self._builder.optimizer(hyper.critic_learning_rate),
         discount=hyper.discount, critic_loss=self._critic_loss, q_value=self._q_value,
         target_update_period=c.target_update_period, target_update_tau=c.target_update_tau,
         dqda_clipping=c.dqda_clipping, params_transform=self._transform,
