@@ -3,20 +3,27 @@ same actor steps per member, side by side in one process (issue 43; Flajolet et 
 report a population of 8 at little more than one agent's cost once its updates are
 vmapped).
 
-Rows, each `--steps` actor steps per member, `--min-replay-size` items before learning,
-one final evaluation of `--eval-episodes` episodes, no exploit (ready once, at the end):
+Cases (agent on environment; default: DQN on gym:CartPole-v1 and TD3 on gym:Pendulum-v1,
+the two agents with population support), each with these rows, each `--steps` actor
+steps per member, `--min-replay-size` items before learning (and as many uniformly random
+warm-up actions, for agents with `random_warmup_steps`, so that learning and the policy's
+actions start together), one final evaluation of `--eval-episodes` episodes, no exploit
+(ready once, at the end):
   * one agent, `local.run` (what `actorq train` runs), evaluation every `--steps`;
   * the population machinery (`launch.pbt._Run`) at N = 1 (one member, its learner and
     actor split measured the same way as the populations');
   * populations of each `--populations` size (`launch.pbt.run`, fp32 members).
 Columns: wall seconds, process CPU seconds (all threads: `time.process_time`), their
-ratios to the one agent, and for the machinery rows the split: acting (the batched
+ratios to the case's one agent, and for the machinery rows the split: acting (the batched
 inference + action selection), environment (vector env + adders), learning, of which
-replay (sampling, stacking, priorities) and update (the vmapped step), evaluation.
+replay (sampling, stacking, priorities) and update (the vmapped step), evaluation. All
+cases run in one process and print as one table.
 
-    python benchmarks/pbt_cost.py [--agent dqn] [--env gym:CartPole-v1] [--steps 1000]
-                                  [--populations 8,16] [--min-replay-size 200]
-                                  [--eval-episodes 1] [--seed 0] [--json FILE]
+    python benchmarks/pbt_cost.py [--cases dqn:gym:CartPole-v1,td3:gym:Pendulum-v1]
+                                  [--steps 1000] [--populations 8,16]
+                                  [--min-replay-size 200] [--eval-episodes 1] [--seed 0]
+                                  [--json FILE]
+    python benchmarks/pbt_cost.py --agent dqn --env gym:CartPole-v1 ...   # one case
 """
 from __future__ import annotations
 
@@ -25,7 +32,7 @@ import dataclasses
 import json
 import os
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -34,6 +41,7 @@ from actorq.launch import local, pbt  # pylint: disable=g-import-not-at-top
 from actorq.launch import spec as spec_lib  # pylint: disable=g-import-not-at-top
 
 PARTS = ("act", "environment", "learn", "replay", "update", "evaluate")
+DEFAULT_CASES = "dqn:gym:CartPole-v1,td3:gym:Pendulum-v1"
 
 
 def _timed(fn):
@@ -42,10 +50,22 @@ def _timed(fn):
   return out, time.time() - wall, time.process_time() - cpu
 
 
+def case_config(agent: str, min_replay_size: int) -> Dict[str, Any]:
+  """The config fields every row of `agent`'s case sets: `min_replay_size`, and as many
+  `random_warmup_steps` where the agent's config has that field (TD3: its default 1000
+  would leave a short case no policy actions at all)."""
+  config: Dict[str, Any] = {"min_replay_size": min_replay_size}
+  fields = {f.name for f in dataclasses.fields(spec_lib.make_builder(agent, {}).config)}
+  if "random_warmup_steps" in fields:
+    config["random_warmup_steps"] = min_replay_size
+  return config
+
+
 def measure(agent: str, env_id: str, steps: int, populations: List[int], min_replay_size: int,
             eval_episodes: int, seed: int) -> List[Dict[str, Any]]:
-  """The rows of the module docstring, as dicts (name, members, wall_s, cpu_s, split)."""
-  config = {"min_replay_size": min_replay_size}
+  """The rows of the module docstring for one case, as dicts (case, name, members, wall_s,
+  cpu_s, split)."""
+  config = case_config(agent, min_replay_size)
   rows = []
 
   def one_agent():
@@ -79,23 +99,34 @@ def measure(agent: str, env_id: str, steps: int, populations: List[int], min_rep
   base_wall, base_cpu = rows[0]["wall_s"], rows[0]["cpu_s"]
   for row in rows:
     row["wall_x"], row["cpu_x"] = row["wall_s"] / base_wall, row["cpu_s"] / base_cpu
+    row["case"] = f"{agent} {env_id}"
   return rows
 
 
 def table(rows: List[Dict[str, Any]]) -> str:
-  lines = [f"{'run':32s} {'wall s':>8s} {'x1':>6s} {'CPU s':>8s} {'x1':>6s}   "
+  lines = [f"{'case':22s} {'run':32s} {'wall s':>8s} {'x1':>6s} {'CPU s':>8s} {'x1':>6s}   "
            + " ".join(f"{p:>11s}" for p in PARTS)]
   for r in rows:
     split = " ".join(f"{r[p + '_s']:11.1f}" if p + "_s" in r else f"{'-':>11s}" for p in PARTS)
-    lines.append(f"{r['name']:32s} {r['wall_s']:8.1f} {r['wall_x']:6.2f} {r['cpu_s']:8.1f} "
+    lines.append(f"{r['case']:22s} {r['name']:32s} {r['wall_s']:8.1f} {r['wall_x']:6.2f} {r['cpu_s']:8.1f} "
                  f"{r['cpu_x']:6.2f}   {split}")
   return "\n".join(lines)
 
 
+def cases_of(args) -> List[Tuple[str, str]]:
+  """(agent, env id) pairs to measure: `--agent`/`--env` (one case, defaults dqn and
+  gym:CartPole-v1) when either is given, else `--cases` (comma-separated agent:env)."""
+  if args.agent is not None or args.env is not None:
+    return [(args.agent or "dqn", args.env or "gym:CartPole-v1")]
+  return [tuple(case.split(":", 1)) for case in args.cases.split(",")]
+
+
 def main():
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--agent", default="dqn")
-  p.add_argument("--env", default="gym:CartPole-v1")
+  p.add_argument("--cases", default=DEFAULT_CASES,
+                 help="comma-separated agent:env cases, measured in this order")
+  p.add_argument("--agent", default=None, help="one case's agent (instead of --cases)")
+  p.add_argument("--env", default=None, help="one case's environment (instead of --cases)")
   p.add_argument("--steps", type=int, default=1000, help="actor steps per member")
   p.add_argument("--populations", default="8,16")
   p.add_argument("--min-replay-size", type=int, default=200)
@@ -103,9 +134,11 @@ def main():
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--json", default=None, help="also write the rows to this JSON file")
   args = p.parse_args()
-  rows = measure(args.agent, args.env, args.steps,
-                 [int(x) for x in args.populations.split(",")], args.min_replay_size,
-                 args.eval_episodes, args.seed)
+  rows = []
+  for agent, env_id in cases_of(args):
+    rows += measure(agent, env_id, args.steps,
+                    [int(x) for x in args.populations.split(",")], args.min_replay_size,
+                    args.eval_episodes, args.seed)
   print(table(rows))
   if args.json:
     with open(args.json, "w", encoding="utf-8") as f:

@@ -44,8 +44,9 @@ def add_parser(subparsers):
                                    "exploit/explore (<= --steps; required without --resume)")
   p.add_argument("--mutate", default=None, metavar="FIELD,...",
                  help="hyperparameters explore perturbs (x0.8/x1.2) or resamples (and draws "
-                      "for members 1..N-1 at the start); for dqn: "
-                      + ", ".join(pbt_lib.dqn_population.HYPERPARAMETERS)
+                      "for members 1..N-1 at the start); "
+                      + "; ".join(f"for {agent}: {', '.join(fields)}"
+                                  for agent, fields in pbt_lib.mutable_fields().items())
                       + " (default: none, exploit only)")
   p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=None,
                  help="seeds everything of the run (default: 0)")

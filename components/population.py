@@ -171,3 +171,19 @@ def explore(space, value, rng: np.random.Generator, resample_probability: float 
   resample_probability)` (`Hyperparameter`: perturb x0.8/x1.2 or resample; `Choice`:
   keep or switch)."""
   return space.explore(value, rng, resample_probability)
+
+
+def as_dicts(hyper: Any) -> List[dict]:
+  """[N] dicts field -> float of stacked hyperparameters (a NamedTuple of [N] arrays; for
+  pbt.csv and configs), each the shortest decimal that reads back as the same float32
+  (0.001, not 0.0010000000474974513)."""
+  values = {k: np.asarray(v, np.float32) for k, v in hyper._asdict().items()}
+  n = len(next(iter(values.values())))
+  return [{k: float(str(values[k][m])) for k in values} for m in range(n)]
+
+
+def with_member(hyper: Any, index: int, values: dict) -> Any:
+  """`hyper` (a NamedTuple of [N] arrays) with member `index`'s fields in `values` set
+  (float32); keys that are not its fields are ignored."""
+  return hyper._replace(**{k: getattr(hyper, k).at[index].set(jnp.float32(v))
+                           for k, v in values.items() if k in hyper._fields})

@@ -67,6 +67,8 @@ import numpy as np
 from actorq import core
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import population as dqn_population
+from actorq.agents.td3 import builder as td3_builder
+from actorq.agents.td3 import population as td3_population
 from actorq.components import atomic, config_io, fault_points
 from actorq.components import population as population_lib
 from actorq.components.acting import loop as loop_lib
@@ -85,10 +87,11 @@ from actorq.quantization import bias_correction
 
 # Builder class -> its population learner (a class taking (config, networks,
 # environment_spec), with HYPERPARAMETERS, LEARNER_FIELDS, hyperparameters(n), init(keys),
-# step(...), policy_values(params, obs), select_actions(...), constrain(values),
-# member_config(values), as_dicts, with_member). A new agent with
-# population support is one class plus one entry here.
-POPULATION_LEARNERS = {dqn_builder.DQNBuilder: dqn_population.DQNPopulation}
+# step(...), LOSS_METRICS, policy_params(state), policy_values(params, obs),
+# select_actions(...), constrain(values), member_config(values), as_dicts, with_member).
+# A new agent with population support is one class plus one entry here.
+POPULATION_LEARNERS = {dqn_builder.DQNBuilder: dqn_population.DQNPopulation,
+                       td3_builder.TD3Builder: td3_population.TD3Population}
 PBT_CSV = "pbt.csv"
 PBT_JSON = "pbt.json"
 BEST_DIR = "best"
@@ -106,6 +109,13 @@ DEFAULT_RESAMPLE_PROBABILITY = 0.25
 def supported_agents() -> List[str]:
   """Registered agent names whose builder has a population learner."""
   return [n for n in registry.names() if registry.get(n)[1] in POPULATION_LEARNERS]
+
+
+def mutable_fields() -> Dict[str, List[str]]:
+  """Agent name -> the config fields `--mutate` may name (its population learner's
+  HYPERPARAMETERS), for every agent with population support."""
+  return {name: list(POPULATION_LEARNERS[registry.get(name)[1]].HYPERPARAMETERS)
+          for name in supported_agents()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,6 +320,9 @@ class _Run:
     self.rows: List[Dict[str, Any]] = []
     self.rounds = 0
     self.table = builder.replay_table_name()
+    # The pytree structure of every stacked batch `_learn` hands the vmapped step (fixed
+    # at its first round, so the step compiles once).
+    self.batch_structure = None
     # Measured acting cost per member since its last evaluation: seconds, actor steps.
     self.act_seconds = np.zeros(self.n)
     self.act_counted = np.zeros(self.n, np.int64)
@@ -334,7 +347,7 @@ class _Run:
     current parameters (`runtimes.make_payload`: int8 quantizes them here, its biases
     corrected on the member's newest replay sample once it has one)."""
     runtime = runtime or vc.make_runtime(self._precision(m), self.networks.spec)
-    params = jax.device_get(population_lib.member(self.state.params, m))
+    params = jax.device_get(population_lib.member(self.learner.policy_params(self.state), m))
     payload = vc.make_payload(params, self.networks.spec, runtime.payload_precision,
                               int(np.asarray(self.state.steps)[m]))
     if m in self.calibration:
@@ -355,8 +368,8 @@ class _Run:
 
   def _values(self, members: Sequence[int], observations: np.ndarray, runtime_for,
               costs: Optional[np.ndarray] = None, params=None) -> np.ndarray:
-    """float [M, B, ...] policy values (DQN: Q-values [M, B, A]) of `members` (M of them)
-    from `observations` [M, B, ...]: the fp32 members' from ONE batched (vmapped)
+    """float [M, B, ...] policy values (DQN: Q-values [M, B, A]; TD3: tanh outputs u [M, B,
+    A]) of `members` (M of them) from `observations` [M, B, ...]: the fp32 members' from ONE batched (vmapped)
     inference over all M members' parameters (`params`, leaves [M, ...]; None: the
     learner's, when `members` is every member), each other member's through
     `runtime_for(member)`, its precision's runtime, made values by the builder's
@@ -369,7 +382,8 @@ class _Run:
     rows: Dict[int, np.ndarray] = {}
     if full:
       start = time.perf_counter()
-      batched = self.learner.policy_values(self.state.params if params is None else params,
+      batched = self.learner.policy_values(
+          self.learner.policy_params(self.state) if params is None else params,
                                            observations)
       rows.update((i, batched[i]) for i in full)
       if costs is not None:
@@ -407,7 +421,8 @@ class _Run:
         max_episode_steps=s.max_episode_steps)
     runtimes = {m: self._load_runtime(m) for m in members
                 if self._precision(m) != FULL_PRECISION}
-    params = jax.tree_util.tree_map(lambda x: x[np.asarray(members)], self.state.params)
+    params = jax.tree_util.tree_map(lambda x: x[np.asarray(members)],
+                                    self.learner.policy_params(self.state))
     try:
       batch = env.reset()
       returns = np.zeros(len(members) * e)
@@ -450,8 +465,14 @@ class _Run:
       samples = {m: self.clients[m].sample_batch(self.table, batch_size)
                  for m in np.flatnonzero(active).tolist()}
       # Each member's table decodes its signature into its own namedtuple classes: stack
-      # the leaves and rebuild the first sample's structure.
+      # the leaves into ONE structure, the first batch's of this session, every round.
+      # (Rebuilding whichever member came first would hand `step` another pytree
+      # structure, i.e. a retrace and an XLA compile, each time the first active member
+      # changes: up to N compiles of the vmapped update.)
       leaves, treedef = jax.tree_util.tree_flatten(next(iter(samples.values())).data)
+      if self.batch_structure is None:
+        self.batch_structure = treedef
+      treedef = self.batch_structure
       data = [jax.tree_util.tree_leaves(samples[m].data) if m in samples else
               [np.zeros_like(x) for x in leaves] for m in range(self.n)]
       probabilities = np.stack([
@@ -464,12 +485,15 @@ class _Run:
       t1 = time.perf_counter()
       state, td, metrics = self.learner.step(self.state, stacked, probabilities, sizes,
                                              self.hyper, active)
-      loss = np.asarray(metrics["loss"])  # waits for the update
+      losses = {name: np.asarray(metrics[name])  # waits for the update
+                for name in self.learner.LOSS_METRICS}
       t2 = time.perf_counter()
-      bad = [m for m in samples if not math.isfinite(float(loss[m]))]
+      bad = [(m, name) for m in samples for name, loss in losses.items()
+             if not math.isfinite(float(loss[m]))]
       if bad:
+        m, name = bad[0]
         raise core.NonFiniteLossError(
-            f"learner round {self.rounds + 1}: member {bad[0]}'s loss is {loss[bad[0]]}; the "
+            f"learner round {self.rounds + 1}: member {m}'s {name} is {losses[name][m]}; the "
             "population keeps its state from before that round")
       for m, sample in samples.items():
         observations = bias_correction.observations_of(sample, self.networks.spec.input_shape)
@@ -704,7 +728,7 @@ def _save_best(run: _Run, member: int, best_dir: str) -> None:
                    eval_episodes=s.eval_episodes).save(best_dir)
   state = jax.device_get(population_lib.member(run.state, member))
   checkpointing.save(os.path.join(best_dir, run_dir.CHECKPOINTS), {
-      "policy_params": state.params, "population_member_state": tuple(state),
+      "policy_params": run.learner.policy_params(state), "population_member_state": tuple(state),
       "learner_steps": int(state.steps), "actor_steps": int(run.actor_steps[member]),
       "env_id": s.env_id, "seed": s.seed, "num_steps": s.steps,
       "population_member": member}, step=int(run.actor_steps[member]), keep=1)

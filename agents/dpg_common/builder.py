@@ -30,12 +30,15 @@ class ActorCriticBuilder(builders.TransitionReplayBuilder):
   over the agent's `actor_critic_learner`."""
 
   def make_optimizers(self) -> Tuple[optax.GradientTransformation, optax.GradientTransformation]:
-    """(policy optimizer, critic optimizer): global-norm clip then Adam."""
+    """(policy optimizer, critic optimizer): `optimizer` at the config's learning rates."""
     c = self.config
-    return (optax.chain(optax.clip_by_global_norm(c.max_gradient_norm),
-                        optax.adam(c.policy_learning_rate)),
-            optax.chain(optax.clip_by_global_norm(c.max_gradient_norm),
-                        optax.adam(c.critic_learning_rate)))
+    return self.optimizer(c.policy_learning_rate), self.optimizer(c.critic_learning_rate)
+
+  def optimizer(self, learning_rate) -> optax.GradientTransformation:
+    """The global-norm clip (`max_gradient_norm`), then Adam at `learning_rate` (a float,
+    or a traced float32 scalar: a population member's; the state does not depend on it)."""
+    return optax.chain(optax.clip_by_global_norm(self.config.max_gradient_norm),
+                       optax.adam(learning_rate))
 
   def params_transform(self) -> Optional[Callable]:
     """What the learner applies to the policy params inside its loss: QAT's fake quant of

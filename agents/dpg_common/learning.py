@@ -20,6 +20,7 @@ Actions are stored in environment units and mapped to the policy's `[-1, 1]` uni
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Iterator, NamedTuple, Optional, Tuple
 
 import chex
@@ -212,6 +213,123 @@ def init_policy_and_critic(policy: hk.Transformed, critic: hk.Transformed,
           critic.init(k_critic, obs, jnp.zeros((1, action_size), jnp.float32)))
 
 
+def critic_loss_value(networks, critic_loss: CriticLoss, critic_params, target_policy_params,
+                      target_critic_params, transitions: types.Transition, discount,
+                      target_policy_noise=None, noise_key=None) -> jnp.ndarray:
+  """The critic's loss on one batch (pure; `DPGLearner`'s and a population member's).
+
+  Stored actions [B, A] (environment units) are mapped to the policy's [-1, 1] units;
+  the bootstrap discount is `discount * transitions.discount`; the target action is the
+  target policy's, smoothed by `smoothed_target_action(u_t, noise, *target_policy_noise)`
+  when `target_policy_noise` (sigma, noise_clip) is given (TD3, eq. 14).
+
+  Args:
+    networks: `DPGNetworks` (policy, critic, action bounds).
+    critic_loss: see `CriticLoss`.
+    critic_params, target_policy_params, target_critic_params: the networks' parameters.
+    transitions: `acme.types.Transition` batch [B, ...].
+    discount: gamma, a float or float32 scalar (a population member's is traced).
+    target_policy_noise: `(sigma, noise_clip)` (floats or float32 scalars), or None.
+    noise_key: the key of the smoothing noise's standard normal draws [B, A] (read only
+      with `target_policy_noise`).
+
+  Returns:
+    float32 scalar.
+  """
+  lo = jnp.asarray(networks.action_minimum)
+  hi = jnp.asarray(networks.action_maximum)
+  a_tm1 = jnp.clip(continuous.to_unit(transitions.action.astype(jnp.float32), lo, hi),
+                   -1.0, 1.0)
+  out_tm1 = networks.critic.apply(critic_params, transitions.observation, a_tm1)
+  u_t = networks.policy.apply(target_policy_params, transitions.next_observation)
+  if target_policy_noise is not None:
+    noise = jax.random.normal(noise_key, u_t.shape, u_t.dtype)
+    u_t = smoothed_target_action(u_t, noise, *target_policy_noise)
+  out_t = networks.critic.apply(target_critic_params, transitions.next_observation, u_t)
+  return critic_loss(out_tm1, transitions.reward, discount * transitions.discount, out_t)
+
+
+def policy_loss_value(networks, q_value: QValue, policy_params, critic_params,
+                      observation: jnp.ndarray, params_transform: Callable = lambda p: p,
+                      dqda_clipping: Optional[float] = None,
+                      preactivation_penalty: float = 0.0) -> jnp.ndarray:
+  """The deterministic policy gradient loss on observations [B, D] (pure): `dpg_policy_loss`
+  of the policy's actions (its params through `params_transform`, e.g. QAT) and dQ/da of
+  `q_value(critic(...))`, plus `preactivation_penalty_loss` when the penalty is > 0 (a
+  Python float: it decides the graph). Returns a float32 scalar."""
+  penalty = float(preactivation_penalty)
+  if penalty > 0.0:
+    z = networks.policy_preactivation.apply(params_transform(policy_params), observation)
+    u = jnp.tanh(z)
+  else:
+    u = networks.policy.apply(params_transform(policy_params), observation)
+  # Q of each sample depends only on its own action, so the gradient of the batch
+  # sum is the per-sample dQ/da.
+  dqda = jax.grad(lambda a: jnp.sum(q_value(networks.critic.apply(critic_params, observation,
+                                                                   a))))(u)
+  loss = dpg_policy_loss(u, dqda, dqda_clipping)
+  if penalty > 0.0:
+    loss = loss + preactivation_penalty_loss(z, penalty)
+  return loss
+
+
+def sgd_step(state: TrainingState, transitions: types.Transition, *, networks,
+             policy_optimizer: optax.GradientTransformation,
+             critic_optimizer: optax.GradientTransformation, discount,
+             critic_loss: CriticLoss, q_value: QValue, target_update_period: int,
+             target_update_tau: float, dqda_clipping: Optional[float] = None,
+             params_transform: Callable = lambda p: p, policy_delay: int = 1,
+             target_policy_noise=None, preactivation_penalty: float = 0.0,
+             noise_key: Optional[jax.Array] = None):
+  """One learner step of `DPGLearner` (pure; see the module docstring and its Args).
+
+  `discount` and the entries of `target_policy_noise` may be traced float32 scalars (a
+  population member's hyperparameters), and so may the optimizers' learning rates; the
+  other arguments decide the graph. The smoothing noise of learner step k (counted from
+  1) is `normal(fold_in(noise_key, k), [B, A])`.
+
+  Returns:
+    `(new TrainingState, metrics)`: float32 scalars critic_loss, policy_loss,
+    critic_gradient_norm, policy_gradient_norm.
+  """
+  steps = state.steps + 1
+  period, tau = target_update_period, target_update_tau
+
+  step_key = (jax.random.fold_in(noise_key, steps) if target_policy_noise is not None
+              else None)
+  critic_loss_v, critic_grads = jax.value_and_grad(
+      lambda p: critic_loss_value(networks, critic_loss, p, state.target_policy_params,
+                                  state.target_critic_params, transitions, discount,
+                                  target_policy_noise, step_key))(state.critic_params)
+  policy_loss_v, policy_grads = jax.value_and_grad(
+      lambda p: policy_loss_value(networks, q_value, p, state.critic_params,
+                                  transitions.observation, params_transform, dqda_clipping,
+                                  preactivation_penalty))(state.policy_params)
+  c_updates, critic_opt_state = critic_optimizer.update(
+      critic_grads, state.critic_opt_state, state.critic_params)
+  critic_params = optax.apply_updates(state.critic_params, c_updates)
+
+  def policy_update():
+    p_updates, opt_state = policy_optimizer.update(
+        policy_grads, state.policy_opt_state, state.policy_params)
+    return optax.apply_updates(state.policy_params, p_updates), opt_state
+
+  if policy_delay == 1:
+    policy_params, policy_opt_state = policy_update()
+  else:
+    policy_params, policy_opt_state = jax.lax.cond(
+        steps % policy_delay == 0, policy_update,
+        lambda: (state.policy_params, state.policy_opt_state))
+  new_state = TrainingState(
+      policy_params, critic_params,
+      target_update(policy_params, state.target_policy_params, steps, period, tau),
+      target_update(critic_params, state.target_critic_params, steps, period, tau),
+      policy_opt_state, critic_opt_state, steps)
+  return new_state, {"critic_loss": critic_loss_v, "policy_loss": policy_loss_v,
+                     "critic_gradient_norm": optax.global_norm(critic_grads),
+                     "policy_gradient_norm": optax.global_norm(policy_grads)}
+
+
 class DPGLearner(learners.JaxLearner):
   """Full-precision learner for a deterministic policy and a critic.
 
@@ -264,72 +382,17 @@ class DPGLearner(learners.JaxLearner):
     transform = params_transform or (lambda p: p)
     period, tau = int(target_update_period), float(target_update_tau)
     check_target_update(period, tau)
-    policy, critic = networks.policy, networks.critic
-    lo = jnp.asarray(networks.action_minimum)
-    hi = jnp.asarray(networks.action_maximum)
-
     noise_key = jax.random.fold_in(random_key, 1)
-
-    def critic_loss_fn(critic_params, target_policy_params, target_critic_params,
-                       transitions: types.Transition, steps):
-      a_tm1 = jnp.clip(continuous.to_unit(transitions.action.astype(jnp.float32), lo, hi),
-                       -1.0, 1.0)
-      out_tm1 = critic.apply(critic_params, transitions.observation, a_tm1)
-      u_t = policy.apply(target_policy_params, transitions.next_observation)
-      if target_policy_noise is not None:
-        noise = jax.random.normal(jax.random.fold_in(noise_key, steps), u_t.shape, u_t.dtype)
-        u_t = smoothed_target_action(u_t, noise, *target_policy_noise)
-      out_t = critic.apply(target_critic_params, transitions.next_observation, u_t)
-      return critic_loss(out_tm1, transitions.reward, discount * transitions.discount, out_t)
-
-    def policy_loss_fn(policy_params, critic_params, observation):
-      if penalty > 0.0:
-        z = networks.policy_preactivation.apply(transform(policy_params), observation)
-        u = jnp.tanh(z)
-      else:
-        u = policy.apply(transform(policy_params), observation)
-      # Q of each sample depends only on its own action, so the gradient of the batch
-      # sum is the per-sample dQ/da.
-      dqda = jax.grad(lambda a: jnp.sum(q_value(critic.apply(critic_params, observation, a))))(u)
-      loss = dpg_policy_loss(u, dqda, dqda_clipping)
-      if penalty > 0.0:
-        loss = loss + preactivation_penalty_loss(z, penalty)
-      return loss
-
-    def sgd_step(state: TrainingState, transitions: types.Transition):
-      steps = state.steps + 1
-      critic_loss_value, critic_grads = jax.value_and_grad(critic_loss_fn)(
-          state.critic_params, state.target_policy_params, state.target_critic_params,
-          transitions, steps)
-      policy_loss_value, policy_grads = jax.value_and_grad(policy_loss_fn)(
-          state.policy_params, state.critic_params, transitions.observation)
-      c_updates, critic_opt_state = critic_optimizer.update(
-          critic_grads, state.critic_opt_state, state.critic_params)
-      critic_params = optax.apply_updates(state.critic_params, c_updates)
-
-      def policy_update():
-        p_updates, opt_state = policy_optimizer.update(
-            policy_grads, state.policy_opt_state, state.policy_params)
-        return optax.apply_updates(state.policy_params, p_updates), opt_state
-
-      if policy_delay == 1:
-        policy_params, policy_opt_state = policy_update()
-      else:
-        policy_params, policy_opt_state = jax.lax.cond(
-            steps % policy_delay == 0, policy_update,
-            lambda: (state.policy_params, state.policy_opt_state))
-      new_state = TrainingState(
-          policy_params, critic_params,
-          target_update(policy_params, state.target_policy_params, steps, period, tau),
-          target_update(critic_params, state.target_critic_params, steps, period, tau),
-          policy_opt_state, critic_opt_state, steps)
-      return new_state, {"critic_loss": critic_loss_value, "policy_loss": policy_loss_value,
-                         "critic_gradient_norm": optax.global_norm(critic_grads),
-                         "policy_gradient_norm": optax.global_norm(policy_grads)}
-
-    self._sgd_step = jax.jit(sgd_step)
+    self._sgd_step = jax.jit(functools.partial(
+        sgd_step, networks=networks, policy_optimizer=policy_optimizer,
+        critic_optimizer=critic_optimizer, discount=discount, critic_loss=critic_loss,
+        q_value=q_value, target_update_period=period, target_update_tau=tau,
+        dqda_clipping=dqda_clipping, params_transform=transform, policy_delay=policy_delay,
+        target_policy_noise=target_policy_noise, preactivation_penalty=penalty,
+        noise_key=noise_key))
     policy_params, critic_params = init_policy_and_critic(
-        policy, critic, random_key, dummy_observation, lo.shape[0])
+        networks.policy, networks.critic, random_key, dummy_observation,
+        np.shape(networks.action_minimum)[0])
     self._state = TrainingState(policy_params, critic_params, policy_params, critic_params,
                                 policy_optimizer.init(policy_params),
                                 critic_optimizer.init(critic_params), jnp.zeros((), jnp.int32))

@@ -106,6 +106,8 @@ class DQNPopulation:
   # The HYPERPARAMETERS that are learner inputs (`MemberHyperparameters`); the others
   # (actor_precision) are the launcher's to apply.
   LEARNER_FIELDS = MemberHyperparameters._fields
+  # The step's metrics that must stay finite (the launcher stops on a non-finite one).
+  LOSS_METRICS = ("loss",)
 
   def __init__(self, config: config_lib.DQNConfig, networks: networks_lib.DQNNetworks,
                environment_spec: specs.EnvironmentSpec):
@@ -155,6 +157,12 @@ class DQNPopulation:
       return learning.TrainingState(params, params, self._optimizer.init(params),
                                     jnp.zeros((), jnp.int32))
     return jax.vmap(one)(keys)
+
+  @staticmethod
+  def policy_params(state: learning.TrainingState) -> Any:
+    """The parameters the actors run (the online Q-network; leaves [N, ...] of a stacked
+    state)."""
+    return state.params
 
   # -- acting ---------------------------------------------------------------------------
   def policy_values(self, params: Any, observations: np.ndarray) -> np.ndarray:
@@ -235,19 +243,5 @@ class DQNPopulation:
                "learning_rate": learning_rate}
     return new, jnp.where(active, td, 0.0), metrics
 
-  @staticmethod
-  def as_dicts(hyper: MemberHyperparameters) -> list:
-    """[N] dicts field -> float of stacked hyperparameters (for pbt.csv and configs), each
-    the shortest decimal that reads back as the same float32 (0.001, not
-    0.0010000000474974513)."""
-    values = {k: np.asarray(v, np.float32) for k, v in hyper._asdict().items()}
-    n = len(next(iter(values.values())))
-    return [{k: float(str(values[k][m])) for k in values} for m in range(n)]
-
-  @staticmethod
-  def with_member(hyper: MemberHyperparameters, index: int,
-                  values: Dict[str, float]) -> MemberHyperparameters:
-    """`hyper` with member `index`'s fields in `values` set (float32); keys that are not
-    `LEARNER_FIELDS` are ignored."""
-    return hyper._replace(**{k: getattr(hyper, k).at[index].set(jnp.float32(v))
-                             for k, v in values.items() if k in MemberHyperparameters._fields})
+  as_dicts = staticmethod(population_lib.as_dicts)
+  with_member = staticmethod(population_lib.with_member)

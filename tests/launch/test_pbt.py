@@ -83,6 +83,25 @@ def test_int8_members_act_with_payloads_bias_corrected_on_their_own_replay_sampl
   np.testing.assert_array_equal(restored.calibration[1], run.calibration[1])
 
 
+def test_the_vmapped_step_compiles_once_whichever_member_comes_first():
+  """Each member's table decodes batches into its own namedtuple classes; the stacked
+  batch keeps one structure, so the jitted step is traced and compiled once even when the
+  first member owing a step changes (CartPole's episodes end at different steps, so the
+  members start learning at different actor steps)."""
+  settings = _settings(steps=300, ready_every=300)
+  run = pbt._Run(settings, pbt.check(settings))
+  step, firsts, structures = run.learner.step, set(), set()
+
+  def recorded(state, data, probabilities, sizes, hyper, active):
+    firsts.add(int(np.flatnonzero(active)[0]))
+    structures.add(jax.tree_util.tree_structure(data))
+    return step(state, data, probabilities, sizes, hyper, active)
+  run.learner.step = recorded
+  run.run()
+  assert len(firsts) > 1 and len(structures) == 1
+  assert step._cache_size() == 1  # pylint: disable=protected-access
+
+
 def test_exploit_then_explore_perturbs_only_the_named_fields():
   settings = _settings(mutate=("learning_rate",), resample_probability=0.0)
   run = pbt._Run(settings, pbt.check(settings))
@@ -198,3 +217,96 @@ def test_an_int8_member_acts_through_its_int8_runtime_and_is_charged_its_cost():
   assert (costs > 0).all()
   # The best member's run.json records the precision it acted with.
   assert run.learner.member_config(run.values[1]).actor_precision == "int8"
+
+
+# --- TD3 members (continuous actions) ------------------------------------------------------
+TD3_SMALL = {"policy_hidden_sizes": [16], "critic_hidden_sizes": [16], "min_replay_size": 50,
+             "batch_size": 16, "samples_per_insert": 16.0, "random_warmup_steps": 60}
+
+
+def _td3_settings(**kw):
+  base = dict(agent="td3", env_id="gym:Pendulum-v1", population=4, steps=1000,
+              ready_every=1000, seed=3, eval_episodes=1, config=dict(TD3_SMALL))
+  base.update(kw)
+  return pbt.PBTSettings(**base)
+
+
+def test_td3_exploit_copies_both_networks_targets_adam_states_and_hyperparameters_exactly():
+  settings = _td3_settings()
+  run = pbt._Run(settings, pbt.check(settings))
+  calls = iter(range(10**6))
+  assert not run.run(should_stop=lambda: next(calls) >= 120)  # 60 warm-up, 60 noisy steps
+  # One learner step per actor step once the 3-step adder's 50th item is in (actor step
+  # 52): 120 - 52 = 68.
+  assert run.actor_steps.tolist() == [120] * 4 and run.learner_steps.tolist() == [68] * 4
+  run.values[2].update(policy_learning_rate=2e-3, discount=0.95, sigma=0.3,
+                       actor_precision="int8")
+  run._apply_values(2)
+  before = jax.device_get(run.state)
+  hyper_before = run.learner.as_dicts(run.hyper)
+  w = jax.tree_util.tree_leaves(before.policy_params)[0]
+  assert not np.array_equal(w[1], w[2])
+  run.fitness[:] = [5.0, 1.0, 9.0, 7.0]  # member 2 is the top, member 1 the bottom
+  run._ready([1], np.array([-900.0]))
+  after = jax.device_get(run.state)
+  for leaf_before, leaf_after in zip(jax.tree_util.tree_leaves(before),
+                                     jax.tree_util.tree_leaves(after), strict=True):
+    np.testing.assert_array_equal(leaf_after[1], leaf_before[2])  # nets, targets, Adams, steps
+    for m in (0, 2, 3):
+      np.testing.assert_array_equal(leaf_after[m], leaf_before[m])
+  hyper_after = run.learner.as_dicts(run.hyper)
+  assert hyper_after[1] == hyper_before[2] and hyper_after[1]["sigma"] == 0.3
+  assert [hyper_after[m] for m in (0, 2, 3)] == [hyper_before[m] for m in (0, 2, 3)]
+  assert run.values[1] == run.values[2] and run.values[1]["actor_precision"] == "int8"
+  assert run.adders[1].discount == pytest.approx(0.95)
+  assert run.rows[-1]["copied_from"] == 2
+  # The int8 members act through their int8 runtimes on the deterministic policy: their
+  # outputs are the fp32 ones up to int8 rounding, and the actions stay in the box.
+  obs = np.random.default_rng(0).normal(size=(4, 1, 3)).astype(np.float32)
+  u = run._values(range(4), obs, run._runtime)
+  fp32 = run.learner.policy_values(run.state.policy_params, obs)
+  np.testing.assert_array_equal(u[[0, 3]], fp32[[0, 3]])
+  assert run.runtimes[1][0] == run.runtimes[2][0] == "int8"
+  np.testing.assert_allclose(u[[1, 2]], fp32[[1, 2]], atol=0.05)
+  assert not run.run(should_stop=lambda: next(calls) >= 161)  # 40 more steps, int8 included
+  assert run.actor_steps.tolist() == [160] * 4
+
+
+def _td3_argv(logdir, seed="5"):
+  return ["pbt", "--agent", "td3", "--env", "gym:Pendulum-v1", "--population", "2",
+          "--steps", "200", "--ready-every", "100", "--mutate", "sigma,critic_learning_rate",
+          "--seed", seed, "--eval-episodes", "1", "--logdir", str(logdir),
+          *[a for k, v in TD3_SMALL.items()
+            for a in ("--set", f"{k}={v}".replace(" ", ""))]]
+
+
+def test_td3_same_seed_writes_identical_pbt_csv_and_a_best_run_eval_reads(tmp_path, capsys):
+  for name in ("a", "b"):
+    code, _, err = run_cli(_td3_argv(tmp_path / name), capsys)
+    assert code == 0, err
+  assert (tmp_path / "a" / "pbt.csv").read_bytes() == (tmp_path / "b" / "pbt.csv").read_bytes()
+  rows = _rows(tmp_path / "a" / "pbt.csv")
+  assert sorted((int(r["member"]), int(r["actor_steps"])) for r in rows) == [
+      (m, s) for m in range(2) for s in (100, 200)]
+  assert {"sigma", "critic_learning_rate", "target_noise_sigma"} <= set(rows[0])
+  code, out, err = run_cli(["eval", "--checkpoint", str(tmp_path / "a" / "best"),
+                            "--episodes", "1"], capsys)
+  assert code == 0, err
+  assert "returns:" in out
+
+
+@pytest.mark.parametrize("extra,fragment", [
+    (["--mutate", "learning_rate"],
+     "--mutate learning_rate: not a field of td3's config; mutable fields: "
+     "policy_learning_rate, critic_learning_rate, discount, target_noise_sigma, sigma, "
+     "actor_precision"),
+    (["--mutate", "policy_delay"], "--mutate policy_delay: a fixed field of td3 (the members "
+                                   "share it); mutable fields: policy_learning_rate"),
+    (["--env", "gym:CartPole-v1"], "--agent td3 --env gym:CartPole-v1: "),
+])
+def test_td3_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, extra, fragment):
+  logdir = tmp_path / "run"
+  code, _, err = run_cli(_td3_argv(logdir) + extra, capsys)
+  assert code == 2
+  assert fragment in err and err.count("\n") == 1, err
+  assert not logdir.exists()
