@@ -436,6 +436,26 @@ def learner_step_ratio(run: Dict[str, Any], reference: Dict[str, Any]) -> float:
   return update_ms / ref if ref > 0 else float("nan")
 
 
+def learner_step_check(data: Dict[str, Any], max_ratio: float) -> List[str]:
+  """The runs of a finished `--launch` benchmark whose learner step is above `max_ratio`
+  times the single-process step of the same invocation (`learner_step_ratio`), one line
+  each; a run without a measured ratio (no reference, NaN) fails too. Empty: all passed.
+
+  This is the regression check of issue 40 (a local_mp learner node at <= 1.2x the
+  single-process step on a quiet machine): the ratio is read against a reference taken in
+  the same invocation, so a slower machine moves both sides.
+  """
+  ref = data.get("single_process_learner") or {}
+  failed = []
+  for r in data["runs"]:
+    ratio = learner_step_ratio(r, ref)
+    if not ratio <= max_ratio:  # NaN fails
+      what = ("not measured (no single-process reference)" if ratio != ratio
+              else f"{ratio:.2f}x > {max_ratio:.2f}x")
+      failed.append(f"{r['precision']} seed {r['seed']}: learner step {what}")
+  return failed
+
+
 def learner_step_lines(data: Dict[str, Any]) -> List[str]:
   """The learner step of each run beside the single-process one of this invocation."""
   if "single_process_learner" not in data:

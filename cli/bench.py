@@ -73,6 +73,11 @@ def add_parser(subparsers):
                       "(actorq.benchmarks.distributed_bench); default: one process per run")
   p.add_argument("--num-actors", type=cli.positive_int("--num-actors"), default=None,
                  help="actor nodes of a --launch run (default: 2)")
+  p.add_argument("--max-learner-ratio", type=cli.positive_float("--max-learner-ratio"),
+                 default=None, metavar="R",
+                 help="with --launch: exit 1 when a run's learner step is above R times the "
+                      "single-process step measured in the same invocation (a regression "
+                      "check, e.g. 1.2 on a quiet machine)")
   p.add_argument("--learner-device", choices=core.LEARNER_DEVICES, default="auto",
                  help="where a --launch run's learner computes (default: auto, a GPU if "
                       "there is one)")
@@ -217,18 +222,29 @@ def _run_distributed(args) -> int:
         f"{','.join(settings['precisions'])}, seeds {list(settings['seeds'])}, "
         f"{settings['steps']} actor steps per run ({n} programs, one at a time); output in "
         f"{outdir}", flush=True)
-  _, table = distributed_bench.run_bench(settings, args.launch, num_actors, args.learner_device,
-                                         outdir, log=lambda m: print(m, flush=True))
+  data, table = distributed_bench.run_bench(settings, args.launch, num_actors,
+                                            args.learner_device, outdir,
+                                            log=lambda m: print(m, flush=True))
   print()
   print(table)
   print(f"\nfiles: {outdir}/{{runs,breakdown}}.csv, table.md, {distributed_bench.JSON_NAME}; "
         "node logs in each run's logs/")
+  if args.max_learner_ratio is not None:
+    failed = distributed_bench.learner_step_check(data, args.max_learner_ratio)
+    if failed:
+      raise core.RunFailure(f"learner step check failed (--max-learner-ratio "
+                            f"{args.max_learner_ratio:g}): " + "; ".join(failed))
+    print(f"learner step check passed: every run <= {args.max_learner_ratio:g}x the "
+          "single-process step")
   return 0
 
 
 def run(args) -> int:
   if args.launch is not None:
     return _run_distributed(args)
+  if args.max_learner_ratio is not None:
+    raise cli.UsageError(f"--max-learner-ratio needs --launch "
+                         f"{' or '.join(distributed_bench.LAUNCHES)}")
   if args.num_actors is not None:
     raise cli.UsageError(f"--num-actors needs --launch {' or '.join(distributed_bench.LAUNCHES)}")
   if args.num_envs is not None:

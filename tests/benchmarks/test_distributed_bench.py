@@ -24,8 +24,10 @@ def test_local_mp_bench_measures_both_precisions(tmp_path, capsys):
   assert cli.main(["bench", "--launch", "local_mp", "--num-actors", "1", "--precisions",
                    "fp32,int8", "--steps", "1500", "--eval-every", "750", "--eval-episodes", "1",
                    "--set", "hidden_sizes=[32]", "--set", "min_replay_size=100",
-                   "--logdir", str(out)]) == 0
-  assert "| precision | seed | actor steps/s |" in capsys.readouterr().out
+                   "--max-learner-ratio", "1000", "--logdir", str(out)]) == 0
+  printed = capsys.readouterr().out
+  assert "| precision | seed | actor steps/s |" in printed
+  assert "learner step check passed: every run <= 1000x the single-process step" in printed
   data = json.loads((out / db.JSON_NAME).read_text())
   runs = {r["precision"]: r for r in data["runs"]}
   assert set(runs) == {"fp32", "int8"}
@@ -71,6 +73,9 @@ def test_local_mp_bench_measures_both_precisions(tmp_path, capsys):
     (["--launch", "local_mp", "--num-envs", "1,4"], "--launch measures anew"),
     (["--launch", "local_mt", "--precisions", "fp32,int3"], "allowed precisions are"),
     (["--launch", "local_mt", "--learner-device", "gpu"], "--learner-device gpu"),
+    (["--max-learner-ratio", "1.2"], "--max-learner-ratio needs --launch local_mp or local_mt"),
+    (["--launch", "local_mp", "--max-learner-ratio", "0"],
+     "--max-learner-ratio must be a positive"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv, fragment):
   out = tmp_path / "never"
@@ -116,6 +121,35 @@ def test_learner_step_lines_give_the_ratio_to_the_single_process_step():
   assert math.isnan(db.learner_step_ratio(data["runs"][0], failed["single_process_learner"]))
   # A benchmark written before the reference existed renders as before.
   assert db.learner_step_lines({"meta": data["meta"], "runs": data["runs"]}) == []
+
+
+def test_learner_step_check_fails_runs_above_the_limit_or_unmeasured():
+  ref = {"step_ms_mean": 100.0, "step_ms_median": 99.0, "cpu_ms_mean": 180.0, "steps": 20}
+  data = {"runs": [_run("fp32", 120_000.0), _run("int8", 90_000.0)],
+          "single_process_learner": ref}
+  assert db.learner_step_check(data, 1.2) == []
+  assert db.learner_step_check(data, 1.1) == ["fp32 seed 0: learner step 1.20x > 1.10x"]
+  assert db.learner_step_check(data, 0.8) == ["fp32 seed 0: learner step 1.20x > 0.80x",
+                                              "int8 seed 0: learner step 0.90x > 0.80x"]
+  unmeasured = dict(data, single_process_learner={"error": "exit 1: boom"})
+  assert db.learner_step_check(unmeasured, 10.0) == [
+      f"{p} seed 0: learner step not measured (no single-process reference)"
+      for p in ("fp32", "int8")]
+
+
+def test_bench_with_a_failed_learner_step_check_stops_with_exit_1(tmp_path, capsys,
+                                                                   monkeypatch):
+  data = {"runs": [_run("fp32", 150_000.0)],
+          "single_process_learner": {"step_ms_mean": 100.0}}
+  monkeypatch.setattr(db, "run_bench", lambda *a, **k: (data, "| table |"))
+  argv = ["bench", "--launch", "local_mp", "--num-actors", "1", "--precisions", "fp32",
+          "--logdir", str(tmp_path / "b")]
+  assert _exit_code(argv + ["--max-learner-ratio", "1.2"]) == 1
+  err = capsys.readouterr().err
+  assert err == ("actorq: stopped: learner step check failed (--max-learner-ratio 1.2): "
+                 "fp32 seed 0: learner step 1.50x > 1.20x\n")
+  assert _exit_code(argv + ["--max-learner-ratio", "1.5"]) == 0
+  assert "learner step check passed: every run <= 1.5x" in capsys.readouterr().out
 
 
 def test_the_reference_is_the_mean_of_the_measurements_before_and_after():
