@@ -131,3 +131,36 @@ def test_a_checkpoint_without_multi_agent_policies_is_one_line(scripted_id, tmp_
                      match="holds the parameter groups a, b, the run's config makes shared"):
     export_lib.export_multi_agent(run_spec, state, path, "int8")
   assert not os.path.exists(os.path.join(run, "export"))
+
+
+@pytest.mark.slow  # a Launchpad program (threads)
+def test_export_of_a_launchpad_runs_checkpoint(scripted_id, tmp_path, capsys):
+  """A Launchpad program's checkpoint (no in-process replay, the groups' policies written
+  by the learner node) exports as a single-process one does."""
+  from actorq.launch import distributed  # pylint: disable=g-import-not-at-top
+  from actorq.testing.cli import run_cli  # pylint: disable=g-import-not-at-top
+  config = ippo.IPPOConfig(rollout_length=5, batch_size=2, minibatch_size=5, num_epochs=1,
+                           policy_hidden=(8,), value_hidden=(8,), share_parameters=False)
+  experiment_config = experiment.ExperimentConfig(
+      builder=ippo.IPPOBuilder(config), env_id=scripted_id, num_steps=40, eval_every=40,
+      eval_episodes=1, seed=3, logdir=str(tmp_path), checkpoint_every=None)
+  result = distributed.launch(distributed.make_program(experiment_config, num_actors=1),
+                              "test_mt")
+  assert (result.exit_code, result.reason) == (0, "finished"), result.detail
+  _, saved = checkpointing.restore_latest(str(tmp_path / "checkpoints"))
+  assert saved["multi_agent"] and saved.get("replay_state") is None
+  spec_lib.RunSpec.from_config(experiment_config).save(str(tmp_path))  # as `actorq train`
+  out_path = tmp_path / "deploy" / "team.tflite"
+  code, out, err = run_cli(["export", "--checkpoint", str(tmp_path), "--precision", "fp32",
+                            "--out", str(out_path), "--episodes", "1"], capsys)
+  assert code == 0, err
+  assert sorted(os.listdir(tmp_path / "deploy")) == [
+      "team-a.json", "team-a.tflite", "team-b.json", "team-b.tflite", "team.json"]
+  index = json.loads((tmp_path / "deploy" / "team.json").read_text())
+  assert [(g["group"], g["agents"], g["model"]) for g in index["groups"]] == [
+      ("a", ["a"], "team-a.tflite"), ("b", ["b"], "team-b.tflite")]
+  assert index["source"]["checkpoint"].startswith(str(tmp_path / "checkpoints"))
+  for name in ("a", "b"):
+    meta = json.loads((tmp_path / "deploy" / f"team-{name}.json").read_text())
+    assert meta["parity"]["greedy_action_agreement"] == 1.0  # fp32: the same greedy actions
+    assert f"group {name} (agents {name}): {tmp_path / 'deploy' / f'team-{name}.tflite'}" in out
