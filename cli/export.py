@@ -1,7 +1,7 @@
 """`actorq export`: a trained run's policy as a standalone `.tflite` file plus a JSON.
 
     actorq export --checkpoint RUN_DIR [--precision int8|fp32|POLICY.json|mixed:...]
-                  [--out policy.tflite] [--episodes 10] [--seed 12345]
+                  [--out policy.tflite] [--episodes 10] [--seed 12345] [--group NAME]
 
 The `.tflite` is the model the actors run (`litert_runtime.standalone_model`): int8 =
 dynamic-range int8 weights with per-channel scales (what ActorQ's int8 actors execute), fp32
@@ -32,7 +32,9 @@ A multi-agent run (``pz:`` id) writes one model and JSON per parameter group
 for `--out <name>.tflite` (group ``shared`` with parameter sharing, its JSON naming the
 agents it serves and the one-hot agent-id layout of its input; else one per agent, named
 after it), each with the parity report of its group in greedy episodes of the multi-agent
-environment, and the index `<name>.json` listing the groups. Bad input (not a run
+environment, and the index `<name>.json` listing the groups (`--group NAME`: that group's
+files alone; a name the run does not have, or --group on a single-agent run, is one line,
+exit 2). Bad input (not a run
 directory, another precision, a policy that does not fit the run's policy network, an
 --out not ending in .tflite or not writable) is one line, exit 2, nothing written. The
 model and its JSON (which holds the model's SHA-256) are replaced together
@@ -69,6 +71,9 @@ def add_parser(subparsers):
                  help="greedy episodes per precision of the parity report (default: 10)")
   p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=12345,
                  help="seed of the parity episodes' environments")
+  p.add_argument("--group", default=None, metavar="NAME",
+                 help="a multi-agent run: export only this parameter group's model (shared, "
+                      "or an agent's name without parameter sharing; default: every group)")
   return p
 
 
@@ -78,7 +83,7 @@ def run(args) -> int:
     raise cli.UsageError(f"--out {args.out} must end in .tflite")
   out, json_path, report = export_lib.export(
       args.checkpoint, precision, policy_file, out=args.out, episodes=args.episodes,
-      seed=args.seed, log=lambda message: print(message, flush=True))
+      seed=args.seed, log=lambda message: print(message, flush=True), group=args.group)
   if report.get("multi_agent"):
     print(f"models of {len(report['groups'])} parameter group(s) ({precision}); index: {out}")
     directory = os.path.dirname(out)

@@ -321,21 +321,22 @@ def _source(run_path, ckpt_path, info, state) -> Dict[str, Any]:
 
 def export(checkpoint: str, precision: str, policy_file: Optional[str] = None,
            out: Optional[str] = None, episodes: int = 10, seed: int = 12345,
-           log=lambda message: None) -> Tuple[str, str, Dict[str, Any]]:
+           log=lambda message: None,
+           group: Optional[str] = None) -> Tuple[str, str, Dict[str, Any]]:
   """Exports the newest readable checkpoint of the run `checkpoint` at `precision` ("int8",
   "fp32" or a ``"mixed:..."`` name; `policy_file` the policy file it was read from, checked
   against the network's layer shapes) into `out` (a ``.tflite`` path; None:
   `<run>/export/<default_file_name>`) and its JSON beside it, after `episodes` greedy parity
   episodes on environments seeded `seed`. `log(message)` hears what is being exported.
   A multi-agent run (``pz:`` id) writes one model and JSON per parameter group and an
-  index JSON (`export_multi_agent`).
+  index JSON (`export_multi_agent`; `group`: that parameter group's only).
 
   Returns:
     `(model_path, json_path, report)`; `report` is the JSON's content (a multi-agent run:
     `(index_path, index_path, index)`).
   Raises:
     core.UsageError: not a run directory, a recurrent policy, a policy that does not fit,
-      an output folder that cannot be written.
+      an output folder that cannot be written, a `group` of a single-agent run.
     core.RunDirectoryError: the files cannot be written (a full disk); the files there
       before are kept as they were.
   """
@@ -343,7 +344,10 @@ def export(checkpoint: str, precision: str, policy_file: Optional[str] = None,
   run_path, info = run.logdir, run.to_json()
   if multi_agent.is_multi_agent(info["env"]):
     return export_multi_agent(run, state, ckpt_path, precision, policy_file, out, episodes,
-                              seed, log)
+                              seed, log, group)
+  if group is not None:
+    raise core.UsageError(f"--group {group}: {info['env']} is a single-agent run; --group "
+                          "names a parameter group of a multi-agent (pz:) run")
   out = out or os.path.join(run_path, "export", default_file_name(precision))
   builder = run.make_builder()
   env = environments.make_environment(info["env"], seed=seed)
@@ -463,23 +467,26 @@ def multi_agent_parity(env_id: str, groups, parts, params, models, episodes: int
 def export_multi_agent(run, state, ckpt_path: str, precision: str,
                        policy_file: Optional[str] = None, out: Optional[str] = None,
                        episodes: int = 10, seed: int = 12345,
-                       log=lambda message: None) -> Tuple[str, str, Dict[str, Any]]:
+                       log=lambda message: None,
+                       group: Optional[str] = None) -> Tuple[str, str, Dict[str, Any]]:
   """`export` of a multi-agent run (``pz:`` id; single-process or Launchpad checkpoints,
   both hold ``policy_params[<group>]``): per parameter group (shared parameters: one for
   every agent; without sharing: one per agent) the model of its policy at `precision`
   and its JSON, as a single-agent export writes them (`_policy_model`, `_report`), at
   `group_file_name(out, group)`, its JSON adding ``parameter_group`` (the agents it serves,
   its input layout: the one-hot agent id of a shared group); its parity report is
-  `multi_agent_parity`'s. The index JSON (`report_path(out)`) lists the groups and their
-  files. Every file is replaced together.
+  `multi_agent_parity`'s (every group plays, so a group's parity is the same whether
+  exported alone or with the others). The index JSON (`report_path(out)`) lists the groups
+  exported and their files: every group, or `group` alone. Every file is replaced together.
 
   Returns:
     `(index_path, index_path, index)`.
   Raises:
     core.UsageError: as `export`; a checkpoint without multi-agent policies, or whose
-      groups differ from the run's config.
+      groups differ from the run's config; a `group` the run does not have.
     core.RunDirectoryError: the files cannot be written.
   """
+  chosen = group  # the loops below name each parameter group `group`
   run_path, info = run.logdir, run.to_json()
   env_id = info["env"]
   out = out or os.path.join(run_path, "export", default_file_name(precision))
@@ -497,6 +504,9 @@ def export_multi_agent(run, state, ckpt_path: str, precision: str,
   if sorted(params) != sorted(g.name for g in groups):
     raise core.UsageError(f"the checkpoint holds the parameter groups {', '.join(sorted(params))}"
                           f", the run's config makes {', '.join(g.name for g in groups)}")
+  if chosen is not None and chosen not in params:
+    raise core.UsageError(f"--group {chosen!r} is not a parameter group of this run; allowed: "
+                          f"{', '.join(g.name for g in groups)}")
   rules = []
   for group, networks, _ in parts:
     run_dir.check_feed_forward(networks, run.agent, "export")
@@ -524,6 +534,8 @@ def export_multi_agent(run, state, ckpt_path: str, precision: str,
   files, listed = {}, []
   source = _source(run_path, ckpt_path, info, state)
   for g, (group, networks, _) in enumerate(parts):
+    if chosen is not None and group.name != chosen:
+      continue
     path = group_file_name(out, group.name)
     report = _report(path, exported[g], params[group.name], networks.spec, precision,
                      _policy_spec(group), rules[g], source, parities[g], episodes, seed)

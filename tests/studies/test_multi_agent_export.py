@@ -164,3 +164,24 @@ def test_export_of_a_launchpad_runs_checkpoint(scripted_id, tmp_path, capsys):
     meta = json.loads((tmp_path / "deploy" / f"team-{name}.json").read_text())
     assert meta["parity"]["greedy_action_agreement"] == 1.0  # fp32: the same greedy actions
     assert f"group {name} (agents {name}): {tmp_path / 'deploy' / f'team-{name}.tflite'}" in out
+
+
+def test_group_exports_one_parameter_group_and_an_unknown_one_is_one_line(
+    scripted_id, tmp_path, capsys):
+  from actorq.testing.cli import run_cli  # pylint: disable=g-import-not-at-top
+  run = _train(scripted_id, tmp_path / "run", False)
+  export_dir = os.path.join(run, "export")
+  code, out, err = run_cli(["export", "--checkpoint", run, "--group", "nope"], capsys)
+  assert (code, out) == (2, "")
+  assert err == ("actorq: error: --group 'nope' is not a parameter group of this run; "
+                 "allowed: a, b\n")
+  assert not os.path.exists(export_dir)
+  code, out, err = run_cli(["export", "--checkpoint", run, "--group", "b", "--precision",
+                            "fp32", "--episodes", "1"], capsys)
+  assert code == 0, err
+  assert sorted(os.listdir(export_dir)) == [
+      "policy-fp32-b.json", "policy-fp32-b.tflite", "policy-fp32.json"]
+  with open(os.path.join(export_dir, "policy-fp32.json"), encoding="utf-8") as f:
+    assert [g["group"] for g in json.load(f)["groups"]] == ["b"]
+  assert [l for l in out.splitlines() if l.startswith("group ")] == [
+      l for l in out.splitlines() if l.startswith("group b (agents b): ")]
