@@ -1,7 +1,7 @@
 """`actorq export`: a trained run's policy as a standalone `.tflite` file plus a JSON.
 
     actorq export --checkpoint RUN_DIR [--precision int8|fp32|POLICY.json|mixed:...]
-                  [--out policy.tflite] [--episodes 10] [--seed 12345]
+                  [--out policy.tflite] [--episodes 10] [--seed 12345] [--group NAME]
 
 The `.tflite` is the model the actors run (`litert_runtime.standalone_model`): int8 =
 dynamic-range int8 weights with per-channel scales (what ActorQ's int8 actors execute), fp32
@@ -25,7 +25,16 @@ the model's greedy-action agreement on every observation of the fp32 episodes, a
 bytes (fp32 and exported payloads, the .tflite file).
 
 Default `--out`: `<run>/export/policy-<precision>.tflite` (a per-layer policy:
-`policy-mixed-<8 hex digits>.tflite`, `core.precision_slug`). Bad input (not a run
+`policy-mixed-<8 hex digits>.tflite`, `core.precision_slug`).
+
+A multi-agent run (``pz:`` id) writes one model and JSON per parameter group
+(`studies.export.export_multi_agent`): `<name>-<group>.tflite` and `<name>-<group>.json`
+for `--out <name>.tflite` (group ``shared`` with parameter sharing, its JSON naming the
+agents it serves and the one-hot agent-id layout of its input; else one per agent, named
+after it), each with the parity report of its group in greedy episodes of the multi-agent
+environment, and the index `<name>.json` listing the groups (`--group NAME`: that group's
+files alone; a name the run does not have, or --group on a single-agent run, is one line,
+exit 2). Bad input (not a run
 directory, another precision, a policy that does not fit the run's policy network, an
 --out not ending in .tflite or not writable) is one line, exit 2, nothing written. The
 model and its JSON (which holds the model's SHA-256) are replaced together
@@ -33,6 +42,9 @@ model and its JSON (which holds the model's SHA-256) are replaced together
 the previous pair as it was.
 """
 from __future__ import annotations
+
+import json
+import os
 
 from actorq.cli import main as cli
 from actorq.studies import export as export_lib
@@ -52,11 +64,16 @@ def add_parser(subparsers):
                       "model")
   p.add_argument("--out", default=None, metavar="FILE.tflite",
                  help="where to write the model (default: <run>/export/policy-<precision>"
-                      ".tflite); the JSON goes beside it as FILE.json")
+                      ".tflite); the JSON goes beside it as FILE.json (a multi-agent run: "
+                      "FILE-<group>.tflite and .json per parameter group, FILE.json the "
+                      "index of the groups)")
   p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=10,
                  help="greedy episodes per precision of the parity report (default: 10)")
   p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=12345,
                  help="seed of the parity episodes' environments")
+  p.add_argument("--group", default=None, metavar="NAME",
+                 help="a multi-agent run: export only this parameter group's model (shared, "
+                      "or an agent's name without parameter sharing; default: every group)")
   return p
 
 
@@ -66,7 +83,20 @@ def run(args) -> int:
     raise cli.UsageError(f"--out {args.out} must end in .tflite")
   out, json_path, report = export_lib.export(
       args.checkpoint, precision, policy_file, out=args.out, episodes=args.episodes,
-      seed=args.seed, log=lambda message: print(message, flush=True))
+      seed=args.seed, log=lambda message: print(message, flush=True), group=args.group)
+  if report.get("multi_agent"):
+    print(f"models of {len(report['groups'])} parameter group(s) ({precision}); index: {out}")
+    directory = os.path.dirname(out)
+    for group in report["groups"]:
+      with open(os.path.join(directory, group["json"]), encoding="utf-8") as f:
+        p = json.load(f)["parity"]
+      print(f"group {group['group']} (agents {', '.join(group['agents'])}): "
+            f"{os.path.join(directory, group['model'])} ({group['bytes']:,} bytes); parity "
+            f"over {args.episodes} episodes: group return fp32 {p['fp32_return_mean']:.1f} "
+            f"+- {p['fp32_return_std']:.1f}, exported {p['export_return_mean']:.1f} +- "
+            f"{p['export_return_std']:.1f}; greedy-action agreement "
+            f"{p['greedy_action_agreement']:.3f}")
+    return 0
   p, model_bytes = report["parity"], report["model"]["bytes"]
   print(f"model: {out} ({model_bytes:,} bytes, {precision}); specs and parity: {json_path}")
   print(f"parity over {args.episodes} episodes: return fp32 {p['fp32_return_mean']:.1f} "

@@ -22,21 +22,27 @@ from actorq.quantization import mixed
 from actorq.studies import reward_parity
 
 
-class _Recording:
-  """A batched actor that keeps the live rows of every batch of observations it acts on."""
+class Recording:
+  """A batched actor that keeps the live rows of every batch of observations it acts on
+  (`rows`) and the actions it chose for them (`actions`)."""
 
   def __init__(self, actor):
-    self._actor, self.rows = actor, []
+    self._actor, self.rows, self.actions = actor, [], []
 
   def select_actions(self, observations, live):
-    self.rows.append(np.asarray(observations)[np.asarray(live, bool)])
-    return self._actor.select_actions(observations, live)
+    live = np.asarray(live, bool)
+    self.rows.append(np.asarray(observations)[live])
+    actions = self._actor.select_actions(observations, live)
+    self.actions.append(np.asarray(actions)[live])
+    return actions
 
   def __getattr__(self, name):
     return getattr(self._actor, name)
 
 
-def _group_parts(builder, env):
+def group_parts(builder, env):
+  """`(groups, parts)`: `builder`'s parameter groups of `env` and per group `(group,
+  networks, evaluation policy)` of its single-agent builder."""
   groups = builder.make_groups(env)
   out = []
   for group in groups:
@@ -47,8 +53,11 @@ def _group_parts(builder, env):
   return groups, out
 
 
-def _actors(parts, params: Dict[str, object], precision: str, seed: int,
+def group_actors(parts, params: Dict[str, object], precision: str, seed: int,
             calibrations: Optional[List[Optional[np.ndarray]]] = None):
+  """One batched actor per group of `parts` executing `params[group]` at `precision`
+  (integer payloads bias-corrected on `calibrations[g]`), selector generators seeded
+  `seed + g`."""
   out = []
   for g, (group, networks, policy) in enumerate(parts):
     actor = reward_parity.fixed_policy_actor(
@@ -58,11 +67,12 @@ def _actors(parts, params: Dict[str, object], precision: str, seed: int,
   return out
 
 
-def _play(env_id: str, groups, group_actors, episodes: int, seed: int,
+def play(env_id: str, groups, batched_actors, episodes: int, seed: int,
           max_episode_steps: int) -> List[ma_loop.MultiAgentEpisodeStats]:
+  """`episodes` episodes of `batched_actors` (one per group) on `env_id` seeded `seed`."""
   env = ma_env.make_multi_agent_environment(env_id, seed=seed)
   try:
-    return ma_loop.MultiAgentLoop([env], groups, group_actors, learn=False,
+    return ma_loop.MultiAgentLoop([env], groups, batched_actors, learn=False,
                                   max_episode_steps=max_episode_steps).run(num_episodes=episodes)
   finally:
     env.close()
@@ -86,18 +96,27 @@ def evaluate_checkpoint(builder, env_id: str, state: dict, precision: Optional[s
                           "policies (written before multi-agent checkpoints existed?)")
   env = ma_env.make_multi_agent_environment(env_id, seed=seed)
   try:
-    groups, parts = _group_parts(builder, env)
+    groups, parts = group_parts(builder, env)
   finally:
     env.close()
   if sorted(params) != sorted(g.name for g in groups):
     raise core.UsageError(f"the checkpoint holds the parameter groups {', '.join(sorted(params))}"
                           f", the run's config makes {', '.join(g.name for g in groups)}")
   precision = precision or parts[0][2].precision
-  calibrations = None
-  if precision not in mixed.FLOAT_KINDS:  # integer payloads: bias-corrected as in training
-    recorders = [_Recording(a) for a in _actors(parts, params, "fp32", seed)]
-    _play(env_id, groups, recorders, 1, reward_parity.CALIBRATION_SEED, max_episode_steps)
-    calibrations = [np.concatenate(r.rows) for r in recorders]
-  played = _play(env_id, groups, _actors(parts, params, precision, seed, calibrations),
-                 episodes, seed, max_episode_steps)
+  calibrations = calibrations_for(env_id, groups, parts, params, precision, seed,
+                                  max_episode_steps)
+  played = play(env_id, groups, group_actors(parts, params, precision, seed, calibrations),
+                episodes, seed, max_episode_steps)
   return precision, played
+
+
+def calibrations_for(env_id: str, groups, parts, params: Dict[str, object], precision: str,
+                     seed: int, max_episode_steps: int) -> Optional[List[np.ndarray]]:
+  """Per group, the observations `[N, *input_shape]` its fp32 policy sees in a greedy
+  episode of every group's fp32 policy on `reward_parity.CALIBRATION_SEED`: what an
+  integer `precision`'s payload is bias-corrected on (None for float precisions)."""
+  if precision in mixed.FLOAT_KINDS:
+    return None
+  recorders = [Recording(a) for a in group_actors(parts, params, "fp32", seed)]
+  play(env_id, groups, recorders, 1, reward_parity.CALIBRATION_SEED, max_episode_steps)
+  return [np.concatenate(r.rows) for r in recorders]

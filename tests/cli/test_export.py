@@ -307,3 +307,13 @@ def test_an_export_stopped_right_before_its_write_keeps_the_previous_pair(traine
   code, _, err = run_cli(argv + ["--precision", "fp32", "--out", str(out)], capsys)
   assert code == 130 and err.strip() == "actorq: interrupted", err
   assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_group_on_a_single_agent_run_is_one_line_exit_2(trained_run, tmp_path, capsys):
+  out = tmp_path / "p.tflite"
+  code, printed, err = run_cli(["export", "--checkpoint", str(trained_run), "--group", "shared",
+                                "--out", str(out)], capsys)
+  assert (code, printed) == (2, "")
+  assert err == ("actorq: error: --group shared: gym:CartPole-v1 is a single-agent run; "
+                 "--group names a parameter group of a multi-agent (pz:) run\n")
+  assert not os.path.exists(out)

@@ -133,13 +133,19 @@ def test_actorq_eval_export_and_quantize_of_a_multi_agent_run(scripted_id, tmp_p
     assert 2.0 <= mean(a[0]) <= 4.0 and 60.0 <= mean(b[0]) <= 63.0
     assert mean(team[0]) == pytest.approx(mean(a[0]) + mean(b[0]), abs=0.011)
     assert "episode length: mean 3.0, min 3, max 3 steps" in lines
-  code, out, err = run_cli(["export", "--checkpoint", logdir], capsys)
-  assert code == 2 and out == ""
-  assert err == (f"actorq: error: {scripted_id} is a multi-agent run: export writes one "
-                 "single-agent policy with a single-agent parity report and cannot express "
-                 "parameter groups yet; evaluate it with: actorq eval --checkpoint "
-                 f"{os.path.abspath(logdir)}\n")
-  assert not os.path.exists(os.path.join(logdir, "export"))
+  # Export (issue 44 item 4): one model + JSON per parameter group (idqn shares: "shared")
+  # and the index; tests/studies/test_multi_agent_export.py checks what they hold.
+  code, out, err = run_cli(["export", "--checkpoint", logdir, "--episodes", "2"], capsys)
+  assert code == 0, err
+  export_dir = os.path.join(os.path.abspath(logdir), "export")
+  lines = out.splitlines()
+  assert (f"models of 1 parameter group(s) (int8); index: "
+          f"{os.path.join(export_dir, 'policy-int8.json')}") in lines
+  (group,) = [l for l in lines if l.startswith("group shared (agents a, b): ")]
+  assert os.path.join(export_dir, "policy-int8-shared.tflite") in group
+  assert "parity over 2 episodes: group return fp32 " in group
+  assert sorted(os.listdir(export_dir)) == [
+      "policy-int8-shared.json", "policy-int8-shared.tflite", "policy-int8.json"]
   for extra in ([], ["--sweep", "bits=8,4"]):
     code, out, err = run_cli(["quantize", "--checkpoint", logdir, *extra], capsys)
     assert (code, out) == (2, "")
