@@ -67,6 +67,8 @@ import numpy as np
 from actorq import core
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import population as dqn_population
+from actorq.agents.sac import builder as sac_builder
+from actorq.agents.sac import population as sac_population
 from actorq.agents.td3 import builder as td3_builder
 from actorq.agents.td3 import population as td3_population
 from actorq.components import atomic, config_io, fault_points
@@ -91,7 +93,8 @@ from actorq.quantization import bias_correction
 # select_actions(...), constrain(values), member_config(values), as_dicts, with_member).
 # A new agent with population support is one class plus one entry here.
 POPULATION_LEARNERS = {dqn_builder.DQNBuilder: dqn_population.DQNPopulation,
-                       td3_builder.TD3Builder: td3_population.TD3Population}
+                       td3_builder.TD3Builder: td3_population.TD3Population,
+                       sac_builder.SACBuilder: sac_population.SACPopulation}
 PBT_CSV = "pbt.csv"
 PBT_JSON = "pbt.json"
 BEST_DIR = "best"
@@ -369,9 +372,10 @@ class _Run:
   def _values(self, members: Sequence[int], observations: np.ndarray, runtime_for,
               costs: Optional[np.ndarray] = None, params=None) -> np.ndarray:
     """float [M, B, ...] policy values (DQN: Q-values [M, B, A]; TD3: tanh outputs u [M, B,
-    A]) of `members` (M of them) from `observations` [M, B, ...]: the fp32 members' from ONE batched (vmapped)
-    inference over all M members' parameters (`params`, leaves [M, ...]; None: the
-    learner's, when `members` is every member), each other member's through
+    A]; SAC: Gaussian heads [mean, log_std] [M, B, 2A]) of `members` (M of them) from
+    `observations` [M, B, ...]: the fp32 members' from ONE batched (vmapped) inference
+    over all M members' parameters (`params`, leaves [M, ...]; None: the learner's, when
+    `members` is every member), each other member's through
     `runtime_for(member)`, its precision's runtime, made values by the builder's
     `policy_outputs(...).to_values`. The batched call keeps one shape (one compilation)
     whatever the precisions; it also computes the other members' rows, which are

@@ -33,6 +33,11 @@ class SACBuilder(ActorCriticBuilder):
     size = int(np.prod(environment_spec.actions.shape))
     return size * float(self.config.target_entropy_per_dimension)
 
+  def temperature_optimizer(self, learning_rate) -> optax.GradientTransformation:
+    """Adam at `learning_rate` for log(alpha) (no clip; a float, or a traced float32
+    scalar: a population member's; the state does not depend on it)."""
+    return optax.adam(learning_rate)
+
   def make_policy(self, networks: networks_lib.SACNetworks,
                   environment_spec: specs.EnvironmentSpec,
                   evaluation: bool = False) -> core.ActorPolicy:
@@ -61,7 +66,8 @@ class SACBuilder(ActorCriticBuilder):
                            **common) -> learning.SACLearner:
     c = self.config
     return learning.SACLearner(
-        alpha_optimizer=optax.adam(c.temperature_learning_rate), discount=c.discount,
+        alpha_optimizer=self.temperature_optimizer(c.temperature_learning_rate),
+        discount=c.discount,
         target_entropy=self.target_entropy(environment_spec),
         initial_temperature=c.initial_temperature, target_update_period=c.target_update_period,
         target_update_tau=c.target_update_tau, params_transform=self.params_transform(),

@@ -20,6 +20,7 @@ units (the rescale to the bounds adds a constant, the paper's convention).
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Iterator, NamedTuple, Optional, Tuple
 
 import distrax
@@ -121,6 +122,140 @@ class TrainingState(NamedTuple):
   steps: jnp.ndarray  # int32 scalar: learner steps taken
 
 
+def critic_loss(critic_params, state: TrainingState, transitions: types.Transition, alpha,
+                key: jax.Array, *, networks, discount) -> jnp.ndarray:
+  """The twin critics' soft TD loss (eq. 5 with the clipped double-Q target, eq. 3):
+  `dpg_common.learning.twin_critic_loss` of Q_k(s_tm1, a_tm1) against
+  `R + discount * d * (min_k Q'_k(s_t, a_t) - alpha log pi(a_t|s_t))`, a_t a reparameterised
+  sample of the current policy (`state.policy_params`) at s_t drawn with `key`.
+
+  Args:
+    critic_params: the online critics' params (the differentiated argument).
+    state: supplies the policy and target-critic params.
+    transitions: a batch [B, ...], actions in environment units (mapped to [-1, 1] with
+      `networks.action_minimum/maximum`, clipped).
+    alpha: float32 [] temperature (reward units per nat).
+    key: the sample's PRNG key.
+    discount: gamma (a float or a traced float32 scalar).
+
+  Returns:
+    float32 [].
+  """
+  lo, hi = jnp.asarray(networks.action_minimum), jnp.asarray(networks.action_maximum)
+  a_tm1 = jnp.clip(continuous.to_unit(transitions.action.astype(jnp.float32), lo, hi),
+                   -1.0, 1.0)
+  q_tm1 = networks.critic.apply(critic_params, transitions.observation, a_tm1)
+  a_t, log_pi_t = sample_tanh_gaussian(
+      networks.policy.apply(state.policy_params, transitions.next_observation), key)
+  q_t = networks.critic.apply(state.target_critic_params, transitions.next_observation, a_t)
+  return twin_critic_loss(q_tm1, transitions.reward, discount * transitions.discount,
+                          q_t, alpha * log_pi_t)
+
+
+def policy_loss(policy_params, critic_params, observation, alpha, key: jax.Array, *,
+                networks, params_transform: Callable = lambda p: p
+                ) -> Tuple[jnp.ndarray, jnp.ndarray]:
+  """The batch mean of `sac_policy_loss` (eq. 7, 11) at a reparameterised sample drawn
+  with `key` from the policy `params_transform(policy_params)` at `observation` [B, D].
+
+  Returns:
+    `(loss float32 [], log pi float32 [B])` (log pi feeds `temperature_loss`).
+  """
+  a, log_pi = sample_tanh_gaussian(
+      networks.policy.apply(params_transform(policy_params), observation), key)
+  q = networks.critic.apply(critic_params, observation, a)
+  return jnp.mean(jax.vmap(sac_policy_loss, (None, 0, 0))(alpha, log_pi, q)), log_pi
+
+
+def temperature_loss(log_alpha, log_pi, target_entropy) -> jnp.ndarray:
+  """The batch mean of `sac_temperature_loss` (eq. 18): log_alpha float32 [], log_pi
+  float32 [B], target_entropy nats (a float or a traced float32 scalar). float32 []."""
+  return jnp.mean(jax.vmap(sac_temperature_loss, (None, 0, None))(
+      log_alpha, log_pi, target_entropy))
+
+
+def sgd_step(state: TrainingState, transitions: types.Transition, *, networks,
+             sample_key: jax.Array, policy_optimizer: optax.GradientTransformation,
+             critic_optimizer: optax.GradientTransformation,
+             alpha_optimizer: optax.GradientTransformation, discount, target_entropy,
+             target_update_period: int, target_update_tau: float,
+             params_transform: Callable = lambda p: p):
+  """One SAC learner step (pure; `SACLearner` jits it, `SACPopulation` vmaps it): all three
+  losses from the parameters before the step, the samples of step k = `state.steps + 1`
+  from `split(fold_in(sample_key, k))` (critic target, then policy/temperature), then the
+  three optimizer updates and the Polyak target update (`target_update`).
+
+  Args:
+    state: the `TrainingState` before the step.
+    transitions: a batch [B, ...] (see `critic_loss`).
+    networks: `SACNetworks`.
+    sample_key: the learner's sampling key.
+    policy_optimizer, critic_optimizer, alpha_optimizer: optax transformations (their
+      learning rates may be traced scalars: a population member's).
+    discount: gamma; target_entropy: nats (floats or traced float32 scalars).
+    target_update_period, target_update_tau: see `target_update` (static).
+    params_transform: applied to the policy params inside the policy loss (QAT).
+
+  Returns:
+    `(new state, metrics)`: float32 scalars critic_loss, policy_loss, alpha_loss, alpha (the
+    temperature used in the step), entropy (-mean log pi), critic_gradient_norm,
+    policy_gradient_norm.
+  """
+  steps = state.steps + 1
+  key_t, key_tm1 = jax.random.split(jax.random.fold_in(sample_key, steps))
+  alpha = jnp.exp(state.log_alpha)
+  c_loss, critic_grads = jax.value_and_grad(critic_loss)(
+      state.critic_params, state, transitions, alpha, key_t, networks=networks,
+      discount=discount)
+  (p_loss, log_pi), policy_grads = jax.value_and_grad(policy_loss, has_aux=True)(
+      state.policy_params, state.critic_params, transitions.observation, alpha, key_tm1,
+      networks=networks, params_transform=params_transform)
+  alpha_loss, alpha_grad = jax.value_and_grad(temperature_loss)(
+      state.log_alpha, log_pi, target_entropy)
+  c_updates, critic_opt_state = critic_optimizer.update(
+      critic_grads, state.critic_opt_state, state.critic_params)
+  p_updates, policy_opt_state = policy_optimizer.update(
+      policy_grads, state.policy_opt_state, state.policy_params)
+  a_updates, alpha_opt_state = alpha_optimizer.update(
+      alpha_grad, state.alpha_opt_state, state.log_alpha)
+  critic_params = optax.apply_updates(state.critic_params, c_updates)
+  new_state = TrainingState(
+      optax.apply_updates(state.policy_params, p_updates), critic_params,
+      target_update(critic_params, state.target_critic_params, steps, target_update_period,
+                    target_update_tau),
+      optax.apply_updates(state.log_alpha, a_updates), policy_opt_state,
+      critic_opt_state, alpha_opt_state, steps)
+  return new_state, {"critic_loss": c_loss, "policy_loss": p_loss,
+                     "alpha_loss": alpha_loss, "alpha": alpha,
+                     "entropy": -jnp.mean(log_pi),
+                     "critic_gradient_norm": optax.global_norm(critic_grads),
+                     "policy_gradient_norm": optax.global_norm(policy_grads)}
+
+
+def init_state(networks, random_key: jax.Array, dummy_observation,
+               policy_optimizer: optax.GradientTransformation,
+               critic_optimizer: optax.GradientTransformation,
+               alpha_optimizer: optax.GradientTransformation, initial_temperature
+               ) -> Tuple[TrainingState, jax.Array]:
+  """`SACLearner`'s start from `random_key`: `(k_init, sample_key) = split(random_key)`,
+  policy and critic from `init_policy_and_critic(k_init)`, target critic = online, log
+  alpha = log(initial_temperature) (float32), fresh optimizer states, 0 steps.
+
+  Returns:
+    `(state, sample_key)`.
+  """
+  k_init, sample_key = jax.random.split(random_key)
+  policy_params, critic_params = init_policy_and_critic(
+      networks.policy, networks.critic, k_init, dummy_observation,
+      jnp.asarray(networks.action_minimum).shape[0])
+  log_alpha = jnp.asarray(np.log(initial_temperature), jnp.float32)
+  state = TrainingState(policy_params, critic_params, critic_params, log_alpha,
+                        policy_optimizer.init(policy_params),
+                        critic_optimizer.init(critic_params),
+                        alpha_optimizer.init(log_alpha), jnp.zeros((), jnp.int32))
+  return state, sample_key
+
+
 class SACLearner(learners.JaxLearner):
   """Full-precision SAC learner: a stochastic policy, twin critics and the temperature.
 
@@ -165,67 +300,15 @@ class SACLearner(learners.JaxLearner):
     transform = params_transform or (lambda p: p)
     period, tau = int(target_update_period), float(target_update_tau)
     check_target_update(period, tau)
-    target_entropy = float(target_entropy)
-    policy, critic = networks.policy, networks.critic
-    lo = jnp.asarray(networks.action_minimum)
-    hi = jnp.asarray(networks.action_maximum)
-    k_init, sample_key = jax.random.split(random_key)
-
-    def critic_loss_fn(critic_params, state: TrainingState, transitions: types.Transition,
-                       alpha, key):
-      a_tm1 = jnp.clip(continuous.to_unit(transitions.action.astype(jnp.float32), lo, hi),
-                       -1.0, 1.0)
-      q_tm1 = critic.apply(critic_params, transitions.observation, a_tm1)
-      a_t, log_pi_t = sample_tanh_gaussian(
-          policy.apply(state.policy_params, transitions.next_observation), key)
-      q_t = critic.apply(state.target_critic_params, transitions.next_observation, a_t)
-      return twin_critic_loss(q_tm1, transitions.reward, discount * transitions.discount,
-                              q_t, alpha * log_pi_t)
-
-    def policy_loss_fn(policy_params, critic_params, observation, alpha, key):
-      a, log_pi = sample_tanh_gaussian(policy.apply(transform(policy_params), observation), key)
-      q = critic.apply(critic_params, observation, a)
-      return jnp.mean(jax.vmap(sac_policy_loss, (None, 0, 0))(alpha, log_pi, q)), log_pi
-
-    def alpha_loss_fn(log_alpha, log_pi):
-      return jnp.mean(jax.vmap(sac_temperature_loss, (None, 0, None))(
-          log_alpha, log_pi, target_entropy))
-
-    def sgd_step(state: TrainingState, transitions: types.Transition):
-      steps = state.steps + 1
-      key_t, key_tm1 = jax.random.split(jax.random.fold_in(sample_key, steps))
-      alpha = jnp.exp(state.log_alpha)
-      critic_loss, critic_grads = jax.value_and_grad(critic_loss_fn)(
-          state.critic_params, state, transitions, alpha, key_t)
-      (policy_loss, log_pi), policy_grads = jax.value_and_grad(policy_loss_fn, has_aux=True)(
-          state.policy_params, state.critic_params, transitions.observation, alpha, key_tm1)
-      alpha_loss, alpha_grad = jax.value_and_grad(alpha_loss_fn)(state.log_alpha, log_pi)
-      c_updates, critic_opt_state = critic_optimizer.update(
-          critic_grads, state.critic_opt_state, state.critic_params)
-      p_updates, policy_opt_state = policy_optimizer.update(
-          policy_grads, state.policy_opt_state, state.policy_params)
-      a_updates, alpha_opt_state = alpha_optimizer.update(
-          alpha_grad, state.alpha_opt_state, state.log_alpha)
-      critic_params = optax.apply_updates(state.critic_params, c_updates)
-      new_state = TrainingState(
-          optax.apply_updates(state.policy_params, p_updates), critic_params,
-          target_update(critic_params, state.target_critic_params, steps, period, tau),
-          optax.apply_updates(state.log_alpha, a_updates), policy_opt_state,
-          critic_opt_state, alpha_opt_state, steps)
-      return new_state, {"critic_loss": critic_loss, "policy_loss": policy_loss,
-                         "alpha_loss": alpha_loss, "alpha": alpha,
-                         "entropy": -jnp.mean(log_pi),
-                         "critic_gradient_norm": optax.global_norm(critic_grads),
-                         "policy_gradient_norm": optax.global_norm(policy_grads)}
-
-    self._sgd_step = jax.jit(sgd_step)
-    policy_params, critic_params = init_policy_and_critic(
-        policy, critic, k_init, dummy_observation, lo.shape[0])
-    log_alpha = jnp.asarray(np.log(initial_temperature), jnp.float32)
-    self._state = TrainingState(policy_params, critic_params, critic_params, log_alpha,
-                                policy_optimizer.init(policy_params),
-                                critic_optimizer.init(critic_params),
-                                alpha_optimizer.init(log_alpha), jnp.zeros((), jnp.int32))
+    self._state, sample_key = init_state(
+        networks, random_key, dummy_observation, policy_optimizer, critic_optimizer,
+        alpha_optimizer, initial_temperature)
+    self._sgd_step = jax.jit(functools.partial(
+        sgd_step, networks=networks, sample_key=sample_key,
+        policy_optimizer=policy_optimizer, critic_optimizer=critic_optimizer,
+        alpha_optimizer=alpha_optimizer, discount=discount,
+        target_entropy=float(target_entropy), target_update_period=period,
+        target_update_tau=tau, params_transform=transform))
 
   def get_variables(self, names):
     state = self._state  # one consistent snapshot, also when read from another thread

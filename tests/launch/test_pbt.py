@@ -310,3 +310,116 @@ def test_td3_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, extr
   assert code == 2
   assert fragment in err and err.count("\n") == 1, err
   assert not logdir.exists()
+
+
+# --- SAC members (continuous actions, stochastic policy, learned temperature) ---------------
+SAC_SMALL = {"policy_hidden_sizes": [16], "critic_hidden_sizes": [16], "min_replay_size": 50,
+             "batch_size": 16, "samples_per_insert": 16.0, "random_warmup_steps": 60}
+
+
+def test_sac_exploit_copies_networks_temperature_adam_states_and_hyperparameters_exactly():
+  settings = pbt.PBTSettings(agent="sac", env_id="gym:Pendulum-v1", population=4, steps=1000,
+                             ready_every=1000, seed=3, eval_episodes=1, config=dict(SAC_SMALL))
+  run = pbt._Run(settings, pbt.check(settings))
+  calls = iter(range(10**6))
+  assert not run.run(should_stop=lambda: next(calls) >= 120)  # 60 warm-up, 60 sampled steps
+  # One learner step per actor step once the 1-step adder's 50th item is in (actor step
+  # 50: each actor step completes one transition): 120 - 50 = 70.
+  assert run.actor_steps.tolist() == [120] * 4 and run.learner_steps.tolist() == [70] * 4
+  run.values[2].update(temperature_learning_rate=2e-3, discount=0.95,
+                       target_entropy_per_dimension=-2.0, actor_precision="int8")
+  run._apply_values(2)
+  before = jax.device_get(run.state)
+  hyper_before = run.learner.as_dicts(run.hyper)
+  assert len(set(np.asarray(before.log_alpha).tolist())) == 4  # each member's own alpha
+  run.fitness[:] = [5.0, 1.0, 9.0, 7.0]  # member 2 is the top, member 1 the bottom
+  run._ready([1], np.array([-900.0]))
+  after = jax.device_get(run.state)
+  for leaf_before, leaf_after in zip(jax.tree_util.tree_leaves(before),
+                                     jax.tree_util.tree_leaves(after), strict=True):
+    # nets, target critic, log alpha, the three Adams, steps, sample key
+    np.testing.assert_array_equal(leaf_after[1], leaf_before[2])
+    for m in (0, 2, 3):
+      np.testing.assert_array_equal(leaf_after[m], leaf_before[m])
+  hyper_after = run.learner.as_dicts(run.hyper)
+  assert hyper_after[1] == hyper_before[2]
+  assert hyper_after[1]["target_entropy_per_dimension"] == -2.0
+  assert [hyper_after[m] for m in (0, 2, 3)] == [hyper_before[m] for m in (0, 2, 3)]
+  assert run.values[1] == run.values[2] and run.values[1]["actor_precision"] == "int8"
+  assert run.adders[1].discount == pytest.approx(0.95)
+  assert run.rows[-1]["copied_from"] == 2
+  # The int8 members' runtimes give the Gaussian heads [mean, log_std] up to int8
+  # rounding; the actions sampled from them stay in the box.
+  obs = np.random.default_rng(0).normal(size=(4, 1, 3)).astype(np.float32)
+  heads = run._values(range(4), obs, run._runtime)
+  fp32 = run.learner.policy_values(run.state.policy_params, obs)
+  assert heads.shape == fp32.shape == (4, 1, 2)
+  np.testing.assert_array_equal(heads[[0, 3]], fp32[[0, 3]])
+  assert run.runtimes[1][0] == run.runtimes[2][0] == "int8"
+  np.testing.assert_allclose(heads[[1, 2]], fp32[[1, 2]], atol=0.05)
+  assert not run.run(should_stop=lambda: next(calls) >= 161)  # 40 more steps, int8 included
+  assert run.actor_steps.tolist() == [160] * 4
+
+
+def _sac_argv(logdir, seed="5"):
+  return ["pbt", "--agent", "sac", "--env", "gym:Pendulum-v1", "--population", "2",
+          "--steps", "200", "--ready-every", "100", "--mutate",
+          "temperature_learning_rate,target_entropy_per_dimension,actor_precision",
+          "--seed", seed, "--eval-episodes", "1", "--logdir", str(logdir),
+          *[a for k, v in SAC_SMALL.items()
+            for a in ("--set", f"{k}={v}".replace(" ", ""))]]
+
+
+def test_sac_same_seed_writes_identical_pbt_csv_and_a_best_run_eval_reads(tmp_path, capsys):
+  for name in ("a", "b"):
+    code, _, err = run_cli(_sac_argv(tmp_path / name), capsys)
+    assert code == 0, err
+  assert (tmp_path / "a" / "pbt.csv").read_bytes() == (tmp_path / "b" / "pbt.csv").read_bytes()
+  rows = _rows(tmp_path / "a" / "pbt.csv")
+  assert sorted((int(r["member"]), int(r["actor_steps"])) for r in rows) == [
+      (m, s) for m in range(2) for s in (100, 200)]
+  assert {"temperature_learning_rate", "target_entropy_per_dimension", "discount",
+          "precision"} <= set(rows[0])
+  code, out, err = run_cli(["eval", "--checkpoint", str(tmp_path / "a" / "best"),
+                            "--episodes", "1"], capsys)
+  assert code == 0, err
+  assert "returns:" in out
+
+
+@pytest.mark.parametrize("extra,fragment", [
+    (["--mutate", "sigma"],
+     "--mutate sigma: not a field of sac's config; mutable fields: policy_learning_rate, "
+     "critic_learning_rate, temperature_learning_rate, discount, "
+     "target_entropy_per_dimension, actor_precision"),
+    (["--mutate", "initial_temperature"], "--mutate initial_temperature: a fixed field of sac "
+                                          "(the members share it); mutable fields: "),
+    (["--env", "gym:CartPole-v1"], "--agent sac --env gym:CartPole-v1: "),
+])
+def test_sac_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, extra, fragment):
+  logdir = tmp_path / "run"
+  code, _, err = run_cli(_sac_argv(logdir) + extra, capsys)
+  assert code == 2
+  assert fragment in err and err.count("\n") == 1, err
+  assert not logdir.exists()
+
+
+def test_sac_population_checkpoint_restores_exactly(tmp_path):
+  """A SAC population's checkpoint (log alphas, three Adam states, sample keys included)
+  written to disk and restored into a fresh run checkpoints the same again."""
+  settings = pbt.PBTSettings(agent="sac", env_id="gym:Pendulum-v1", population=2, steps=200,
+                             ready_every=100, seed=4, eval_episodes=1, config=dict(SAC_SMALL))
+  run = pbt._Run(settings, pbt.check(settings))
+  calls = iter(range(10**6))
+  assert not run.run(should_stop=lambda: next(calls) >= 70)  # 20 learner steps each
+  assert run.learner_steps.tolist() == [20, 20]
+  checkpointing.save(str(tmp_path), run.checkpoint(), step=70, keep=1)
+  _, saved = checkpointing.restore_latest(str(tmp_path))
+  restored = pbt._Run(settings, pbt.check(settings))
+  restored.restore(saved)
+  assert isinstance(restored.state, type(run.state))
+  again = restored.checkpoint()
+  for key in ("actor_steps", "learner_steps", "values", "act_rng", "pbt_rng", "rounds"):
+    assert again[key] == saved[key], key
+  for a, b in zip(jax.tree_util.tree_leaves(again["state"]),
+                  jax.tree_util.tree_leaves(jax.device_get(run.state)), strict=True):
+    np.testing.assert_array_equal(a, b)
