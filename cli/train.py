@@ -110,7 +110,9 @@ def add_parser(subparsers):
                           "imported from the current directory")
   train.add_argument("--env", default=DEFAULT_ENV,
                      help="environment id: gym:<id>, dmc:<domain>-<task>, atari:<Game>, "
-                          "minatar:<game>")
+                          "minatar:<game>; pz:<module>/<env> (PettingZoo, e.g. "
+                          "pz:mpe2/simple_spread_v3) for the multi-agent agents ippo, mappo, "
+                          "idqn")
   train.add_argument("--steps", type=cli.positive_int("--steps"), default=None,
                      help="actor (environment) steps in total, summed over actors (default: "
                           "100000; with --resume: the run's own total)")

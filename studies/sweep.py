@@ -158,6 +158,16 @@ def finished(run_dir: str, steps: int) -> bool:
   return bool(evals) and int(evals[-1]["actor_steps"]) >= steps
 
 
+def finished_as_written(run_dir: str) -> bool:
+  """Whether the run finished at the `--steps` its own run.json records (a finished run of
+  a sweep with fewer steps is finished too, not an interrupted run to start again)."""
+  try:
+    steps = spec_lib.RunSpec.load(run_dir).to_json().get("train", {}).get("steps")
+  except core.UsageError:
+    return False
+  return isinstance(steps, int) and finished(run_dir, steps)
+
+
 def mismatch(run_dir: str, settings: Dict[str, Any], precision: str, seed: int) -> Optional[str]:
   """What in a finished run's run.json differs from the sweep's settings, or None."""
   try:
@@ -197,7 +207,7 @@ def check_reusable(outdir: str, settings: Dict[str, Any]) -> None:
         and not os.path.isfile(os.path.join(run_dir, run_dir_lib.RUN_INFO))):
       raise ValueError(f"{run_dir} is not a run directory of 'actorq train' (no run.json) and "
                        "a run would replace it; give a new --logdir")
-    if finished(run_dir, settings["steps"]):
+    if finished(run_dir, settings["steps"]) or finished_as_written(run_dir):
       why = mismatch(run_dir, settings, precision, seed)
       if why:
         raise ValueError(f"{run_dir} is a finished run of other settings: {why}; "

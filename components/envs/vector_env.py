@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import warnings
 from typing import Any, NamedTuple, Optional
 
 import dm_env
@@ -271,8 +272,11 @@ class _GymnasiumVector(VectorEnvironment):
 
 def _envpool():
   """The envpool module. Its import imports gym 0.23, whose gym_notices package prints a
-  deprecation notice to stderr; that notice is kept out of actorq's output."""
-  with contextlib.redirect_stderr(io.StringIO()):
+  deprecation notice to stderr, and whose `gym.logger` turns on every library's
+  DeprecationWarnings for the whole process (``warnings.simplefilter("once",
+  DeprecationWarning)``); the notice is kept out of actorq's output and the process's
+  warning filters are restored as they were."""
+  with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
     import envpool  # pylint: disable=g-import-not-at-top
   return envpool
 

@@ -76,6 +76,12 @@ def test_a_run_is_reused_only_when_finished_with_the_sweep_settings(tmp_path):
   interrupted = str(tmp_path / "int8-s0")
   _write_run(interrupted, [200], info)
   assert not sweep.finished(interrupted, 400)
+  # A run finished at fewer steps than the sweep asks is a finished run of other settings:
+  # refused (it was deleted and started again), not taken for an interrupted one.
+  with pytest.raises(ValueError, match=r"fp32-s0 is a finished run of other settings: train "
+                                       r"steps=400 \(sweep: steps=600\); give a new --logdir"):
+    sweep.check_reusable(str(tmp_path), dict(settings, steps=600))
+  assert not sweep.finished_as_written(interrupted)
   # Another batch size in the finished run: refused, naming the field and both values.
   settings["configs"]["fp32"]["batch_size"] = 64
   with pytest.raises(ValueError, match=r"config batch_size=32 \(sweep: batch_size=64\)"):

@@ -1,6 +1,8 @@
 """Vectorized actors (issue 16): per-env n-step correctness of the batched adder, auto-reset
 of the vector backends, batched inference against per-row inference at every precision,
 determinism of a single-process run with B > 1, and the refusals."""
+import subprocess
+import sys
 import warnings
 
 import dm_env
@@ -351,6 +353,22 @@ def episodes_of(venv, steps, action):
         out[i].append((int(lengths[i]), float(batch.discount[i])))
     previous = batch.step_type.copy()
   return out, batch
+
+
+def test_importing_envpool_leaves_the_process_warning_filters_as_they_were():
+  # envpool imports gym 0.23, whose gym.logger calls warnings.simplefilter("once",
+  # DeprecationWarning): without the restore `actorq pbt` printed haiku's, tensorflow's and
+  # pyparsing's DeprecationWarnings. A fresh process, so that envpool is imported anew.
+  script = ("import warnings\n"
+            "from actorq.components.envs import vector_env\n"
+            "before = list(warnings.filters)\n"
+            "vector_env._envpool()\n"
+            "import sys\n"
+            "assert 'gym' in sys.modules, 'envpool no longer imports gym'\n"
+            "print(list(warnings.filters) == before)\n")
+  out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       check=True, timeout=300)
+  assert out.stdout.strip().splitlines()[-1] == "True"
 
 
 @pytest.mark.parametrize("env_id,backend", [("gym:CartPole-v1", "envpool"),
