@@ -119,7 +119,9 @@ def restore_latest(directory: str, validate: Optional[Callable[[str, Any], None]
   return None, None
 
 
-def _step_of(path: str, pattern=_PATTERN) -> int:
+def step_of(path: str, pattern=_PATTERN) -> int:
+  """The step a checkpoint was saved at (`save`'s `step`: actor steps for runs), from its
+  file name ``ckpt-<step>.pkl``."""
   return int(pattern.search(path).group(1))
 
 
@@ -156,7 +158,7 @@ def save_run(directory: str, state: dict, step: int, keep: int = 3, replay_clien
       raise _write_failed(target, e) from e
     state["replay_checkpoint"] = os.path.basename(target)
   path = save(directory, state, step, keep)
-  steps = {_step_of(p) for p in list_checkpoints(directory)}
+  steps = {step_of(p) for p in list_checkpoints(directory)}
   for name in os.listdir(directory):
     m = _REPLAY_PATTERN.match(name)
     if m and int(m.group(1)) not in steps:

@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from actorq import core
 from actorq.components import config_io
 from actorq.components.envs import environments, multi_agent, vector_env
-from actorq.launch import experiment, hosts, registry, run_dir, supervisors
+from actorq.launch import checkpointing, experiment, hosts, registry, run_dir, supervisors
 from actorq.launch import precision_arg
 
 DEFAULT_AGENT = "dqn"
@@ -397,10 +397,16 @@ def _resume(args: Any, f: Dict[str, Any]) -> "RunSpec":
     raise core.UsageError("--overwrite starts a new run; --resume continues one: give one "
                           "of them")
   try:
-    run_path, _ = run_dir.resolve(args.resume)
+    run_path, ckpt_dir = run_dir.resolve(args.resume)
   except core.UsageError as e:
     raise core.UsageError(str(e).replace("--checkpoint", "--resume", 1)) from None
   saved = RunSpec.load(run_path)
+  newest = checkpointing.list_checkpoints(ckpt_dir) if ckpt_dir else []
+  done = checkpointing.step_of(newest[-1]) if newest else 0
+  if f["steps"] is not None and f["steps"] < done:  # (equal: a run stopped at its end finishes)
+    raise core.UsageError(f"--steps {f['steps']}: the run's newest checkpoint is at {done} "
+                          f"actor steps and --steps is the run's total; give at least "
+                          f"{done}, or leave it out to keep the run's {saved.steps}")
   for flag, key, default in (("--agent", "agent", DEFAULT_AGENT), ("--env", "env", DEFAULT_ENV)):
     given, theirs = f[key], getattr(saved, key)
     if given != default and given != theirs:

@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 
+from actorq import core
 from actorq.agents.dqn.builder import DQNBuilder
 from actorq.agents.dqn.config import DQNConfig
 from actorq.cli import main as cli
@@ -156,5 +157,13 @@ def test_a_python_api_run_has_a_run_json_the_cli_evaluates(tmp_path, capsys):
   # And train --resume continues it, from the same run.json.
   run = str(tmp_path / "copy")
   shutil.copytree(logdir, run)
+  # --steps is the run's total: below the newest checkpoint's 300 nothing would run.
+  for steps in ("10", "299"):
+    with pytest.raises(core.UsageError) as e:
+      _spec(["--resume", run, "--steps", steps])
+    assert str(e.value) == (f"--steps {steps}: the run's newest checkpoint is at 300 actor steps "
+                            "and --steps is the run's total; give at least 300, or leave it "
+                            "out to keep the run's 300")
+  assert _spec(["--resume", run, "--steps", "300"]).steps == 300
   assert cli.main(["train", "--resume", run, "--steps", "400", "--no-progress"]) == 0
   assert "resumed from" in capsys.readouterr().out
