@@ -104,10 +104,17 @@ def settings_from_args(args) -> pbt_lib.PBTSettings:
       logdir=args.logdir or run_dir.default_logdir("pbt", agent, env))
 
 
+def _start_line(s, resume: bool) -> None:
+  print(f"actorq pbt: {'resuming' if resume else 'training'} {s.population} {s.agent} members "
+        f"on {s.env_id}, {s.steps} actor steps each, ready every {s.ready_every} (seed "
+        f"{s.seed}, mutating {','.join(s.mutate) or 'nothing: exploit only'}); logs in "
+        f"{s.logdir}", flush=True)
+
+
 def run(args) -> int:
   settings = settings_from_args(args)
   result = pbt_lib.run(settings, resume=args.resume is not None,
-                       checkpoint_every=args.checkpoint_every)
+                       checkpoint_every=args.checkpoint_every, on_start=_start_line)
   by_member = {r["member"]: r for r in result.rows}
   for m, value in enumerate(result.final_returns):
     print(f"member {m}: final evaluation return {value:.1f} "

@@ -58,7 +58,7 @@ import math
 import os
 import signal
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import dm_env
 import jax
@@ -739,7 +739,8 @@ def _save_best(run: _Run, member: int, best_dir: str) -> None:
 
 
 def run(settings: PBTSettings, resume: bool = False,
-        checkpoint_every: Optional[float] = DEFAULT_CHECKPOINT_EVERY) -> PBTResult:
+        checkpoint_every: Optional[float] = DEFAULT_CHECKPOINT_EVERY,
+        on_start: Optional[Callable[[PBTSettings, bool], None]] = None) -> PBTResult:
   """Trains the population (see the module docstring).
 
   Args:
@@ -747,6 +748,8 @@ def run(settings: PBTSettings, resume: bool = False,
     resume: continue from the newest readable checkpoint in `<logdir>/population`.
     checkpoint_every: minutes between population checkpoints (None/0: only at the end and
       at a stop); needs a logdir.
+    on_start: called with (settings, resume) once the settings, the logdir and the
+      checkpoint passed their checks, before any member acts (the CLI's start line).
 
   Raises:
     core.UsageError: `check` refuses the settings, or `resume` and no checkpoint (nothing
@@ -775,6 +778,8 @@ def run(settings: PBTSettings, resume: bool = False,
     atomic.ensure_writable_dir(s.logdir, "--logdir")
     with open(os.path.join(s.logdir, PBT_JSON), "w", encoding="utf-8") as f:
       json.dump(_settings_json(s), f, indent=1)
+  if on_start is not None:
+    on_start(s, resume)
   pbt_run = _Run(s, builder)
   if saved is not None:
     pbt_run.restore(saved)

@@ -125,6 +125,9 @@ def test_same_seed_writes_identical_pbt_csv_and_a_best_run_eval_reads(tmp_path, 
   for name in ("a", "b"):
     code, out, err = run_cli(_argv(tmp_path / name), capsys)
     assert code == 0, err
+    assert out.splitlines()[0] == (
+        f"actorq pbt: training 3 dqn members on gym:CartPole-v1, 300 actor steps each, ready "
+        f"every 100 (seed 5, mutating learning_rate,discount); logs in {tmp_path / name}")
   first = (tmp_path / "a" / "pbt.csv").read_bytes()
   assert first == (tmp_path / "b" / "pbt.csv").read_bytes()
   with open(tmp_path / "a" / "pbt.csv", newline="") as f:
