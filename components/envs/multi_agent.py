@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
+import threading
 from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import dm_env
@@ -207,6 +208,10 @@ def _known_envs(package) -> str:
   return ", ".join(n for n in names if not n.startswith("_"))[:300] or "none found"
 
 
+# Serializes the environments' constructors within a process (see `make_parallel`).
+_CONSTRUCTION_LOCK = threading.Lock()
+
+
 def make_parallel(name: str, seed: int = 0, **kwargs: Any) -> ParallelEnvironment:
   """``pz:<name>``'s `ParallelEnvironment` (the ``"pz"`` row's multi-agent factory).
 
@@ -231,6 +236,17 @@ def make_parallel(name: str, seed: int = 0, **kwargs: Any) -> ParallelEnvironmen
     raise core.UnknownEnvironmentError(
         f"'pz:{name}': module {module_name!r} has no PettingZoo environment {env_name!r}; "
         f"it has: {_known_envs(package)}")
+  # One construction at a time in a process: MPE2's environments initialise pygame's
+  # FreeType module and load a font in their constructor, which is not thread-safe; the
+  # node threads of a `local_mt` program building their environments at once aborted
+  # the process (SIGABRT, seen in CI).
+  with _CONSTRUCTION_LOCK:
+    return _construct(name, module, seed, kwargs)
+
+
+def _construct(name: str, module: Any, seed: int,
+               kwargs: Dict[str, Any]) -> ParallelEnvironment:
+  """`module`'s environment (its `parallel_env`, or its AEC `env` converted), wrapped."""
   if hasattr(module, "parallel_env"):
     env = module.parallel_env(**kwargs)
   else:
