@@ -36,6 +36,8 @@ The first six add up to the training wall-clock per actor step.
 Per learner step (microseconds): sample (dataset next()), update (step - sample),
 publish (the learner-side conversion/quantization of new versions, all precisions'
 publishers of the run; it runs on the pulling thread).
+`learner_first_step_s` (runs.csv): the first learner step alone, in seconds (its jit
+compilation included; it is also inside the means above).
 
 Acting-only throughput (`acting.csv`): the trained policy at each precision stepping
 the environment with no adder and no learner (the actor's own speed), and the peer:
@@ -260,6 +262,7 @@ def run_training(job: Dict[str, Any]) -> Dict[str, Any]:
       "acting_steps_per_s": acting_sps,
       "learner_steps_per_s": learner.steps / train_s,
       "learner_only_steps_per_s": learner.steps / max(learner.step_seconds, 1e-12),
+      "learner_first_step_s": learner.first_step_seconds,
       "payload_bytes": int(payload.nbytes), "pulls": source.pulls,
       "bytes_per_pull": int(payload.nbytes),
       "versions_pulled": len(source.versions),

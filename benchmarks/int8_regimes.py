@@ -17,10 +17,12 @@ Two models, both from per-component costs (times in seconds):
   Single process (the learner's steps run inline, `launch.local`): the loop is serial, so an
   actor step costs t_a(p) (env step + inference + adder + parameter load + loop, from the
   run's `actor_us`) and each learner step t_L (sample + update, `learner_us`; the learner is
-  fp32 whatever the actors run). A run of N actor steps and L learner steps takes
-  N t_a(p) + L t_L, so
+  fp32 whatever the actors run), the first of them t_0 (jit compilation: a start-up cost that
+  a short run at low SPI does not amortise; `learner_first_step_s` of the run). A run of N
+  actor steps and L learner steps takes N t_a(p) + (L - 1) t_L + t_0, so
 
-      X_1(p) = N / (N t_a(p) + L t_L),   in the steady state 1 / (t_a(p) + (SPI / B) t_L),
+      X_1(p) = N / (N t_a(p) + (L - 1) t_L + t_0),
+      in the steady state 1 / (t_a(p) + (SPI / B) t_L),
 
   L being what the configuration makes it (Acme's rate limiter: SPI / B learner steps per
   actor step once replay holds min_replay_size items; on-policy, one per B T transitions).
@@ -125,14 +127,28 @@ def load_workload(directory: str, launch: str, config_of=_builder_config) -> Wor
 # ---------------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class SerialCosts:
-  """t_a(p) (seconds per actor step, by precision) and t_L (seconds per learner step)."""
+  """t_a(p) (seconds per actor step, by precision), t_L (seconds per learner step after the
+  first) and t_0 (seconds of the first learner step: its jit compilation; 0 when the runs
+  did not record it)."""
   actor_s: Dict[str, float]
   learner_s: float
+  first_step_s: float = 0.0
+
+
+def _learner_seconds(run: Dict[str, Any]) -> Tuple[float, float]:
+  """(t_L, t_0) of one run: the first step's seconds apart when the run recorded them
+  (`learner_first_step_s`), else (mean step, 0)."""
+  steps = int(run["learner_steps"])
+  total = steps * (run["learner_us"]["sample"] + run["learner_us"]["update"]) / 1e6
+  first = float(run.get("learner_first_step_s") or 0.0)
+  if first > 0 and steps > 1:
+    return (total - first) / (steps - 1), first
+  return total / steps, 0.0
 
 
 def serial_costs(runs: Sequence[Dict[str, Any]]) -> SerialCosts:
-  """t_a(p): mean over a precision's runs of the sum of `ACTOR_PATH` in `actor_us`; t_L:
-  mean over all runs of sample + update per learner step.
+  """t_a(p): mean over a precision's runs of the sum of `ACTOR_PATH` in `actor_us`; t_L and
+  t_0: means over all runs of `_learner_seconds` (sample + update per learner step).
 
   Raises:
     ValueError: no runs, or none with learner steps.
@@ -144,15 +160,22 @@ def serial_costs(runs: Sequence[Dict[str, Any]]) -> SerialCosts:
   for p in sorted({r["precision"] for r in runs}):
     actor[p] = statistics.fmean(sum(r["actor_us"][c] for c in ACTOR_PATH) / 1e6
                                 for r in runs if r["precision"] == p)
-  learner = statistics.fmean((r["learner_us"]["sample"] + r["learner_us"]["update"]) / 1e6
-                             for r in stepped)
-  return SerialCosts(actor, learner)
+  learner = [_learner_seconds(r) for r in stepped]
+  return SerialCosts(actor, statistics.fmean(t for t, _ in learner),
+                     statistics.fmean(t0 for _, t0 in learner))
 
 
 def predict_serial(costs: SerialCosts, precision: str, actor_steps: float,
                    learner_steps: float) -> float:
-  """X_1 = N / (N t_a(p) + L t_L), actor steps/s."""
-  return actor_steps / (actor_steps * costs.actor_s[precision] + learner_steps * costs.learner_s)
+  """X_1 = N / (N t_a(p) + (L - 1) t_L + t_0) (L >= 1; N / (N t_a(p)) without learner
+  steps), actor steps/s."""
+  if learner_steps < 1:
+    learn = 0.0
+  elif costs.first_step_s > 0:
+    learn = (learner_steps - 1) * costs.learner_s + costs.first_step_s
+  else:
+    learn = learner_steps * costs.learner_s
+  return actor_steps / (actor_steps * costs.actor_s[precision] + learn)
 
 
 def serial_curve(costs: SerialCosts, precision: str, batch_size: int, spi: float) -> float:

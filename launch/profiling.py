@@ -58,11 +58,13 @@ class _Proxy:
 
 
 class TimedLearner(_Proxy):
-  """A learner whose `step()` calls are timed (`step_seconds`, `steps`)."""
+  """A learner whose `step()` calls are timed: `step_seconds` (all of them), `steps`, and
+  `first_step_seconds` (the first call alone: jit compilation of the update included)."""
 
   def __init__(self, learner):
     super().__init__(learner)
     object.__setattr__(self, "step_seconds", 0.0)
+    object.__setattr__(self, "first_step_seconds", 0.0)
     object.__setattr__(self, "steps", 0)
 
   def step(self):
@@ -70,7 +72,10 @@ class TimedLearner(_Proxy):
     try:
       return self._inner.step()
     finally:
-      object.__setattr__(self, "step_seconds", self.step_seconds + time.perf_counter() - start)
+      took = time.perf_counter() - start
+      if self.steps == 0:
+        object.__setattr__(self, "first_step_seconds", took)
+      object.__setattr__(self, "step_seconds", self.step_seconds + took)
       object.__setattr__(self, "steps", self.steps + 1)
 
 

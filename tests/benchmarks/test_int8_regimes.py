@@ -1,12 +1,14 @@
 """The int8-regime report (`actorq.benchmarks.int8_regimes`) against hand-computed values."""
 import json
 import os
+import time
 import types
 
 import pytest
 
 from actorq.benchmarks import int8_regimes as ir
 from actorq.benchmarks import scaling
+from actorq.launch import profiling
 
 # t_a: fp32 2,000 us, int8 1,000 us per actor step (waiting is not on t_a); t_L = 0.1 s.
 ACTOR_US = {"fp32": dict(env_step=300.0, inference=1000.0, adder=500.0, load=0.0, other=200.0,
@@ -47,6 +49,19 @@ def test_serial_model_is_the_sum_of_the_loop_and_the_inline_learner_steps():
   assert ir.predict_serial(costs, "int8", 4000, 375) == pytest.approx(4000 / 41.5)
   # Steady state at SPI 1, B 256: 1 / (t_a + t_L / 256)
   assert ir.serial_curve(costs, "int8", 256, 1.0) == pytest.approx(1 / (0.001 + 0.1 / 256))
+
+
+def test_the_first_learner_step_is_a_start_up_cost_not_a_per_step_one():
+  runs = [single_run("fp32", 0, 4000, 375, 1.0), single_run("int8", 0, 4000, 375, 1.0)]
+  for r in runs:  # 375 steps of 0.1 s on average, of which the first took 7.5 s
+    r["learner_first_step_s"] = 7.5
+  costs = ir.serial_costs(runs)
+  assert costs.learner_s == pytest.approx((37.5 - 7.5) / 374)
+  assert costs.first_step_s == pytest.approx(7.5)
+  # 12 learner steps at SPI 1: N t_a + 11 t_L + t_0
+  assert ir.predict_serial(costs, "fp32", 4000, 12) == pytest.approx(
+      4000 / (8 + 11 * 30 / 374 + 7.5))
+  assert ir.predict_serial(costs, "fp32", 4000, 0) == pytest.approx(500.0)
 
 
 def test_lower_spi_is_predicted_from_the_calibration_at_the_highest():
@@ -130,3 +145,17 @@ def test_cli_writes_the_table_and_the_figure(tmp_path, capsys):
   assert ir.main(["--out", str(out)]) == 2
   assert ir.main(["--single", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
   assert "no bench.json" in capsys.readouterr().err
+
+
+def test_timed_learner_keeps_the_first_step_apart():
+  sleeps = iter((0.05, 0.0, 0.0))
+
+  class Learner:
+    def step(self):
+      time.sleep(next(sleeps))
+
+  timed = profiling.TimedLearner(Learner())
+  for _ in range(3):
+    timed.step()
+  assert timed.steps == 3
+  assert 0.05 <= timed.first_step_seconds <= timed.step_seconds < timed.first_step_seconds + 0.02
