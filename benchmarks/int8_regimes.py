@@ -37,7 +37,10 @@ group (the actorq preset's 32), and predict the other SPI values' runs from them
 prediction, not a fit: only SPI changes between the invocations). An on-policy workload has
 one setting, so its costs come from its own runs and its error checks only that the
 components add up (`calibrated_on` says which). The error of a point is predicted /
-measured - 1; the int8/fp32 ratio is the median over seeds of the per-seed ratio (paired).
+measured - 1. Beside it, each point's own learner step over the calibration's (a shared
+machine moves it between invocations) and the prediction redone with the point's own
+learner step (t_L, t_0; on `local_mp` t_L and c_L), which separates a wrong model from a
+learner that ran slower at that point; the int8/fp32 ratio is the median over seeds of the per-seed ratio (paired).
 
 Measured end to end: a single-process run's actor steps over its training seconds
 (evaluations taken out, replay warm-up included, as the model's N and L include it); a
@@ -216,20 +219,30 @@ def points(workloads: Sequence[Workload], cores: float) -> Tuple[List[Dict[str, 
       costs_out[f"{name}/{launch}"] = dataclasses.asdict(base)
     for w in members:
       for r in w.runs:
+        measured = float(r["actor_steps_per_s"])
         if launch == SINGLE:
-          measured = float(r["actor_steps_per_s"])
           predicted = predict_serial(costs, r["precision"], r["actor_steps"], r["learner_steps"])
-          bound, actors = "serial", 1
+          own_t, own_t0 = _learner_seconds(r)
+          own = predict_serial(dataclasses.replace(
+              costs, learner_s=own_t, first_step_s=own_t0 if costs.first_step_s > 0 else 0.0),
+              r["precision"], r["actor_steps"], r["learner_steps"])
+          bound, actors, drift = "serial", 1, own_t / costs.learner_s
         else:
-          measured = float(r["actor_steps_per_s"])
-          pred = scaling.predict(dataclasses.replace(base, samples_per_insert=w.samples_per_insert),
-                                 r["precision"], int(r["num_actors"]))
-          predicted, bound, actors = pred.steps_per_s, pred.bound, int(r["num_actors"])
+          actors = int(r["num_actors"])
+          at_spi = dataclasses.replace(base, samples_per_insert=w.samples_per_insert)
+          pred = scaling.predict(at_spi, r["precision"], actors)
+          mine = scaling.costs_from_run(_as_distributed(r, w), cores)
+          own = scaling.predict(dataclasses.replace(
+              at_spi, learner_s=mine["learner_s"], learner_cpu_s=mine["learner_cpu_s"]),
+              r["precision"], actors).steps_per_s
+          predicted, bound, drift = pred.steps_per_s, pred.bound, mine["learner_s"] / base.learner_s
         rows.append({"agent": name, "launch": launch, "on_policy": w.on_policy,
                      "samples_per_insert": w.samples_per_insert, "batch_size": w.batch_size,
                      "num_actors": actors, "precision": r["precision"], "seed": r["seed"],
                      "measured": measured, "predicted": predicted,
                      "error": predicted / measured - 1.0, "bound": bound,
+                     "learner_step_vs_calibration": drift,
+                     "predicted_own_learner": own, "error_own_learner": own / measured - 1.0,
                      "calibrated_on": "itself" if w is calib and calib.on_policy else
                                       ("itself (calibration point)" if w is calib else on),
                      "source": w.source})
@@ -275,11 +288,14 @@ def format_table(summary: Sequence[Dict[str, Any]], rows: Sequence[Dict[str, Any
                  f"({s['ratio_predicted']:.2f}x) | {', '.join(s['bounds'])} | "
                  f"{100 * s['max_abs_error']:.0f}% |")
   lines += ["", "| agent | launch | SPI | precision | seed | measured | predicted | error | "
-            "costs from |", "|---|---|---|---|---|---|---|---|---|"]
+            "costs from | this run's learner step / calibration's | predicted with this run's "
+            "learner step (error) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
   for r in rows:
     lines.append(f"| {r['agent']} | {r['launch']} | {r['samples_per_insert']:g} | "
                  f"{r['precision']} | {r['seed']} | {r['measured']:,.1f} | "
-                 f"{r['predicted']:,.1f} | {100 * r['error']:+.1f}% | {r['calibrated_on']} |")
+                 f"{r['predicted']:,.1f} | {100 * r['error']:+.1f}% | {r['calibrated_on']} | "
+                 f"{r['learner_step_vs_calibration']:.2f}x | {r['predicted_own_learner']:,.1f} "
+                 f"({100 * r['error_own_learner']:+.1f}%) |")
   return "\n".join(lines)
 
 

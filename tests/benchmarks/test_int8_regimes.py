@@ -71,6 +71,7 @@ def test_lower_spi_is_predicted_from_the_calibration_at_the_highest():
   low_runs = [single_run("fp32", 0, 4000, 12, 400.0), single_run("int8", 0, 4000, 12, 700.0)]
   for r in low_runs:
     r["actor_us"]["inference"] *= 3
+  low_runs[0]["learner_us"]["update"] = 199000.0  # this run's learner took 0.2 s a step
   low = workload(ir.SINGLE, 1.0, low_runs)
   rows, costs = ir.points([low, high], cores=2.0)
   assert costs["d4pg/single"]["learner_s"] == pytest.approx(0.1)
@@ -79,6 +80,9 @@ def test_lower_spi_is_predicted_from_the_calibration_at_the_highest():
   assert by[(1.0, "fp32")]["predicted"] == pytest.approx(fp32_low)
   assert by[(1.0, "fp32")]["error"] == pytest.approx(fp32_low / 400.0 - 1)
   assert by[(1.0, "fp32")]["calibrated_on"] == "SPI 32"
+  assert by[(1.0, "fp32")]["learner_step_vs_calibration"] == pytest.approx(2.0)
+  assert by[(1.0, "fp32")]["predicted_own_learner"] == pytest.approx(4000 / (8 + 12 * 0.2))
+  assert by[(1.0, "int8")]["predicted_own_learner"] == pytest.approx(by[(1.0, "int8")]["predicted"])
   assert by[(32.0, "int8")]["calibrated_on"] == "itself (calibration point)"
   summary = {s["samples_per_insert"]: s for s in ir.ratios(rows)}
   assert summary[1.0]["ratio_measured"] == pytest.approx(700 / 400)
