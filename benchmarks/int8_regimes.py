@@ -18,16 +18,19 @@ Two models, both from per-component costs (times in seconds):
   actor step costs t_a(p) (env step + inference + adder + parameter load + loop, from the
   run's `actor_us`) and each learner step t_L (sample + update, `learner_us`; the learner is
   fp32 whatever the actors run), the first of them t_0 (jit compilation: a start-up cost that
-  a short run at low SPI does not amortise; `learner_first_step_s` of the run). A run of N
-  actor steps and L learner steps takes N t_a(p) + (L - 1) t_L + t_0, so
+  a short run at low SPI does not amortise; `learner_first_step_s` of the run), L being
+  what the configuration makes it (Acme's rate limiter: SPI / B learner steps per actor
+  step once replay holds min_replay_size items; on-policy, one per B T transitions).
+  Converting each new parameter version for the actors (int8: quantization and the LiteRT
+  model, ~70-170 ms at 3x2048) runs on the pull's background thread, off the loop's path but
+  on the same cores, while the learner's step uses both of them: it is counted in full, as
+  c_pub(p) per actor step (the run's publish seconds over its actor steps: one conversion
+  per pull of a new version, every `variable_update_period` actor steps whatever the SPI).
+  A run of N actor steps and L learner steps then takes N (t_a(p) + c_pub(p)) + (L - 1) t_L
+  + t_0:
 
-      X_1(p) = N / (N t_a(p) + (L - 1) t_L + t_0),
-      in the steady state 1 / (t_a(p) + (SPI / B) t_L),
-
-  L being what the configuration makes it (Acme's rate limiter: SPI / B learner steps per
-  actor step once replay holds min_replay_size items; on-policy, one per B T transitions).
-  Conversions of new parameter versions run on a background thread and are not on the
-  loop's path (they share the cores: not modelled).
+      X_1(p) = N / (N (t_a(p) + c_pub(p)) + (L - 1) t_L + t_0),
+      in the steady state 1 / (t_a(p) + c_pub(p) + (SPI / B) t_L).
 
   Launchpad (`local_mp`): `actorq.benchmarks.scaling` (X = min(actor-, learner-,
   core-bound) with N actors on C cores), its costs measured per node.
@@ -131,11 +134,13 @@ def load_workload(directory: str, launch: str, config_of=_builder_config) -> Wor
 @dataclasses.dataclass(frozen=True)
 class SerialCosts:
   """t_a(p) (seconds per actor step, by precision), t_L (seconds per learner step after the
-  first) and t_0 (seconds of the first learner step: its jit compilation; 0 when the runs
-  did not record it)."""
+  first), t_0 (seconds of the first learner step: its jit compilation; 0 when the runs
+  did not record it) and c_pub(p) (seconds per actor step of converting new parameter
+  versions for the actors, by precision; None: 0)."""
   actor_s: Dict[str, float]
   learner_s: float
   first_step_s: float = 0.0
+  publish_s: Optional[Dict[str, float]] = None
 
 
 def _learner_seconds(run: Dict[str, Any]) -> Tuple[float, float]:
@@ -163,27 +168,32 @@ def serial_costs(runs: Sequence[Dict[str, Any]]) -> SerialCosts:
   for p in sorted({r["precision"] for r in runs}):
     actor[p] = statistics.fmean(sum(r["actor_us"][c] for c in ACTOR_PATH) / 1e6
                                 for r in runs if r["precision"] == p)
+  publish = {p: statistics.fmean(r["learner_us"].get("publish", 0.0) * r["learner_steps"]
+                                  / r["actor_steps"] / 1e6
+                                  for r in runs if r["precision"] == p) for p in actor}
   learner = [_learner_seconds(r) for r in stepped]
   return SerialCosts(actor, statistics.fmean(t for t, _ in learner),
-                     statistics.fmean(t0 for _, t0 in learner))
+                     statistics.fmean(t0 for _, t0 in learner), publish)
 
 
 def predict_serial(costs: SerialCosts, precision: str, actor_steps: float,
                    learner_steps: float) -> float:
-  """X_1 = N / (N t_a(p) + (L - 1) t_L + t_0) (L >= 1; N / (N t_a(p)) without learner
-  steps), actor steps/s."""
+  """X_1 = N / (N (t_a(p) + c_pub(p)) + (L - 1) t_L + t_0) (L >= 1; without learner
+  steps the learner terms are 0), actor steps/s."""
   if learner_steps < 1:
     learn = 0.0
   elif costs.first_step_s > 0:
     learn = (learner_steps - 1) * costs.learner_s + costs.first_step_s
   else:
     learn = learner_steps * costs.learner_s
-  return actor_steps / (actor_steps * costs.actor_s[precision] + learn)
+  per_step = costs.actor_s[precision] + (costs.publish_s or {}).get(precision, 0.0)
+  return actor_steps / (actor_steps * per_step + learn)
 
 
 def serial_curve(costs: SerialCosts, precision: str, batch_size: int, spi: float) -> float:
-  """The steady state 1 / (t_a(p) + (SPI / B) t_L), actor steps/s."""
-  return 1.0 / (costs.actor_s[precision] + spi / batch_size * costs.learner_s)
+  """The steady state 1 / (t_a(p) + c_pub(p) + (SPI / B) t_L), actor steps/s."""
+  return 1.0 / (costs.actor_s[precision] + (costs.publish_s or {}).get(precision, 0.0)
+                + spi / batch_size * costs.learner_s)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ def single_run(precision, seed, actor_steps, learner_steps, measured):
   return {"kind": "train", "precision": precision, "seed": seed, "actor_steps": actor_steps,
           "learner_steps": learner_steps, "actor_steps_per_s": measured,
           "actor_us": dict(ACTOR_US[precision]),
-          "learner_us": {"sample": 1000.0, "update": 99000.0, "publish": 5.0}}
+          "learner_us": {"sample": 1000.0, "update": 99000.0, "publish": 0.0}}
 
 
 def distributed_run(precision, seed, spi, measured, num_actors=2):
@@ -62,6 +62,16 @@ def test_the_first_learner_step_is_a_start_up_cost_not_a_per_step_one():
   assert ir.predict_serial(costs, "fp32", 4000, 12) == pytest.approx(
       4000 / (8 + 11 * 30 / 374 + 7.5))
   assert ir.predict_serial(costs, "fp32", 4000, 0) == pytest.approx(500.0)
+
+
+def test_conversions_for_the_actors_count_per_actor_step_at_their_precision():
+  runs = [single_run("fp32", 0, 4000, 375, 1.0), single_run("int8", 0, 4000, 375, 1.0)]
+  runs[1]["learner_us"]["publish"] = 100_000.0  # int8: 0.1 s of conversion per learner step
+  costs = ir.serial_costs(runs)
+  assert costs.publish_s == pytest.approx({"fp32": 0.0, "int8": 0.1 * 375 / 4000})
+  # At SPI 1 (12 learner steps) the conversions stay per actor step (one per pull).
+  assert ir.predict_serial(costs, "int8", 4000, 12) == pytest.approx(
+      4000 / (4000 * (0.001 + 0.1 * 375 / 4000) + 12 * 0.1))
 
 
 def test_lower_spi_is_predicted_from_the_calibration_at_the_highest():
