@@ -333,8 +333,9 @@ def curves(workloads: Sequence[Workload], cores: float,
 
 
 def plot(summary, rows, model, spis, path: str) -> str:
-  """Left: int8/fp32 end to end against SPI (lines: model, markers: measured medians, bars:
-  the seeds' range; on-policy points as stars at SPI 1). Right: actor steps/s per precision.
+  """Left: int8/fp32 end to end against SPI (lines: the steady-state model, circles: measured
+  medians, bars: the seeds' range, crosses: the model at the runs' own N and L; on-policy
+  points as stars at SPI 1). Right: actor steps/s per precision.
   Writes a PNG; returns its path."""
   import matplotlib  # pylint: disable=g-import-not-at-top (only when plotting)
   matplotlib.use("Agg")
@@ -362,12 +363,12 @@ def plot(summary, rows, model, spis, path: str) -> str:
                 color=colour, mfc="none" if not s["on_policy"] else colour, ms=9, capsize=3,
                 label=(f"{s['agent']} {s['launch']} (on-policy, measured)" if s["on_policy"]
                        else None))
-    if s["on_policy"]:
-      ax.plot([s["samples_per_insert"]], [s["ratio_predicted"]], "x", color=colour, ms=8)
+    ax.plot([s["samples_per_insert"]], [s["ratio_predicted"]], "x", color=colour, ms=8)
     for p, fill in (("fp32", colour), ("int8", "none")):
       bx.plot([s["samples_per_insert"]], [s[f"{p}_measured"]], marker, color=colour, mfc=fill,
               ms=8)
   ax.plot([], [], "o", color="grey", mfc="none", label="measured (median of seeds, range)")
+  ax.plot([], [], "x", color="grey", label="model at the measured runs' steps (incl. warm-up)")
   ax.axhline(1.0, color="grey", lw=0.8)
   for a in (ax, bx):
     a.set_xscale("log", base=2)
