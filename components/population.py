@@ -11,7 +11,8 @@ al. 2017, "Population Based Training of Neural Networks", section 3 and appendix
 `PopulationLearner` is what every agent's population learner shares (the table of mutable
 hyperparameters, the config's values as [N] arrays, a member's config, the jitted vmap of
 the member step, the batched policy call); an agent's subclass keeps its own state, init,
-member step and action selection.
+member step and action selection. `BoxPopulationLearner` adds what the agents acting in a
+finite box (TD3, SAC) share: the bounds and the warm-up and noise draws of acting.
 
 Everything is a function of its inputs and the numpy generator passed in, so a population
 run stays a function of its seed.
@@ -26,6 +27,8 @@ from typing import Any, ClassVar, Dict, List, Mapping, Sequence, Tuple, Union
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from actorq.components.acting import continuous
 
 # Jaderberg et al. 2017, appendix A.1: "perturb": multiply by 0.8 or 1.2.
 PERTURB_FACTORS = (0.8, 1.2)
@@ -208,6 +211,12 @@ def with_member(hyper: Any, index: int, values: dict) -> Any:
                            for k, v in values.items() if k in hyper._fields})
 
 
+def no_priorities(transitions: Any) -> jax.Array:
+  """float32 zeros [B] for a batch of transitions (rewards [B]): the td a member step
+  returns when its agent samples uniformly and writes no priorities."""
+  return jnp.zeros(transitions.reward.shape, jnp.float32)
+
+
 def where_active(active: Any, new: Any, old: Any) -> Any:
   """`new` where `active` (a bool scalar) is True, else `old`, leaf by leaf (`jnp.where`):
   a member that owes no learner step this round keeps its state exactly."""
@@ -330,3 +339,56 @@ class PopulationLearner(abc.ABC):
 
   as_dicts = staticmethod(as_dicts)
   with_member = staticmethod(with_member)
+
+
+class BoxPopulationLearner(PopulationLearner):
+  """A `PopulationLearner` whose members act in a finite action box (TD3, SAC): it keeps
+  the box (`continuous.bounds`) and a float32 observation of the task's shape for `init`,
+  and frames exploration the same way for every such agent: Gaussian noise after the
+  config's `random_warmup_steps` of uniform actions (`continuous.uniform_warmup`).
+
+  `select_actions(values, actor_steps, hyper, rng, explore)`: float32 [N, B, A] actions
+  in the box from the members' `policy_values` [N, B, ...]. Greedy: the subclass's
+  `greedy_actions(values)`. With `explore`: eps [N, B, A] standard normal, then uniforms
+  [N, B, A] in the box, drawn from `rng` in that order on every call (the stream does not
+  depend on the hyperparameters or on the warm-up); member m acts `explore_actions(values,
+  hyper, eps)[m]`, except while `actor_steps[m] < config.random_warmup_steps`, when it
+  acts its uniforms.
+
+  Args:
+    config, networks: as `PopulationLearner`.
+    environment_spec: the task's spec (bounded continuous actions [A]; one observation
+      initialises the networks).
+
+  Raises:
+    ValueError: as `PopulationLearner`; `continuous.UnboundedActionSpecError` (a
+      ValueError) for actions that are not a finite box.
+  """
+
+  def __init__(self, config: Any, networks: Any, environment_spec: Any):
+    super().__init__(config, networks)
+    self._lo, self._hi = continuous.bounds(environment_spec.actions)
+    self._action_size = int(np.prod(self._lo.shape))
+    self._dummy = np.zeros(environment_spec.observations.shape, np.float32)
+
+  @abc.abstractmethod
+  def greedy_actions(self, values: np.ndarray) -> np.ndarray:
+    """float32 [N, B, A] greedy actions in the box from `policy_values` [N, B, ...]."""
+
+  @abc.abstractmethod
+  def explore_actions(self, values: np.ndarray, hyper: Any, eps: np.ndarray) -> np.ndarray:
+    """float32 [N, B, A] exploring actions in the box from `policy_values` [N, B, ...],
+    the members' hyperparameters ([N] each) and standard normal eps [N, B, A]."""
+
+  def select_actions(self, values: np.ndarray, actor_steps: np.ndarray, hyper: Any,
+                     rng: np.random.Generator, explore: bool = True) -> np.ndarray:
+    """See the class docstring; `actor_steps` int [N], `hyper` [N] each, and `rng` are
+    read only with `explore`."""
+    if not explore:
+      return self.greedy_actions(values)
+    shape = np.shape(values)[:-1] + (self._action_size,)
+    eps = rng.standard_normal(shape).astype(np.float32)
+    uniform = rng.uniform(self._lo, self._hi, shape).astype(np.float32)
+    actions = self.explore_actions(values, hyper, eps)
+    warm = (np.asarray(actor_steps) < self.config.random_warmup_steps)[:, None, None]
+    return np.where(warm, uniform, actions)

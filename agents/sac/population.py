@@ -92,16 +92,16 @@ class MemberState(NamedTuple):
   sample_key: jax.Array
 
 
-class SACPopulation(population_lib.PopulationLearner):
+class SACPopulation(population_lib.BoxPopulationLearner):
   """N SAC learners stepped as one (see the module docstring); `policy_values` gives every
   member's Gaussian head `[mean, log_std]` (log-std not yet clipped), float32 [N, B, 2A].
 
   Args:
-    config: the population's shared config: everything but `MemberHyperparameters` is
-      common to the members (networks, batch size, replay, initial temperature, targets).
+    config: the population's `SACConfig`: everything but `MemberHyperparameters` is
+      common to the members (networks, batch size, replay, initial temperature,
+      targets).
     networks: `SACBuilder(config).make_networks(spec)`.
-    environment_spec: the task's spec (bounded continuous actions; one observation
-      initialises the networks).
+    environment_spec: the task's spec, as `BoxPopulationLearner` takes it.
 
   Raises:
     ValueError: `config` is not a `SACConfig`; `continuous.UnboundedActionSpecError`
@@ -114,12 +114,9 @@ class SACPopulation(population_lib.PopulationLearner):
 
   def __init__(self, config: config_lib.SACConfig, networks: networks_lib.SACNetworks,
                environment_spec: specs.EnvironmentSpec):
-    super().__init__(config, networks)
+    super().__init__(config, networks, environment_spec)
     self._builder = builder_lib.SACBuilder(config)
     self._transform = self._builder.params_transform() or (lambda p: p)
-    self._lo, self._hi = continuous.bounds(environment_spec.actions)
-    self._action_size = int(np.prod(self._lo.shape))
-    self._dummy = np.zeros(environment_spec.observations.shape, np.float32)
 
   def init(self, keys: jax.Array) -> MemberState:
     """Member m's state as `SACLearner` starts with `random_key = keys[m]`
@@ -141,30 +138,25 @@ class SACPopulation(population_lib.PopulationLearner):
     return state.policy_params
 
   # -- acting ---------------------------------------------------------------------------
-  def select_actions(self, values: np.ndarray, actor_steps: np.ndarray,
-                     hyper: MemberHyperparameters, rng: np.random.Generator,
-                     explore: bool = True) -> np.ndarray:
-    """float32 [N, B, A] actions in the box from the members' heads [N, B, 2A].
+  def greedy_actions(self, values: np.ndarray) -> np.ndarray:
+    """float32 [N, B, A]: `clip(from_unit(tanh(mean)), minimum, maximum)` of the members'
+    heads [N, B, 2A]."""
+    lo, hi = self._lo, self._hi
+    mean, _ = continuous.split_gaussian(np.asarray(values, np.float32))
+    return np.clip(continuous.from_unit(np.tanh(mean), lo, hi), lo, hi).astype(np.float32)
 
-    Greedy: `clip(from_unit(tanh(mean)), minimum, maximum)`. With `explore`: member m's
-    `clip(from_unit(tanh(mean + exp(log_std) * eps)), minimum, maximum)` (log_std clipped
-    to [LOG_STD_MIN, LOG_STD_MAX], `continuous.tanh_gaussian_bounded`), except while
-    `actor_steps[m] < config.random_warmup_steps`, when its actions are uniform in the box
-    (`continuous.uniform_warmup`). Draws from `rng`: eps [N, B, A] standard normal, then
-    uniforms [N, B, A], on every call (the stream does not depend on the warm-up). `hyper`
-    is not read (no acting hyperparameter)."""
+  def explore_actions(self, values: np.ndarray, hyper: MemberHyperparameters,
+                      eps: np.ndarray) -> np.ndarray:
+    """float32 [N, B, A]: member m's `clip(from_unit(tanh(mean + exp(log_std) * eps)),
+    minimum, maximum)` of the heads [N, B, 2A] (log_std clipped to [LOG_STD_MIN,
+    LOG_STD_MAX], `continuous.tanh_gaussian_bounded`); `hyper` is not read (no acting
+    hyperparameter). `select_actions` (`BoxPopulationLearner`) adds the warm-up's uniform
+    actions and draws eps."""
     del hyper
     lo, hi = self._lo, self._hi
-    out = np.asarray(values, np.float32)
-    mean, log_std = continuous.split_gaussian(out)
-    if not explore:
-      return np.clip(continuous.from_unit(np.tanh(mean), lo, hi), lo, hi).astype(np.float32)
-    eps = rng.standard_normal(mean.shape).astype(np.float32)
-    uniform = rng.uniform(lo, hi, mean.shape).astype(np.float32)
+    mean, log_std = continuous.split_gaussian(np.asarray(values, np.float32))
     u = mean + np.exp(log_std) * eps
-    actions = np.clip(continuous.from_unit(np.tanh(u), lo, hi), lo, hi).astype(np.float32)
-    warm = (np.asarray(actor_steps) < self.config.random_warmup_steps)[:, None, None]
-    return np.where(warm, uniform, actions)
+    return np.clip(continuous.from_unit(np.tanh(u), lo, hi), lo, hi).astype(np.float32)
 
   # -- learning -------------------------------------------------------------------------
   def member_step(self, state: MemberState, transitions, probabilities, table_size,
@@ -199,7 +191,5 @@ class SACPopulation(population_lib.PopulationLearner):
         target_entropy=self._action_size * hyper.target_entropy_per_dimension,
         target_update_period=c.target_update_period, target_update_tau=c.target_update_tau,
         params_transform=self._transform)
-    new = MemberState(*new, state.sample_key)
-    new = population_lib.where_active(active, new, state)
-    td = jnp.zeros(transitions.reward.shape, jnp.float32)
-    return new, td, metrics
+    new = population_lib.where_active(active, MemberState(*new, state.sample_key), state)
+    return new, population_lib.no_priorities(transitions), metrics

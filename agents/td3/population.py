@@ -89,16 +89,15 @@ class MemberState(NamedTuple):
   noise_key: jax.Array
 
 
-class TD3Population(population_lib.PopulationLearner):
+class TD3Population(population_lib.BoxPopulationLearner):
   """N TD3 learners stepped as one (see the module docstring); `policy_values` gives every
   member's tanh outputs u in [-1, 1], float32 [N, B, A].
 
   Args:
-    config: the population's shared config: everything but `MemberHyperparameters` is
+    config: the population's `TD3Config`: everything but `MemberHyperparameters` is
       common to the members (networks, batch size, replay, policy delay, targets).
     networks: `TD3Builder(config).make_networks(spec)`.
-    environment_spec: the task's spec (bounded continuous actions; one observation
-      initialises the networks).
+    environment_spec: the task's spec, as `BoxPopulationLearner` takes it.
 
   Raises:
     ValueError: `config` is not a `TD3Config`; `continuous.UnboundedActionSpecError`
@@ -111,12 +110,10 @@ class TD3Population(population_lib.PopulationLearner):
 
   def __init__(self, config: config_lib.TD3Config, networks: networks_lib.DPGNetworks,
                environment_spec: specs.EnvironmentSpec):
-    super().__init__(config, networks)
+    super().__init__(config, networks, environment_spec)
     builder = self._builder = builder_lib.TD3Builder(config)
     self._critic_loss, self._q_value = builder.critic_functions(networks)
     self._transform = builder.params_transform() or (lambda p: p)
-    self._lo, self._hi = continuous.bounds(environment_spec.actions)
-    self._dummy = np.zeros(environment_spec.observations.shape, np.float32)
 
   def init(self, keys: jax.Array) -> MemberState:
     """Member m's state as `DPGLearner` starts with `random_key = keys[m]`: policy and
@@ -138,29 +135,24 @@ class TD3Population(population_lib.PopulationLearner):
     return state.policy_params
 
   # -- acting ---------------------------------------------------------------------------
-  def select_actions(self, values: np.ndarray, actor_steps: np.ndarray,
-                     hyper: MemberHyperparameters, rng: np.random.Generator,
-                     explore: bool = True) -> np.ndarray:
-    """float32 [N, B, A] actions in the box from the members' outputs u [N, B, A].
-
-    Greedy: `clip(from_unit(u), minimum, maximum)` (`continuous.deterministic_bounded`).
-    With `explore`: member m's `clip(from_unit(u) + sigma_m * (maximum - minimum) / 2 *
-    eps, minimum, maximum)` (`continuous.gaussian_bounded` with its own sigma), except
-    while `actor_steps[m] < config.random_warmup_steps`, when its actions are uniform in
-    the box (`continuous.uniform_warmup`). Draws from `rng`: eps [N, B, A] standard
-    normal, then uniforms [N, B, A], on every call (the stream does not depend on sigma
-    or on the warm-up)."""
+  def greedy_actions(self, values: np.ndarray) -> np.ndarray:
+    """float32 [N, B, A]: `clip(from_unit(u), minimum, maximum)` of the members' outputs u
+    [N, B, A] (`continuous.deterministic_bounded`)."""
     lo, hi = self._lo, self._hi
     u = np.asarray(values, np.float32)
-    if not explore:
-      return np.clip(continuous.from_unit(u, lo, hi), lo, hi).astype(np.float32)
+    return np.clip(continuous.from_unit(u, lo, hi), lo, hi).astype(np.float32)
+
+  def explore_actions(self, values: np.ndarray, hyper: MemberHyperparameters,
+                      eps: np.ndarray) -> np.ndarray:
+    """float32 [N, B, A]: member m's `clip(from_unit(u) + sigma_m * (maximum - minimum) / 2
+    * eps, minimum, maximum)` (`continuous.gaussian_bounded` with its own sigma) of the
+    outputs u [N, B, A] (`select_actions`, `BoxPopulationLearner`, adds the warm-up's
+    uniform actions and draws eps)."""
+    lo, hi = self._lo, self._hi
+    u = np.asarray(values, np.float32)
     sigma = np.asarray(hyper.sigma, np.float32)[:, None, None]
-    eps = rng.standard_normal(u.shape).astype(np.float32)
-    uniform = rng.uniform(lo, hi, u.shape).astype(np.float32)
     noisy = continuous.from_unit(u, lo, hi) + sigma * (0.5 * (hi - lo)) * eps
-    actions = np.clip(noisy, lo, hi).astype(np.float32)
-    warm = (np.asarray(actor_steps) < self.config.random_warmup_steps)[:, None, None]
-    return np.where(warm, uniform, actions)
+    return np.clip(noisy, lo, hi).astype(np.float32)
 
   # -- learning -------------------------------------------------------------------------
   def member_step(self, state: MemberState, transitions, probabilities, table_size,
@@ -193,7 +185,5 @@ class TD3Population(population_lib.PopulationLearner):
         policy_delay=c.policy_delay,
         target_policy_noise=(hyper.target_noise_sigma, c.target_noise_clip),
         preactivation_penalty=c.preactivation_penalty, noise_key=state.noise_key)
-    new = MemberState(*new, state.noise_key)
-    new = population_lib.where_active(active, new, state)
-    td = jnp.zeros(transitions.reward.shape, jnp.float32)
-    return new, td, metrics
+    new = population_lib.where_active(active, MemberState(*new, state.noise_key), state)
+    return new, population_lib.no_priorities(transitions), metrics
