@@ -72,7 +72,7 @@ def assert_trees_close(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-6) -
 
 def assert_trees_equal(a: Any, b: Any) -> None:
   """Every leaf of `a` bit for bit `b`'s (in tree order)."""
-  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
