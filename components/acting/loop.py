@@ -215,9 +215,10 @@ class VectorActorLoop(ActorLoop):
   returns and lengths are kept as arrays over the rows. When no hook overrides
   `on_step`, no `should_stop` is given and the actor is a `BatchedFeedForwardActor`,
   nothing happens between two rows' steps but the variable client's counting, so the
-  rows are counted in runs: `steps` advances to each ending row (whose
-  `on_episode_end` hooks see it as before) and `actor.update_steps(k)` stands for the k
-  `update()` calls of the run (`VariableClient.update(steps=k)`). A run
+  rows are counted at once: `steps` advances to each ending row (whose
+  `on_episode_end` hooks see it as before) and one `actor.update_steps(k)` after them
+  stands for the iteration's k `update()` calls (`VariableClient.update(steps=k)`: at
+  most one pull, whose parameters the next iteration acts with, as before). A run
   that reaches `num_steps` part-way through an iteration counts (and writes) only the
   rows up to it; the others' steps are abandoned. The episode step cap is the vector
   environment's own time limit (`vector_env.make_vector_environment`).
@@ -300,21 +301,19 @@ class VectorActorLoop(ActorLoop):
           if (num_steps is not None and taken >= num_steps) or self._should_stop():
             return finished
       else:
-        counted = 0  # rows of `moving` counted so far (steps, updates)
+        before = self.steps  # `steps` reaches each ending row for its episode-end hooks
         for position in np.flatnonzero(last[moving]).tolist():
-          count, counted = position + 1 - counted, position + 1
-          self.steps += count
-          taken += count
-          if self._learn:
-            actor.update_steps(count)
+          self.steps = before + position + 1
           if end_episode(int(moving[position])):
+            taken += position + 1
+            if self._learn:
+              actor.update_steps(position + 1)
             return finished
-        count = len(moving) - counted
-        if count:
-          self.steps += count
-          taken += count
-          if self._learn:
-            actor.update_steps(count)
+        count = len(moving)
+        self.steps = before + count
+        taken += count
+        if self._learn and count:
+          actor.update_steps(count)
         if num_steps is not None and taken >= num_steps:
           return finished
       if len(fresh):

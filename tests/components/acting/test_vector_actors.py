@@ -6,6 +6,7 @@ import sys
 import warnings
 
 import dm_env
+import jax
 import numpy as np
 import pytest
 import reverb
@@ -15,8 +16,10 @@ from acme.adders import reverb as adders_reverb
 
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config_lib
+from actorq.benchmarks import vector_bench
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
+from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments, vector_env
 from actorq.components.replay import adders, local_replay, reverb_replay as replay
 from actorq.launch import experiment, local
@@ -276,6 +279,181 @@ def test_batched_adder_writes_the_same_items_to_reverb():
       np.testing.assert_array_equal(g, w)
   finally:
     server.stop()
+
+
+# ---------------------------------------------------------------------------------------
+# The block adder (issue 40): the same items, computed and written every K steps.
+
+
+def acme_alone_8(i, n_step, steps):
+  """Env i of EPISODES_8 alone through acme's n-step adder (checked), `steps` steps."""
+  client = table_client()
+  alone = replay.ValidatingAdder(adders.NStepTransitionAdder(
+      client, n_step=n_step, discount=DISCOUNT, priority_fns={"t": None}), SPEC)
+  actor = actors.FeedForwardActor(fakes.FixedRuntime([0.0, 1.0]), actors.greedy, adder=alone)
+  loop_lib.ActorLoop(scripted_envs_8()[i], actor).run(num_steps=steps)
+  return stored(client)
+
+
+def run_vector_blocks(adder, hooks, runs=(203,)):
+  """The eight scripted envs through VectorActorLoop with `adder`, one `run` per entry of
+  `runs` (each a new run: the envs reset, open episodes abandoned)."""
+  actor = actors.BatchedFeedForwardActor(fakes.FixedRuntime([0.0, 1.0]), actors.greedy,
+                                         adder=adder, dummy_action=np.int32(0))
+  loop = loop_lib.VectorActorLoop(fakes.ScriptedVectorEnvironment(scripted_envs_8()), actor,
+                                  hooks=hooks)
+  for steps in runs:
+    loop.run(num_steps=steps)
+  return loop
+
+
+@pytest.mark.parametrize("n_step,block", [(1, 1), (1, 7), (3, 1), (3, 2), (3, 5), (3, 16),
+                                          (5, 3), (5, 64)])
+def test_block_adder_writes_what_acme_writes_per_env(n_step, block):
+  """Every env's items, bit for bit acme's n-step adder's for that env alone, for blocks
+  that do not divide the episode lengths, blocks shorter than n, one longer than the run
+  (everything written by `close`), episodes ending together and rows skipped while they
+  reset; and the same per-env items as `BatchedNStepTransitionAdder`'s."""
+  counts = CountPerEnv()
+  client = table_client()
+  adder = adders.BatchedNStepTransitionAdder(client, "t", 8, n_step, DISCOUNT,
+                                             SPEC).in_blocks(block)
+  assert isinstance(adder, adders.BlockNStepTransitionAdder) and adder.block_steps == block
+  run_vector_blocks(adder, [counts])
+  # 203 steps = 26 loop iterations: whole blocks are written, the staged rest on close.
+  iterations = 26
+  assert client.server_info()["t"].current_size == adder.items_written
+  written_before_close = adder.items_written
+  adder.close()
+  if block > iterations:
+    assert written_before_close == 0
+  got = per_env(stored(client))
+  assert adder.items_written == sum(len(cols[0]) for cols in got.values())
+  want_client, _, _, _ = run_vector(n_step, [])
+  batched = per_env(stored(want_client))
+  for i, (length, _) in enumerate(EPISODES_8):
+    want = acme_alone_8(i, n_step, counts.steps[i])
+    assert len(want[0]) >= 3 * min(length, n_step)
+    for g, w, v in zip(got[i], want, batched[i], strict=True):
+      np.testing.assert_array_equal(g, w)
+      np.testing.assert_array_equal(g, v)
+      assert g.dtype == w.dtype
+
+
+def test_block_adder_writes_whole_blocks_late_by_less_than_a_block():
+  """Between two block boundaries nothing is written; at each boundary the table holds
+  exactly what the per-step batched adder's held after the same step."""
+  block = 4
+  steady, blocked = table_client(), table_client()
+  both = [adders.BatchedNStepTransitionAdder(steady, "t", 8, N_STEP, DISCOUNT, SPEC),
+          adders.BlockNStepTransitionAdder(blocked, "t", 8, N_STEP, DISCOUNT, SPEC,
+                                           block_steps=block)]
+  venv = fakes.ScriptedVectorEnvironment(scripted_envs_8())
+  batch = venv.reset()
+  for adder in both:
+    adder.add_first(np.arange(8), batch.observation)
+  resetting, at_boundary = np.zeros(8, bool), 0
+  for iteration in range(1, 31):
+    actions = np.ones(8, np.int32)
+    batch = venv.step(actions)
+    moving, fresh = np.flatnonzero(~resetting), np.flatnonzero(resetting)
+    last = batch.step_type == vector_env.LAST
+    for adder in both:
+      adder.add(moving, actions[moving], batch.reward[moving], batch.discount[moving],
+                batch.observation[moving], last[moving], [()] * len(moving))
+      adder.flush()
+      if len(fresh):
+        adder.add_first(fresh, batch.observation[fresh])
+    sizes = [c.server_info()["t"].current_size for c in (steady, blocked)]
+    if iteration % block == 0:
+      assert sizes[1] == sizes[0] == both[0].items_written == both[1].items_written
+      at_boundary = sizes[1]
+    else:
+      assert sizes[1] == at_boundary < sizes[0]
+    resetting = last
+  assert at_boundary > 100
+
+
+def test_block_adder_drops_abandoned_episodes_as_the_batched_adder_does():
+  """Runs that stop mid-episode (the next run resets every env): the steps of the
+  abandoned episodes are never written, by either adder, with blocks across the cut."""
+  runs = (37, 50, 29)
+  want_client = table_client()
+  run_vector_blocks(adders.BatchedNStepTransitionAdder(want_client, "t", 8, N_STEP, DISCOUNT,
+                                                       SPEC), [], runs)
+  got_client = table_client()
+  adder = adders.BlockNStepTransitionAdder(got_client, "t", 8, N_STEP, DISCOUNT, SPEC,
+                                           block_steps=5)
+  run_vector_blocks(adder, [], runs)
+  adder.drain()
+  want, got = per_env(stored(want_client)), per_env(stored(got_client))
+  assert want.keys() == got.keys()
+  for i in want:
+    for g, w in zip(got[i], want[i], strict=True):
+      np.testing.assert_array_equal(g, w)
+
+
+def test_block_adder_writes_the_same_items_to_reverb():
+  local = table_client()
+  run_batched(adders.BatchedNStepTransitionAdder(local, "t", len(EPISODES), N_STEP, DISCOUNT,
+                                                 SPEC), 40)
+  want = per_env(stored(local))
+  queue = reverb.Table.queue("t", 10_000, signature=adders_reverb.NStepTransitionAdder.signature(
+      SPEC))
+  server = reverb.Server([queue])
+  try:
+    client = reverb.Client(f"localhost:{server.port}")
+    adder = adders.BlockNStepTransitionAdder(client, "t", len(EPISODES), N_STEP, DISCOUNT, SPEC,
+                                             block_steps=3)
+    run_batched(adder, 40)
+    adder.close()
+    count = sum(len(c[0]) for c in want.values())
+    assert adder.items_written == count
+    got = replay.sample(f"localhost:{server.port}", "t", count, timeout_s=10)
+    columns = [np.stack(c) for c in zip(*[
+        [np.asarray(x) for x in tree.flatten(s.data)] for s in got])]
+    got = per_env(columns)
+    for i in want:
+      for g, w in zip(got[i], want[i], strict=True):
+        np.testing.assert_array_equal(g, w)
+  finally:
+    server.stop()
+
+
+def test_block_adder_refuses_bad_rows_at_the_add_and_bad_settings():
+  client = table_client()
+  adder = adders.BlockNStepTransitionAdder(client, "t", 2, N_STEP, DISCOUNT, SPEC, block_steps=1)
+  with pytest.raises(RuntimeError, match="env 0: add before add_first"):
+    adder.add([0, 1], np.zeros(2, np.int32), np.ones(2, np.float32), np.ones(2, np.float32),
+              np.ones((2, 1), np.float32), np.zeros(2, bool), [(), ()])
+  adder.add_first([0, 1], np.zeros((2, 1), np.float32))
+  nan = np.array([1.0, np.nan], np.float32)
+  with pytest.raises(replay.NonFiniteValueError, match="'reward'"):
+    adder.add([0, 1], np.zeros(2, np.int32), nan, np.ones(2, np.float32),
+              np.ones((2, 1), np.float32), np.zeros(2, bool), [(), ()])
+  with pytest.raises(TypeError, match="'observation'"):
+    adder.add([0, 1], np.zeros(2, np.int32), np.ones(2, np.float32), np.ones(2, np.float32),
+              np.ones((2, 1), np.float64), np.zeros(2, bool), [(), ()])
+  adder.drain()
+  assert adder.items_written == 0 and adder.steps_seen == 2
+  for bad in (0, -1, True):
+    with pytest.raises(ValueError, match="block_steps must be an integer >= 1"):
+      adders.BlockNStepTransitionAdder(client, "t", 2, N_STEP, DISCOUNT, SPEC, block_steps=bad)
+
+
+def test_vector_training_actor_stages_in_blocks():
+  config = dqn_config(4)
+  env = experiment.make_training_environment(config, 0)
+  try:
+    spec = experiment.training_environment_spec(env)
+    parts = experiment.agent_parts(config, spec)
+    client = local_replay.LocalReplayClient(config.builder.make_replay_tables(spec), 0)
+    adder, _ = experiment.make_training_actor(config, parts, jax.random.PRNGKey(0), client,
+                                              vc.PolicyServer(fakes.FixedPolicySource(vector_bench.random_params(parts.networks.spec)), parts.networks.spec))
+  finally:
+    env.close()
+  assert isinstance(adder, adders.BlockNStepTransitionAdder)
+  assert adder.block_steps == adders.BLOCK_STEPS
 
 
 def test_batched_adder_refuses_bad_rows_before_writing():
