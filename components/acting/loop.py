@@ -205,7 +205,7 @@ class VectorActorLoop(ActorLoop):
 
       actions = actor.select_actions(observations, active)   # one runtime call, [B]
       batch = environment.step(actions)    # rows LAST before are reset now (FIRST)
-      actor.observe(moving rows, actions, batch); actor.observe_first(reset rows, batch)
+      actor.observe(active, actions, batch); actor.observe_first(reset rows, batch)
       per moving row, in row order: steps += 1; hooks.on_step(loop, action_i, timestep_i);
         actor.update(); if LAST: hooks.on_episode_end(loop, stats_i)
       per reset row: hooks.on_episode_start(loop, timestep_i)
@@ -270,24 +270,27 @@ class VectorActorLoop(ActorLoop):
       return num_episodes is not None and len(finished) >= num_episodes
 
     while True:
-      actions = actor.select_actions(batch.observation, ~resetting)
+      active = ~resetting  # rows that step now (the others are being reset)
+      actions = actor.select_actions(batch.observation, active)
       try:
         batch = env.step(actions)
       except Exception as e:  # pylint: disable=broad-except
         raise self._failure("step", e, int(lengths.max())) from e
-      moving = np.flatnonzero(~resetting)
-      if num_steps is not None:
-        moving = moving[:max(num_steps - taken, 0)]
-      fresh = np.flatnonzero(resetting)
-      last = batch.step_type == _LAST
+      last = batch.step_type == _LAST  # never on a row being reset (it is FIRST)
+      if num_steps is not None and num_steps - taken < b:  # the run may end in this step:
+        moving = np.flatnonzero(active)[:max(num_steps - taken, 0)]  # the rows counted
+        active = np.zeros(b, bool)
+        active[moving] = True
+        last = last & active
       if self._learn:
-        actor.observe(moving, actions, batch)
-        if len(fresh):
+        actor.observe(active, actions, batch)
+        if resetting.any():
+          fresh = np.flatnonzero(resetting)
           actor.observe_first(fresh, batch.observation[fresh])
-      lengths[moving] += 1
-      returns[moving] += batch.reward[moving]
+      lengths += active
+      returns += batch.reward  # 0 on the rows being reset (FIRST); cut rows end the run
       if per_row:
-        for i in moving.tolist():
+        for i in np.flatnonzero(active).tolist():
           self.steps += 1
           taken += 1
           if step_hooks:
@@ -302,24 +305,29 @@ class VectorActorLoop(ActorLoop):
             return finished
       else:
         before = self.steps  # `steps` reaches each ending row for its episode-end hooks
-        for position in np.flatnonzero(last[moving]).tolist():
-          self.steps = before + position + 1
-          if end_episode(int(moving[position])):
-            taken += position + 1
+        if last.any():
+          counted = np.cumsum(active)  # rows counted up to each row, in row order
+          ends = np.flatnonzero(last).tolist()
+        else:
+          ends = ()
+        for i in ends:
+          self.steps = before + int(counted[i])
+          if end_episode(i):
+            taken += self.steps - before
             if self._learn:
-              actor.update_steps(position + 1)
+              actor.update_steps(self.steps - before)
             return finished
-        count = len(moving)
+        count = int(np.count_nonzero(active))
         self.steps = before + count
         taken += count
         if self._learn and count:
           actor.update_steps(count)
         if num_steps is not None and taken >= num_steps:
           return finished
-      if len(fresh):
-        returns[fresh], lengths[fresh], starts[fresh] = 0.0, 0, time.time()
+      if resetting.any():
+        returns[resetting], lengths[resetting], starts[resetting] = 0.0, 0, time.time()
         if hooks:
-          for i in fresh.tolist():
+          for i in np.flatnonzero(resetting).tolist():
             timestep = batch.row(i)
             for hook in hooks:
               hook.on_episode_start(self, timestep)

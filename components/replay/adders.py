@@ -55,6 +55,14 @@ class NStepTransitionAdder(adders_reverb.NStepTransitionAdder):
 # iterations late; the per-block work (returns, gathers, one table write) is spread over
 # them.
 BLOCK_STEPS = 16
+_COLUMNS = ("action", "observation", "reward", "discount")  # `add`'s, in check order
+
+
+def _masked_rows(mask, *arrays):
+  """A bool [B] `mask` as int rows [K] (where it is True) and each of `arrays` ([B, ...])
+  at those rows: the int form of a batched adder's `add`."""
+  rows = np.flatnonzero(mask)
+  return rows, [np.asarray(a)[rows] for a in arrays]
 
 
 class PerEnvAdders:
@@ -86,7 +94,12 @@ class PerEnvAdders:
           extras) -> None:
     """One step of each env in `rows` (int [K]): `actions` [K, ...], float `rewards` [K],
     `discounts` [K], `next_observations` [K, ...], bool `last` [K], `extras` a list of K
-    nests (`()`: no extras)."""
+    nests (`()`: no extras). `rows` may be a bool mask [B] instead, with B rows of the
+    arrays (the envs where it is True step; `extras` still one nest per such env)."""
+    rows = np.asarray(rows)
+    if rows.dtype == bool:
+      rows, (actions, rewards, discounts, next_observations, last) = _masked_rows(
+          rows, actions, rewards, discounts, next_observations, last)
     for k, i in enumerate(rows):
       step_type = dm_env.StepType.LAST if last[k] else dm_env.StepType.MID
       self._adders[int(i)].add(actions[k], dm_env.TimeStep(
@@ -228,7 +241,13 @@ class BatchedNStepTransitionAdder:
           extras=()) -> None:
     """One step of each env in `rows` (int [K], distinct): `actions` [K, ...], `rewards`
     [K], `discounts` [K], `next_observations` [K, ...], bool `last` [K] and `extras`
-    (a list of K nests, the extras of each row's action; `()` when there are none)."""
+    (a list of K nests, the extras of each row's action; `()` when there are none).
+    `rows` may be a bool mask [B] instead, with B rows of the arrays: the envs where it is
+    True step (the other rows' values are ignored; `extras` one nest per stepping env)."""
+    rows = np.asarray(rows)
+    if rows.dtype == bool:
+      rows, (actions, rewards, discounts, next_observations, last) = _masked_rows(
+          rows, actions, rewards, discounts, next_observations, last)
     rows = np.asarray(rows, np.int64)
     k_rows = len(rows)
     check = self._checker.check
@@ -453,6 +472,7 @@ class BlockNStepTransitionAdder(BatchedNStepTransitionAdder):
     self._g_valid = np.zeros((rows, b), bool)  # a step was added there
     self._g_pend = np.zeros((rows, b), bool)   # carried steps whose item is not written
     self._g_ext = [grid(spec) for spec in self._extras_specs]
+    self._mask_shape = (b,) + (1,) * len(obs_spec.shape)  # a row mask against observations
     self._staged = 0
 
   def add_first(self, rows, observations) -> None:
@@ -473,18 +493,30 @@ class BlockNStepTransitionAdder(BatchedNStepTransitionAdder):
   def add(self, rows, actions, rewards, discounts, next_observations, last,
           extras=()) -> None:
     """As `BatchedNStepTransitionAdder.add` (same arguments, same checks); the rows are
-    staged, and every K-th call computes and queues the block's transitions."""
+    staged, and every K-th call computes and queues the block's transitions. The mask
+    form (`rows` bool [B], the arrays [B, ...]) stages the whole batch by slices when the
+    arrays pass `ColumnChecker.all_fine` (else it checks and stages the stepping rows)."""
+    rows = np.asarray(rows)
+    if rows.dtype == bool:
+      if (not self._ext and len(rows) == self.num_envs and self._checker.all_fine(
+          _COLUMNS, (actions, next_observations, rewards, discounts), self.num_envs)):
+        self._stage_mask(rows, actions, rewards, discounts, next_observations, last)
+        return
+      rows, (actions, rewards, discounts, next_observations, last) = _masked_rows(
+          rows, actions, rewards, discounts, next_observations, last)
     rows = np.asarray(rows, np.int64)
     k_rows = len(rows)
-    check = self._checker.check
-    check("action", actions, self.steps_seen, rows=k_rows)
-    check("observation", next_observations, self.steps_seen, rows=k_rows)
-    check("reward", rewards, self.steps_seen, rows=k_rows)
-    check("discount", discounts, self.steps_seen, rows=k_rows)
-    for e in extras:
-      check("extras", e, self.steps_seen)
-    if self._ext and len(extras) != k_rows:
-      raise ValueError(f"extras: {len(extras)} nests for {k_rows} rows (one per row needed)")
+    if self._ext or not self._checker.all_fine(
+        _COLUMNS, (actions, next_observations, rewards, discounts), k_rows):
+      check = self._checker.check  # the full checks, in the base class's order
+      check("action", actions, self.steps_seen, rows=k_rows)
+      check("observation", next_observations, self.steps_seen, rows=k_rows)
+      check("reward", rewards, self.steps_seen, rows=k_rows)
+      check("discount", discounts, self.steps_seen, rows=k_rows)
+      for e in extras:
+        check("extras", e, self.steps_seen)
+      if self._ext and len(extras) != k_rows:
+        raise ValueError(f"extras: {len(extras)} nests for {k_rows} rows (one per row needed)")
     every = k_rows == self.num_envs and (rows == self._all).all()
     sel = slice(None) if every else rows
     if not self._open[sel].all():
@@ -508,6 +540,28 @@ class BlockNStepTransitionAdder(BatchedNStepTransitionAdder):
     if last.any():
       self._open[rows[last]] = False
     self.steps_seen += k_rows
+    self._staged += 1
+    if self._staged == self.block_steps:
+      self._compute()
+
+  def _stage_mask(self, mask, actions, rewards, discounts, next_observations, last) -> None:
+    """`add` of the rows where `mask` is True from checked [B, ...] arrays: whole-row
+    copies into the grids (the other rows' cells are marked not valid)."""
+    if not np.all(self._open, where=mask):
+      closed = np.flatnonzero(mask & ~self._open)[0]
+      raise RuntimeError(f"env {int(closed)}: add before add_first")
+    r = self._carry + self._staged
+    self._g_obs[r] = self._current
+    self._g_next[r] = next_observations
+    self._g_act[r] = actions
+    self._g_rew[r] = rewards
+    self._g_disc[r] = discounts
+    self._g_last[r] = last
+    self._g_valid[r] = mask
+    np.copyto(self._current, next_observations, where=mask.reshape(self._mask_shape))
+    if last.any():
+      self._open[last & mask] = False
+    self.steps_seen += int(np.count_nonzero(mask))
     self._staged += 1
     if self._staged == self.block_steps:
       self._compute()

@@ -441,6 +441,39 @@ def test_block_adder_refuses_bad_rows_at_the_add_and_bad_settings():
       adders.BlockNStepTransitionAdder(client, "t", 2, N_STEP, DISCOUNT, SPEC, block_steps=bad)
 
 
+
+@pytest.mark.parametrize("block", [None, 1, 4])
+def test_mask_form_of_add_checks_only_the_stepping_rows(block):
+  """`add(mask, ...)` with whole-batch arrays: a row that does not step is neither
+  checked nor stored (a NaN there is ignored); a stepping row is checked as in the int
+  form (nothing stored on a refusal); the items equal the int form's."""
+  def adder_of(client):
+    adder = adders.BatchedNStepTransitionAdder(client, "t", 3, 1, DISCOUNT, SPEC)
+    return adder if block is None else adder.in_blocks(block)
+
+  got_client, want_client = table_client(), table_client()
+  got, want = adder_of(got_client), adder_of(want_client)
+  for adder in (got, want):
+    adder.add_first([0, 1, 2], np.arange(3, dtype=np.float32)[:, None])
+  mask = np.array([True, False, True])
+  actions = np.array([1, 0, 1], np.int32)
+  rewards = np.array([0.5, np.nan, 0.25], np.float32)
+  discounts = np.ones(3, np.float32)
+  nxt = np.array([[10.0], [np.inf], [12.0]], np.float32)
+  got.add(mask, actions, rewards, discounts, nxt, np.zeros(3, bool), [(), ()])
+  want.add([0, 2], actions[[0, 2]], rewards[[0, 2]], discounts[[0, 2]], nxt[[0, 2]],
+           np.zeros(2, bool), [(), ()])
+  bad = np.array([np.nan, 0.0, 0.0], np.float32)
+  with pytest.raises(replay.NonFiniteValueError, match="'reward'"):
+    got.add(mask, actions, bad, discounts, nxt, np.zeros(3, bool), [(), ()])
+  for adder in (got, want):
+    adder.close() if block else adder.flush()
+  assert got.steps_seen == want.steps_seen == 5
+  assert got.items_written == want.items_written == 2
+  for g, w in zip(stored(got_client), stored(want_client), strict=True):
+    np.testing.assert_array_equal(g, w)
+  np.testing.assert_array_equal(stored(got_client)[4][:, 0], [10.0, 12.0])
+
 def test_vector_training_actor_stages_in_blocks():
   config = dqn_config(4)
   env = experiment.make_training_environment(config, 0)
