@@ -207,12 +207,12 @@ class BatchedFeedForwardActor(FeedForwardActor):
             f"{self._runtime.diagnose(batch[i:i + 1])}")
     if len(self._offsets) < rows:
       self._offsets = np.arange(rows, dtype=np.int64)
-    if active is None or active.all():
+    index = None if active is None else np.flatnonzero(active)
+    if index is None or len(index) == rows:  # every row
       actions, extras = self._batch(outputs, self._rng, self.num_steps + self._offsets[:rows])
       self.num_steps += rows
       index = None
     else:
-      index = np.flatnonzero(active)
       k = len(index)
       if k:
         chosen, extras = self._batch(outputs[index], self._rng,
