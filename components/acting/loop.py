@@ -282,9 +282,10 @@ class VectorActorLoop(ActorLoop):
         active = np.zeros(b, bool)
         active[moving] = True
         last = last & active
+      any_reset = bool(resetting.any())
       if self._learn:
         actor.observe(active, actions, batch)
-        if resetting.any():
+        if any_reset:
           fresh = np.flatnonzero(resetting)
           actor.observe_first(fresh, batch.observation[fresh])
       lengths += active
@@ -324,7 +325,7 @@ class VectorActorLoop(ActorLoop):
           actor.update_steps(count)
         if num_steps is not None and taken >= num_steps:
           return finished
-      if resetting.any():
+      if any_reset:
         returns[resetting], lengths[resetting], starts[resetting] = 0.0, 0, time.time()
         if hooks:
           for i in np.flatnonzero(resetting).tolist():
