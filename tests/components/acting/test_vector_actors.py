@@ -807,3 +807,42 @@ def test_batched_actor_splits_stacked_extras_per_row_for_the_adder():
   for row, (_, e) in zip((0, 2), want):
     np.testing.assert_array_equal(extras[row]["logits"], e["logits"])
     assert extras[row]["log_prob"] == e["log_prob"]
+
+
+def test_block_adder_with_extras_writes_the_batched_adders_items():
+  """Actor extras (a nest per row) go through the block adder's grids: per env, the same
+  items, extras included, as `BatchedNStepTransitionAdder`'s, for random episode ends."""
+  extras_spec = {"logp": specs.Array((), np.float32), "mu": specs.Array((2,), np.float32)}
+  table = replay.transition_table("t", SPEC, extras_spec, max_size=100_000, min_size=1)
+  clients = [local_replay.LocalReplayClient([table], seed=0) for _ in range(2)]
+  batched = adders.BatchedNStepTransitionAdder(clients[0], "t", 4, N_STEP, DISCOUNT, SPEC,
+                                               extras_spec)
+  both = [batched, adders.BlockNStepTransitionAdder(clients[1], "t", 4, N_STEP, DISCOUNT, SPEC,
+                                                    extras_spec, block_steps=3)]
+  rng = np.random.default_rng(7)
+  obs = (100.0 * np.arange(4, dtype=np.float32))[:, None]
+  for adder in both:
+    adder.add_first(np.arange(4), obs)
+  fresh = np.zeros(4, bool)
+  for t in range(1, 40):
+    rows = np.flatnonzero(~fresh)
+    k = len(rows)
+    step = (obs[rows] + t, rng.integers(2, size=k).astype(np.int32),
+            rng.random(k).astype(np.float32), np.ones(k, np.float32), rng.random(k) < 0.2)
+    extras = [{"logp": np.float32(-t - i), "mu": np.array([t, i], np.float32)} for i in rows]
+    for adder in both:
+      adder.add(rows, step[1], step[2], step[3], step[0], step[4], extras)
+      adder.flush()
+      if fresh.any():
+        adder.add_first(np.flatnonzero(fresh), obs[fresh] + t)
+    ended = np.zeros(4, bool)
+    ended[rows[step[4]]] = True
+    fresh = ended
+  both[1].close()
+  want, got = per_env(stored(clients[0])), per_env(stored(clients[1]))
+  assert want.keys() == got.keys() == {0, 1, 2, 3}
+  assert both[0].items_written == both[1].items_written > 60
+  for i in want:
+    assert len(want[i]) == len(got[i]) == 7  # obs, action, reward, discount, 2 extras, next
+    for g, w in zip(got[i], want[i], strict=True):
+      np.testing.assert_array_equal(g, w)
