@@ -218,7 +218,9 @@ class VectorActorLoop(ActorLoop):
   rows are counted at once: `steps` advances to each ending row (whose
   `on_episode_end` hooks see it as before) and one `actor.update_steps(k)` after them
   stands for the iteration's k `update()` calls (`VariableClient.update(steps=k)`: at
-  most one pull, whose parameters the next iteration acts with, as before). A run
+  most one pull, whose parameters the next iteration acts with, as before; an
+  episode-end hook sees the parameters its iteration acted with). Returns are summed over
+  the whole batch (a row being reset has reward 0, `vector_env.BatchedTimeStep`). A run
   that reaches `num_steps` part-way through an iteration counts (and writes) only the
   rows up to it; the others' steps are abandoned. The episode step cap is the vector
   environment's own time limit (`vector_env.make_vector_environment`).
