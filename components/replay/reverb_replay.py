@@ -165,6 +165,9 @@ class NonFiniteValueError(ValueError):
     self.column, self.value, self.steps_seen = column, value, steps_seen
 
 
+_ADD = np.add.reduce  # `ndarray.sum` without its Python layer
+
+
 class ColumnChecker:
   """The checks of `ValidatingAdder` on one step's columns, or on K steps' at once.
 
@@ -218,7 +221,7 @@ class ColumnChecker:
           or v.dtype != dtype or v.shape != (rows,) + shape):
         return False
       if floating:  # summed in float64: float32/16 values cannot overflow it
-        total += float(v.sum(dtype=np.float64))
+        total += float(_ADD(v, axis=None, dtype=np.float64))
     return math.isfinite(total)
 
   def _plain_leaves(self, columns: Tuple[str, ...]) -> tuple:
