@@ -250,20 +250,8 @@ class BatchedNStepTransitionAdder:
           rows, actions, rewards, discounts, next_observations, last)
     rows = np.asarray(rows, np.int64)
     k_rows = len(rows)
-    check = self._checker.check
-    check("action", actions, self.steps_seen, rows=k_rows)
-    check("observation", next_observations, self.steps_seen, rows=k_rows)
-    check("reward", rewards, self.steps_seen, rows=k_rows)
-    check("discount", discounts, self.steps_seen, rows=k_rows)
-    for e in extras:
-      check("extras", e, self.steps_seen)
-    if self._ext and len(extras) != k_rows:
-      raise ValueError(f"extras: {len(extras)} nests for {k_rows} rows (one per row needed)")
-    # All B rows in order (a vector loop's usual step): basic indexing, no index arrays.
-    sel = (slice(None) if k_rows == self.num_envs and (rows == self._all).all() else rows)
-    if not self._open[sel].all():
-      closed = np.flatnonzero(~self._open[rows])[0]
-      raise RuntimeError(f"env {int(rows[closed])}: add before add_first")
+    self._check_step(actions, rewards, discounts, next_observations, extras, k_rows)
+    sel = self._selection(rows)
     n = self.n_step
     last = np.asarray(last, bool)
     pos = self._pos[sel]
@@ -296,6 +284,33 @@ class BatchedNStepTransitionAdder:
     total_items = int(emit.sum())
     if total_items:
       self._gather(rows, emit, count, pos, next_observations, total_items)
+
+  def _check_step(self, actions, rewards, discounts, next_observations, extras,
+                  k_rows: int) -> None:
+    """`ColumnChecker.check` of the K = `k_rows` rows of each column, in the order
+    action, observation, reward, discount, extras (one nest per row)."""
+    check = self._checker.check
+    check("action", actions, self.steps_seen, rows=k_rows)
+    check("observation", next_observations, self.steps_seen, rows=k_rows)
+    check("reward", rewards, self.steps_seen, rows=k_rows)
+    check("discount", discounts, self.steps_seen, rows=k_rows)
+    for e in extras:
+      check("extras", e, self.steps_seen)
+    if self._ext and len(extras) != k_rows:
+      raise ValueError(f"extras: {len(extras)} nests for {k_rows} rows (one per row needed)")
+
+  def _selection(self, rows):
+    """The index of `rows` (int [K]) into [B] arrays: `slice(None)` for all B rows in
+    order (a vector loop's usual step: basic indexing, no index arrays), else `rows`.
+
+    Raises:
+      RuntimeError: a row whose env has no open episode (no `add_first`).
+    """
+    sel = (slice(None) if len(rows) == self.num_envs and (rows == self._all).all() else rows)
+    if not self._open[sel].all():
+      closed = np.flatnonzero(~self._open[rows])[0]
+      raise RuntimeError(f"env {int(rows[closed])}: add before add_first")
+    return sel
 
   def _gather(self, rows, emit, count, pos, next_observations, t: int) -> None:
     """The `t` transitions completed by this add (`emit` [K] per row; `count` [K] the
@@ -508,20 +523,9 @@ class BlockNStepTransitionAdder(BatchedNStepTransitionAdder):
     k_rows = len(rows)
     if self._ext or not self._checker.all_fine(
         _COLUMNS, (actions, next_observations, rewards, discounts), k_rows):
-      check = self._checker.check  # the full checks, in the base class's order
-      check("action", actions, self.steps_seen, rows=k_rows)
-      check("observation", next_observations, self.steps_seen, rows=k_rows)
-      check("reward", rewards, self.steps_seen, rows=k_rows)
-      check("discount", discounts, self.steps_seen, rows=k_rows)
-      for e in extras:
-        check("extras", e, self.steps_seen)
-      if self._ext and len(extras) != k_rows:
-        raise ValueError(f"extras: {len(extras)} nests for {k_rows} rows (one per row needed)")
-    every = k_rows == self.num_envs and (rows == self._all).all()
-    sel = slice(None) if every else rows
-    if not self._open[sel].all():
-      closed = np.flatnonzero(~self._open[rows])[0]
-      raise RuntimeError(f"env {int(rows[closed])}: add before add_first")
+      self._check_step(actions, rewards, discounts, next_observations, extras, k_rows)
+    sel = self._selection(rows)
+    every = isinstance(sel, slice)
     r = self._carry + self._staged
     self._g_obs[r, sel] = self._current[sel]
     self._g_next[r, sel] = next_observations

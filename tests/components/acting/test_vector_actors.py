@@ -81,13 +81,14 @@ def run_batched(adder, iterations_steps=120):
   return envs, runtime, counts, loop
 
 
-def run_alone(i, steps):
-  """Env i alone through the one-env path: ActorLoop + ValidatingAdder(NStepTransitionAdder)."""
+def run_alone(i, steps, n_step=N_STEP, envs=None):
+  """Env i (of `envs()`, default `scripted_envs()`) alone through the one-env path:
+  ActorLoop + ValidatingAdder(NStepTransitionAdder)."""
   client = table_client()
   adder = replay.ValidatingAdder(adders.NStepTransitionAdder(
-      client, n_step=N_STEP, discount=DISCOUNT, priority_fns={"t": None}), SPEC)
+      client, n_step=n_step, discount=DISCOUNT, priority_fns={"t": None}), SPEC)
   actor = actors.FeedForwardActor(fakes.FixedRuntime([0.0, 1.0]), actors.greedy, adder=adder)
-  loop_lib.ActorLoop(scripted_envs()[i], actor).run(num_steps=steps)
+  loop_lib.ActorLoop((envs or scripted_envs)()[i], actor).run(num_steps=steps)
   return stored(client)
 
 
@@ -285,16 +286,6 @@ def test_batched_adder_writes_the_same_items_to_reverb():
 # The block adder (issue 40): the same items, computed and written every K steps.
 
 
-def acme_alone_8(i, n_step, steps):
-  """Env i of EPISODES_8 alone through acme's n-step adder (checked), `steps` steps."""
-  client = table_client()
-  alone = replay.ValidatingAdder(adders.NStepTransitionAdder(
-      client, n_step=n_step, discount=DISCOUNT, priority_fns={"t": None}), SPEC)
-  actor = actors.FeedForwardActor(fakes.FixedRuntime([0.0, 1.0]), actors.greedy, adder=alone)
-  loop_lib.ActorLoop(scripted_envs_8()[i], actor).run(num_steps=steps)
-  return stored(client)
-
-
 def run_vector_blocks(adder, hooks, runs=(203,)):
   """The eight scripted envs through VectorActorLoop with `adder`, one `run` per entry of
   `runs` (each a new run: the envs reset, open episodes abandoned)."""
@@ -332,7 +323,7 @@ def test_block_adder_writes_what_acme_writes_per_env(n_step, block):
   want_client, _, _, _ = run_vector(n_step, [])
   batched = per_env(stored(want_client))
   for i, (length, _) in enumerate(EPISODES_8):
-    want = acme_alone_8(i, n_step, counts.steps[i])
+    want = run_alone(i, counts.steps[i], n_step, scripted_envs_8)
     assert len(want[0]) >= 3 * min(length, n_step)
     for g, w, v in zip(got[i], want, batched[i], strict=True):
       np.testing.assert_array_equal(g, w)
@@ -420,20 +411,13 @@ def test_block_adder_writes_the_same_items_to_reverb():
     server.stop()
 
 
-def test_block_adder_refuses_bad_rows_at_the_add_and_bad_settings():
+def test_block_adder_refuses_an_add_before_add_first_and_bad_settings():
   client = table_client()
   adder = adders.BlockNStepTransitionAdder(client, "t", 2, N_STEP, DISCOUNT, SPEC, block_steps=1)
   with pytest.raises(RuntimeError, match="env 0: add before add_first"):
     adder.add([0, 1], np.zeros(2, np.int32), np.ones(2, np.float32), np.ones(2, np.float32),
               np.ones((2, 1), np.float32), np.zeros(2, bool), [(), ()])
-  adder.add_first([0, 1], np.zeros((2, 1), np.float32))
-  nan = np.array([1.0, np.nan], np.float32)
-  with pytest.raises(replay.NonFiniteValueError, match="'reward'"):
-    adder.add([0, 1], np.zeros(2, np.int32), nan, np.ones(2, np.float32),
-              np.ones((2, 1), np.float32), np.zeros(2, bool), [(), ()])
-  with pytest.raises(TypeError, match="'observation'"):
-    adder.add([0, 1], np.zeros(2, np.int32), np.ones(2, np.float32), np.ones(2, np.float32),
-              np.ones((2, 1), np.float64), np.zeros(2, bool), [(), ()])
+  adder.add_first([0, 1], np.zeros((2, 1), np.float32))  # the rows' checks: the next test
   adder.drain()
   assert adder.items_written == 0 and adder.steps_seen == 2
   for bad in (0, -1, True):
@@ -489,9 +473,11 @@ def test_vector_training_actor_stages_in_blocks():
   assert adder.block_steps == adders.BLOCK_STEPS
 
 
-def test_batched_adder_refuses_bad_rows_before_writing():
+@pytest.mark.parametrize("block", [None, 1])  # the per-step adder; the block adder (issue 40)
+def test_batched_adder_refuses_bad_rows_before_writing(block):
   client = table_client()
   adder = adders.BatchedNStepTransitionAdder(client, "t", 2, N_STEP, DISCOUNT, SPEC)
+  adder = adder if block is None else adder.in_blocks(block)
   adder.add_first([0, 1], np.zeros((2, 1), np.float32))
   nan = np.array([1.0, np.nan], np.float32)
   with pytest.raises(replay.NonFiniteValueError, match="'reward'"):
@@ -501,6 +487,8 @@ def test_batched_adder_refuses_bad_rows_before_writing():
     adder.add([0, 1], np.zeros(2, np.int32), np.ones(2, np.float32), np.ones(2, np.float32),
               np.ones((2, 1), np.float64), np.zeros(2, bool), [(), ()])
   adder.flush()
+  if block:
+    adder.drain()  # the staged block too
   assert adder.items_written == 0 and client.server_info()["t"].current_size == 0
 
 
