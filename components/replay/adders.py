@@ -563,6 +563,7 @@ class BlockNStepTransitionAdder(BatchedNStepTransitionAdder):
     self._g_last[r] = last
     self._g_valid[r] = mask
     np.copyto(self._current, next_observations, where=mask.reshape(self._mask_shape))
+    last = np.asarray(last, bool)
     if last.any():
       self._open[last & mask] = False
     self.steps_seen += int(np.count_nonzero(mask))
