@@ -458,19 +458,32 @@ def test_mask_form_of_add_checks_only_the_stepping_rows(block):
     np.testing.assert_array_equal(g, w)
   np.testing.assert_array_equal(stored(got_client)[4][:, 0], [10.0, 12.0])
 
-def test_vector_training_actor_stages_in_blocks():
-  config = dqn_config(4)
+
+def _vector_training_adder(config):
   env = experiment.make_training_environment(config, 0)
   try:
     spec = experiment.training_environment_spec(env)
     parts = experiment.agent_parts(config, spec)
     client = local_replay.LocalReplayClient(config.builder.make_replay_tables(spec), 0)
+    source = fakes.FixedPolicySource(vector_bench.random_params(parts.networks.spec))
     adder, _ = experiment.make_training_actor(config, parts, jax.random.PRNGKey(0), client,
-                                              vc.PolicyServer(fakes.FixedPolicySource(vector_bench.random_params(parts.networks.spec)), parts.networks.spec))
+                                              vc.PolicyServer(source, parts.networks.spec))
   finally:
     env.close()
+  return adder
+
+
+def test_vector_training_actor_stages_in_blocks():
+  adder = _vector_training_adder(dqn_config(4))
   assert isinstance(adder, adders.BlockNStepTransitionAdder)
   assert adder.block_steps == adders.BLOCK_STEPS
+
+
+def test_a_batched_adder_without_in_blocks_is_used_as_it_is(monkeypatch):
+  config = dqn_config(4)
+  plain = object()  # a user's batched adder: `in_blocks` is optional (core.VectorBuilder)
+  monkeypatch.setattr(config.builder, "make_batched_adder", lambda *args: plain)
+  assert _vector_training_adder(config) is plain
 
 
 @pytest.mark.parametrize("block", [None, 1])  # the per-step adder; the block adder (issue 40)
