@@ -417,7 +417,9 @@ class VectorBuilder(Protocol):
   """A builder whose agent can act in B environments at once (`num_envs` > 1):
   `make_batched_adder(replay_client, environment_spec, policy, num_envs)` returns an
   adder that keeps one adder state per environment (see
-  `actorq.components.replay.adders.BatchedNStepTransitionAdder` and `PerEnvAdders`)."""
+  `actorq.components.replay.adders.BatchedNStepTransitionAdder` and `PerEnvAdders`),
+  optionally with `in_blocks()`: the adder a vector actor writes through
+  (`BlockNStepTransitionAdder`, or the adder itself; without it, the adder itself)."""
 
   def make_batched_adder(self, replay_client: Any, environment_spec: Any,
                          policy: ActorPolicy, num_envs: int) -> Any:

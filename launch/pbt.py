@@ -87,11 +87,12 @@ from actorq.launch import run_dir
 from actorq.launch import spec as spec_lib
 from actorq.quantization import bias_correction
 
-# Builder class -> its population learner (a class taking (config, networks,
-# environment_spec), with HYPERPARAMETERS, LEARNER_FIELDS, hyperparameters(n), init(keys),
-# step(...), LOSS_METRICS, policy_params(state), policy_values(params, obs),
-# select_actions(...), constrain(values), member_config(values), as_dicts, with_member).
-# A new agent with population support is one class plus one entry here.
+# Builder class -> its population learner (a `components.population.PopulationLearner`
+# subclass taking (config, networks, environment_spec): HYPERPARAMETERS, LEARNER_FIELDS,
+# hyperparameters(n), init(keys), step(...), LOSS_METRICS, policy_params(state),
+# policy_values(params, obs), select_actions(...), constrain(values), member_config(values),
+# as_dicts, with_member). A new agent with population support is one class plus one entry
+# here.
 POPULATION_LEARNERS = {dqn_builder.DQNBuilder: dqn_population.DQNPopulation,
                        td3_builder.TD3Builder: td3_population.TD3Population,
                        sac_builder.SACBuilder: sac_population.SACPopulation}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import haiku as hk
+import numpy as np
 from acme import specs
 
 from actorq.components import networks as networks_lib
@@ -20,6 +21,10 @@ class DQNNetworks:
   spec: ns.NetworkSpec
   network: hk.Transformed
   dueling: bool = False
+
+
+# Dtypes whose np.mean is the plain sum divided by the count (float16 accumulates in float32).
+_SUM_MEAN_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def dueling_q(outputs):
@@ -39,6 +44,11 @@ def dueling_q(outputs):
     raise ValueError(f"a dueling head outputs [V, A_1..A_n] with n >= 1, got last axis "
                      f"{outputs.shape[-1]}")
   value, advantage = outputs[..., :1], outputs[..., 1:]
+  if type(outputs) is np.ndarray and outputs.dtype in _SUM_MEAN_DTYPES:  # pylint: disable=unidiomatic-typecheck
+    # np.mean's own float operations (the float32/64 sum, divided by the count in that
+    # dtype) without its Python layer: 12 -> ~6 us per [32, A + 1] call (issue 40).
+    mean = np.add.reduce(advantage, axis=-1, keepdims=True) / advantage.shape[-1]
+    return value + advantage - mean
   return value + advantage - advantage.mean(axis=-1, keepdims=True)
 
 

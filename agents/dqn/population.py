@@ -18,7 +18,6 @@ member's hyperparameters can change (PBT's exploit/explore) without recompiling.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Dict, Mapping, NamedTuple
 
 import jax
@@ -55,9 +54,8 @@ class MemberHyperparameters(NamedTuple):
 # The fields `--mutate` may name, with their search ranges (Jaderberg et al. 2017 perturb
 # within and resample from them). Other config fields are fixed for the population.
 HYPERPARAMETERS: Mapping[str, population_lib.Hyperparameter] = {
-    "learning_rate": population_lib.Hyperparameter(
-        1e-5, 1e-2, log=True, doc="Adam's learning rate at learner step 0"),
-    "discount": population_lib.Hyperparameter(0.9, 0.999, doc="per-step discount gamma"),
+    "learning_rate": population_lib.learning_rate("Adam's learning rate at learner step 0"),
+    "discount": population_lib.DISCOUNT,
     "huber_delta": population_lib.Hyperparameter(0.1, 10.0, log=True,
                                                  doc="Huber TD loss threshold"),
     "importance_sampling_exponent": population_lib.Hyperparameter(
@@ -66,10 +64,7 @@ HYPERPARAMETERS: Mapping[str, population_lib.Hyperparameter] = {
                                                    doc="exploration epsilon at actor step 0"),
     "epsilon_end": population_lib.Hyperparameter(0.0, 0.2,
                                                  doc="exploration epsilon after the decay"),
-    # The actors' numerical precision: executed by the member's own policy runtime
-    # (`quantization.runtimes`), not a learner input.
-    "actor_precision": population_lib.Choice(("fp32", "int8"),
-                                             doc="the member's actors' precision"),
+    "actor_precision": population_lib.ACTOR_PRECISION,
 }
 
 
@@ -90,8 +85,10 @@ def _learning_rate_fraction(config: config_lib.DQNConfig, steps):
                                config.learning_rate_decay_steps)(steps)
 
 
-class DQNPopulation:
-  """N DQN learners stepped as one (see the module docstring).
+class DQNPopulation(population_lib.PopulationLearner):
+  """N DQN learners stepped as one (see the module docstring); `policy_values` gives every
+  member's Q-values float32 [N, B, A] (dueling-combined Q, what
+  `builder.policy_outputs(...).to_values` makes of a runtime's outputs).
 
   Args:
     config: the population's shared config: everything but `MemberHyperparameters` is
@@ -102,33 +99,20 @@ class DQNPopulation:
   Raises:
     ValueError: `config` is not a `DQNConfig`.
   """
+  CONFIG = config_lib.DQNConfig
+  MEMBER_HYPERPARAMETERS = MemberHyperparameters
   HYPERPARAMETERS = HYPERPARAMETERS
-  # The HYPERPARAMETERS that are learner inputs (`MemberHyperparameters`); the others
-  # (actor_precision) are the launcher's to apply.
-  LEARNER_FIELDS = MemberHyperparameters._fields
-  # The step's metrics that must stay finite (the launcher stops on a non-finite one).
   LOSS_METRICS = ("loss",)
+  POLICY_NETWORK = "network"
 
   def __init__(self, config: config_lib.DQNConfig, networks: networks_lib.DQNNetworks,
                environment_spec: specs.EnvironmentSpec):
-    if not isinstance(config, config_lib.DQNConfig):
-      raise ValueError(f"DQNPopulation needs a DQNConfig, got {type(config).__name__}")
-    self.config = config
-    self.networks = networks
+    super().__init__(config, networks)
     self._optimizer = _optimizer(config)
     self._dummy = np.zeros(environment_spec.observations.shape,
                            environment_spec.observations.dtype)[None]
-    self.step = jax.jit(jax.vmap(self.member_step))
-    self._q_values = jax.jit(jax.vmap(networks.network.apply))
 
   # -- members ------------------------------------------------------------------------
-  def hyperparameters(self, population: int) -> MemberHyperparameters:
-    """The config's values for every member: float32 [population] each."""
-    c = self.config
-    return MemberHyperparameters(*(
-        jnp.full((population,), getattr(c, name), jnp.float32)
-        for name in MemberHyperparameters._fields))
-
   @staticmethod
   def constrain(values: Dict[str, Any]) -> Dict[str, Any]:
     """`values` (field -> value of one member) made a valid `DQNConfig` after an
@@ -137,17 +121,6 @@ class DQNPopulation:
     out = dict(values)
     out["epsilon_end"] = min(out["epsilon_end"], out["epsilon_start"])
     return out
-
-  def member_config(self, hyper: Mapping[str, Any]) -> config_lib.DQNConfig:
-    """The `DQNConfig` of one member: the shared config with its hyperparameters (a
-    mapping field -> float, e.g. `dict(zip(fields, values))`), e.g. for the run.json of
-    its checkpoint (`actorq eval` rebuilds the networks from it).
-
-    Raises:
-      ValueError: a value the config refuses (`DQNConfig`'s checks).
-    """
-    return dataclasses.replace(self.config, **{
-        k: float(v) if k in self.LEARNER_FIELDS else v for k, v in hyper.items()})
 
   def init(self, keys: jax.Array) -> learning.TrainingState:
     """Member m's parameters from `network.init(keys[m], ...)` (as `DQNLearner` does with
@@ -165,12 +138,6 @@ class DQNPopulation:
     return state.params
 
   # -- acting ---------------------------------------------------------------------------
-  def policy_values(self, params: Any, observations: np.ndarray) -> np.ndarray:
-    """float32 [N, B, A]: every member's Q-values of its own observations [N, B, ...], in
-    one batched (vmapped) call; `params` has leaves [N, ...] (dueling-combined Q, what
-    `builder.policy_outputs(...).to_values` makes of a runtime's outputs)."""
-    return np.asarray(self._q_values(params, observations))
-
   def select_actions(self, q_values: np.ndarray, actor_steps: np.ndarray,
                      hyper: MemberHyperparameters, rng: np.random.Generator,
                      explore: bool = True) -> np.ndarray:
@@ -238,10 +205,7 @@ class DQNPopulation:
     target = jax.lax.cond(steps % c.target_update_period == 0, lambda: params,
                           lambda: state.target_params)
     new = learning.TrainingState(params, target, opt_state, steps)
-    new = jax.tree_util.tree_map(lambda n, o: jnp.where(active, n, o), new, state)
+    new = population_lib.where_active(active, new, state)
     metrics = {"loss": loss, "gradient_norm": optax.global_norm(grads), "beta": beta,
                "learning_rate": learning_rate}
     return new, jnp.where(active, td, 0.0), metrics
-
-  as_dicts = staticmethod(population_lib.as_dicts)
-  with_member = staticmethod(population_lib.with_member)

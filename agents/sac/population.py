@@ -27,8 +27,7 @@ config's `random_warmup_steps` uniform actions of each member (`continuous.unifo
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Dict, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 import haiku as hk
 import jax
@@ -65,20 +64,15 @@ class MemberHyperparameters(NamedTuple):
 # The fields `--mutate` may name, with their search ranges (Jaderberg et al. 2017 perturb
 # within and resample from them). Other config fields are fixed for the population.
 HYPERPARAMETERS: Mapping[str, population_lib.Hyperparameter] = {
-    "policy_learning_rate": population_lib.Hyperparameter(
-        1e-5, 1e-2, log=True, doc="the policy's Adam learning rate"),
-    "critic_learning_rate": population_lib.Hyperparameter(
-        1e-5, 1e-2, log=True, doc="the critics' Adam learning rate"),
-    "temperature_learning_rate": population_lib.Hyperparameter(
-        1e-5, 1e-2, log=True, doc="the temperature's (log alpha's) Adam learning rate"),
-    "discount": population_lib.Hyperparameter(0.9, 0.999, doc="per-step discount gamma"),
+    "policy_learning_rate": population_lib.learning_rate("the policy's Adam learning rate"),
+    "critic_learning_rate": population_lib.learning_rate("the critics' Adam learning rate"),
+    "temperature_learning_rate": population_lib.learning_rate(
+        "the temperature's (log alpha's) Adam learning rate"),
+    "discount": population_lib.DISCOUNT,
     # Below log 2 (the highest entropy a squashed policy has per dimension, see SACConfig).
     "target_entropy_per_dimension": population_lib.Hyperparameter(
         -3.0, 0.5, doc="target entropy per action dimension (nats)"),
-    # The actors' numerical precision: executed by the member's own policy runtime
-    # (`quantization.runtimes`), not a learner input.
-    "actor_precision": population_lib.Choice(("fp32", "int8"),
-                                             doc="the member's actors' precision"),
+    "actor_precision": population_lib.ACTOR_PRECISION,
 }
 
 
@@ -98,62 +92,31 @@ class MemberState(NamedTuple):
   sample_key: jax.Array
 
 
-class SACPopulation:
-  """N SAC learners stepped as one (see the module docstring).
+class SACPopulation(population_lib.BoxPopulationLearner):
+  """N SAC learners stepped as one (see the module docstring); `policy_values` gives every
+  member's Gaussian head `[mean, log_std]` (log-std not yet clipped), float32 [N, B, 2A].
 
   Args:
-    config: the population's shared config: everything but `MemberHyperparameters` is
-      common to the members (networks, batch size, replay, initial temperature, targets).
+    config: the population's `SACConfig`: everything but `MemberHyperparameters` is
+      common to the members (networks, batch size, replay, initial temperature,
+      targets).
     networks: `SACBuilder(config).make_networks(spec)`.
-    environment_spec: the task's spec (bounded continuous actions; one observation
-      initialises the networks).
+    environment_spec: the task's spec, as `BoxPopulationLearner` takes it.
 
   Raises:
     ValueError: `config` is not a `SACConfig`; `continuous.UnboundedActionSpecError`
       (a ValueError) for actions that are not a finite box.
   """
+  CONFIG = config_lib.SACConfig
+  MEMBER_HYPERPARAMETERS = MemberHyperparameters
   HYPERPARAMETERS = HYPERPARAMETERS
-  # The HYPERPARAMETERS that are learner inputs; the others (actor_precision) are the
-  # launcher's to apply.
-  LEARNER_FIELDS = MemberHyperparameters._fields
-  # The step's metrics that must stay finite (the launcher stops on a non-finite one).
   LOSS_METRICS = ("critic_loss", "policy_loss", "alpha_loss")
 
   def __init__(self, config: config_lib.SACConfig, networks: networks_lib.SACNetworks,
                environment_spec: specs.EnvironmentSpec):
-    if not isinstance(config, config_lib.SACConfig):
-      raise ValueError(f"SACPopulation needs a SACConfig, got {type(config).__name__}")
-    self.config = config
-    self.networks = networks
+    super().__init__(config, networks, environment_spec)
     self._builder = builder_lib.SACBuilder(config)
     self._transform = self._builder.params_transform() or (lambda p: p)
-    self._lo, self._hi = continuous.bounds(environment_spec.actions)
-    self._action_size = int(np.prod(self._lo.shape))
-    self._dummy = np.zeros(environment_spec.observations.shape, np.float32)
-    self.step = jax.jit(jax.vmap(self.member_step))
-    self._policy = jax.jit(jax.vmap(networks.policy.apply))
-
-  # -- members ------------------------------------------------------------------------
-  def hyperparameters(self, population: int) -> MemberHyperparameters:
-    """The config's values for every member: float32 [population] each."""
-    return MemberHyperparameters(*(
-        jnp.full((population,), getattr(self.config, name), jnp.float32)
-        for name in MemberHyperparameters._fields))
-
-  @staticmethod
-  def constrain(values: Dict[str, Any]) -> Dict[str, Any]:
-    """`values` unchanged: SAC's mutable fields are independent (each range is valid)."""
-    return dict(values)
-
-  def member_config(self, hyper: Mapping[str, Any]) -> config_lib.SACConfig:
-    """The `SACConfig` of one member: the shared config with its values (field -> value),
-    e.g. for the run.json of its checkpoint.
-
-    Raises:
-      ValueError: a value the config refuses (`SACConfig`'s checks).
-    """
-    return dataclasses.replace(self.config, **{
-        k: float(v) if k in self.LEARNER_FIELDS else v for k, v in hyper.items()})
 
   def init(self, keys: jax.Array) -> MemberState:
     """Member m's state as `SACLearner` starts with `random_key = keys[m]`
@@ -175,36 +138,25 @@ class SACPopulation:
     return state.policy_params
 
   # -- acting ---------------------------------------------------------------------------
-  def policy_values(self, params: Any, observations: np.ndarray) -> np.ndarray:
-    """float32 [N, B, 2A]: every member's Gaussian head `[mean, log_std]` (log-std not yet
-    clipped) on its own observations [N, B, D], in one batched (vmapped) call; `params`
-    has leaves [N, ...]."""
-    return np.asarray(self._policy(params, observations))
+  def greedy_actions(self, values: np.ndarray) -> np.ndarray:
+    """float32 [N, B, A]: `clip(from_unit(tanh(mean)), minimum, maximum)` of the members'
+    heads [N, B, 2A]."""
+    lo, hi = self._lo, self._hi
+    mean, _ = continuous.split_gaussian(np.asarray(values, np.float32))
+    return np.clip(continuous.from_unit(np.tanh(mean), lo, hi), lo, hi).astype(np.float32)
 
-  def select_actions(self, values: np.ndarray, actor_steps: np.ndarray,
-                     hyper: MemberHyperparameters, rng: np.random.Generator,
-                     explore: bool = True) -> np.ndarray:
-    """float32 [N, B, A] actions in the box from the members' heads [N, B, 2A].
-
-    Greedy: `clip(from_unit(tanh(mean)), minimum, maximum)`. With `explore`: member m's
-    `clip(from_unit(tanh(mean + exp(log_std) * eps)), minimum, maximum)` (log_std clipped
-    to [LOG_STD_MIN, LOG_STD_MAX], `continuous.tanh_gaussian_bounded`), except while
-    `actor_steps[m] < config.random_warmup_steps`, when its actions are uniform in the box
-    (`continuous.uniform_warmup`). Draws from `rng`: eps [N, B, A] standard normal, then
-    uniforms [N, B, A], on every call (the stream does not depend on the warm-up). `hyper`
-    is not read (no acting hyperparameter)."""
+  def explore_actions(self, values: np.ndarray, hyper: MemberHyperparameters,
+                      eps: np.ndarray) -> np.ndarray:
+    """float32 [N, B, A]: member m's `clip(from_unit(tanh(mean + exp(log_std) * eps)),
+    minimum, maximum)` of the heads [N, B, 2A] (log_std clipped to [LOG_STD_MIN,
+    LOG_STD_MAX], `continuous.tanh_gaussian_bounded`); `hyper` is not read (no acting
+    hyperparameter). `select_actions` (`BoxPopulationLearner`) adds the warm-up's uniform
+    actions and draws eps."""
     del hyper
     lo, hi = self._lo, self._hi
-    out = np.asarray(values, np.float32)
-    mean, log_std = continuous.split_gaussian(out)
-    if not explore:
-      return np.clip(continuous.from_unit(np.tanh(mean), lo, hi), lo, hi).astype(np.float32)
-    eps = rng.standard_normal(mean.shape).astype(np.float32)
-    uniform = rng.uniform(lo, hi, mean.shape).astype(np.float32)
+    mean, log_std = continuous.split_gaussian(np.asarray(values, np.float32))
     u = mean + np.exp(log_std) * eps
-    actions = np.clip(continuous.from_unit(np.tanh(u), lo, hi), lo, hi).astype(np.float32)
-    warm = (np.asarray(actor_steps) < self.config.random_warmup_steps)[:, None, None]
-    return np.where(warm, uniform, actions)
+    return np.clip(continuous.from_unit(np.tanh(u), lo, hi), lo, hi).astype(np.float32)
 
   # -- learning -------------------------------------------------------------------------
   def member_step(self, state: MemberState, transitions, probabilities, table_size,
@@ -239,10 +191,5 @@ class SACPopulation:
         target_entropy=self._action_size * hyper.target_entropy_per_dimension,
         target_update_period=c.target_update_period, target_update_tau=c.target_update_tau,
         params_transform=self._transform)
-    new = MemberState(*new, state.sample_key)
-    new = jax.tree_util.tree_map(lambda n, o: jnp.where(active, n, o), new, state)
-    td = jnp.zeros(transitions.reward.shape, jnp.float32)
-    return new, td, metrics
-
-  as_dicts = staticmethod(population_lib.as_dicts)
-  with_member = staticmethod(population_lib.with_member)
+    new = population_lib.where_active(active, MemberState(*new, state.sample_key), state)
+    return new, population_lib.no_priorities(transitions), metrics

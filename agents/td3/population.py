@@ -26,8 +26,7 @@ decides); `select_actions` maps them to the action box with member m's Gaussian 
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Dict, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 import haiku as hk
 import jax
@@ -64,19 +63,14 @@ class MemberHyperparameters(NamedTuple):
 # The fields `--mutate` may name, with their search ranges (Jaderberg et al. 2017 perturb
 # within and resample from them). Other config fields are fixed for the population.
 HYPERPARAMETERS: Mapping[str, population_lib.Hyperparameter] = {
-    "policy_learning_rate": population_lib.Hyperparameter(
-        1e-5, 1e-2, log=True, doc="the policy's Adam learning rate"),
-    "critic_learning_rate": population_lib.Hyperparameter(
-        1e-5, 1e-2, log=True, doc="the critics' Adam learning rate"),
-    "discount": population_lib.Hyperparameter(0.9, 0.999, doc="per-step discount gamma"),
+    "policy_learning_rate": population_lib.learning_rate("the policy's Adam learning rate"),
+    "critic_learning_rate": population_lib.learning_rate("the critics' Adam learning rate"),
+    "discount": population_lib.DISCOUNT,
     "target_noise_sigma": population_lib.Hyperparameter(
         0.0, 1.0, doc="target policy smoothing noise std (half action ranges)"),
     "sigma": population_lib.Hyperparameter(
         0.0, 1.0, doc="exploration noise std (half action ranges)"),
-    # The actors' numerical precision: executed by the member's own policy runtime
-    # (`quantization.runtimes`), not a learner input.
-    "actor_precision": population_lib.Choice(("fp32", "int8"),
-                                             doc="the member's actors' precision"),
+    "actor_precision": population_lib.ACTOR_PRECISION,
 }
 
 
@@ -95,62 +89,31 @@ class MemberState(NamedTuple):
   noise_key: jax.Array
 
 
-class TD3Population:
-  """N TD3 learners stepped as one (see the module docstring).
+class TD3Population(population_lib.BoxPopulationLearner):
+  """N TD3 learners stepped as one (see the module docstring); `policy_values` gives every
+  member's tanh outputs u in [-1, 1], float32 [N, B, A].
 
   Args:
-    config: the population's shared config: everything but `MemberHyperparameters` is
+    config: the population's `TD3Config`: everything but `MemberHyperparameters` is
       common to the members (networks, batch size, replay, policy delay, targets).
     networks: `TD3Builder(config).make_networks(spec)`.
-    environment_spec: the task's spec (bounded continuous actions; one observation
-      initialises the networks).
+    environment_spec: the task's spec, as `BoxPopulationLearner` takes it.
 
   Raises:
     ValueError: `config` is not a `TD3Config`; `continuous.UnboundedActionSpecError`
       (a ValueError) for actions that are not a finite box.
   """
+  CONFIG = config_lib.TD3Config
+  MEMBER_HYPERPARAMETERS = MemberHyperparameters
   HYPERPARAMETERS = HYPERPARAMETERS
-  # The HYPERPARAMETERS that are learner (or action selection) inputs; the others
-  # (actor_precision) are the launcher's to apply.
-  LEARNER_FIELDS = MemberHyperparameters._fields
-  # The step's metrics that must stay finite (the launcher stops on a non-finite one).
   LOSS_METRICS = ("critic_loss", "policy_loss")
 
   def __init__(self, config: config_lib.TD3Config, networks: networks_lib.DPGNetworks,
                environment_spec: specs.EnvironmentSpec):
-    if not isinstance(config, config_lib.TD3Config):
-      raise ValueError(f"TD3Population needs a TD3Config, got {type(config).__name__}")
-    self.config = config
-    self.networks = networks
+    super().__init__(config, networks, environment_spec)
     builder = self._builder = builder_lib.TD3Builder(config)
     self._critic_loss, self._q_value = builder.critic_functions(networks)
     self._transform = builder.params_transform() or (lambda p: p)
-    self._lo, self._hi = continuous.bounds(environment_spec.actions)
-    self._dummy = np.zeros(environment_spec.observations.shape, np.float32)
-    self.step = jax.jit(jax.vmap(self.member_step))
-    self._policy = jax.jit(jax.vmap(networks.policy.apply))
-
-  # -- members ------------------------------------------------------------------------
-  def hyperparameters(self, population: int) -> MemberHyperparameters:
-    """The config's values for every member: float32 [population] each."""
-    return MemberHyperparameters(*(
-        jnp.full((population,), getattr(self.config, name), jnp.float32)
-        for name in MemberHyperparameters._fields))
-
-  @staticmethod
-  def constrain(values: Dict[str, Any]) -> Dict[str, Any]:
-    """`values` unchanged: TD3's mutable fields are independent (each range is valid)."""
-    return dict(values)
-
-  def member_config(self, hyper: Mapping[str, Any]) -> config_lib.TD3Config:
-    """The `TD3Config` of one member: the shared config with its values (field -> value),
-    e.g. for the run.json of its checkpoint.
-
-    Raises:
-      ValueError: a value the config refuses (`TD3Config`'s checks).
-    """
-    return dataclasses.replace(self.config, **{
-        k: float(v) if k in self.LEARNER_FIELDS else v for k, v in hyper.items()})
 
   def init(self, keys: jax.Array) -> MemberState:
     """Member m's state as `DPGLearner` starts with `random_key = keys[m]`: policy and
@@ -172,34 +135,24 @@ class TD3Population:
     return state.policy_params
 
   # -- acting ---------------------------------------------------------------------------
-  def policy_values(self, params: Any, observations: np.ndarray) -> np.ndarray:
-    """float32 [N, B, A]: every member's tanh outputs u in [-1, 1] on its own observations
-    [N, B, D], in one batched (vmapped) call; `params` has leaves [N, ...]."""
-    return np.asarray(self._policy(params, observations))
-
-  def select_actions(self, values: np.ndarray, actor_steps: np.ndarray,
-                     hyper: MemberHyperparameters, rng: np.random.Generator,
-                     explore: bool = True) -> np.ndarray:
-    """float32 [N, B, A] actions in the box from the members' outputs u [N, B, A].
-
-    Greedy: `clip(from_unit(u), minimum, maximum)` (`continuous.deterministic_bounded`).
-    With `explore`: member m's `clip(from_unit(u) + sigma_m * (maximum - minimum) / 2 *
-    eps, minimum, maximum)` (`continuous.gaussian_bounded` with its own sigma), except
-    while `actor_steps[m] < config.random_warmup_steps`, when its actions are uniform in
-    the box (`continuous.uniform_warmup`). Draws from `rng`: eps [N, B, A] standard
-    normal, then uniforms [N, B, A], on every call (the stream does not depend on sigma
-    or on the warm-up)."""
+  def greedy_actions(self, values: np.ndarray) -> np.ndarray:
+    """float32 [N, B, A]: `clip(from_unit(u), minimum, maximum)` of the members' outputs u
+    [N, B, A] (`continuous.deterministic_bounded`)."""
     lo, hi = self._lo, self._hi
     u = np.asarray(values, np.float32)
-    if not explore:
-      return np.clip(continuous.from_unit(u, lo, hi), lo, hi).astype(np.float32)
+    return np.clip(continuous.from_unit(u, lo, hi), lo, hi).astype(np.float32)
+
+  def explore_actions(self, values: np.ndarray, hyper: MemberHyperparameters,
+                      eps: np.ndarray) -> np.ndarray:
+    """float32 [N, B, A]: member m's `clip(from_unit(u) + sigma_m * (maximum - minimum) / 2
+    * eps, minimum, maximum)` (`continuous.gaussian_bounded` with its own sigma) of the
+    outputs u [N, B, A] (`select_actions`, `BoxPopulationLearner`, adds the warm-up's
+    uniform actions and draws eps)."""
+    lo, hi = self._lo, self._hi
+    u = np.asarray(values, np.float32)
     sigma = np.asarray(hyper.sigma, np.float32)[:, None, None]
-    eps = rng.standard_normal(u.shape).astype(np.float32)
-    uniform = rng.uniform(lo, hi, u.shape).astype(np.float32)
     noisy = continuous.from_unit(u, lo, hi) + sigma * (0.5 * (hi - lo)) * eps
-    actions = np.clip(noisy, lo, hi).astype(np.float32)
-    warm = (np.asarray(actor_steps) < self.config.random_warmup_steps)[:, None, None]
-    return np.where(warm, uniform, actions)
+    return np.clip(noisy, lo, hi).astype(np.float32)
 
   # -- learning -------------------------------------------------------------------------
   def member_step(self, state: MemberState, transitions, probabilities, table_size,
@@ -232,10 +185,5 @@ class TD3Population:
         policy_delay=c.policy_delay,
         target_policy_noise=(hyper.target_noise_sigma, c.target_noise_clip),
         preactivation_penalty=c.preactivation_penalty, noise_key=state.noise_key)
-    new = MemberState(*new, state.noise_key)
-    new = jax.tree_util.tree_map(lambda n, o: jnp.where(active, n, o), new, state)
-    td = jnp.zeros(transitions.reward.shape, jnp.float32)
-    return new, td, metrics
-
-  as_dicts = staticmethod(population_lib.as_dicts)
-  with_member = staticmethod(population_lib.with_member)
+    new = population_lib.where_active(active, MemberState(*new, state.noise_key), state)
+    return new, population_lib.no_priorities(transitions), metrics

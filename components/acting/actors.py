@@ -207,12 +207,12 @@ class BatchedFeedForwardActor(FeedForwardActor):
             f"{self._runtime.diagnose(batch[i:i + 1])}")
     if len(self._offsets) < rows:
       self._offsets = np.arange(rows, dtype=np.int64)
-    if active is None or active.all():
+    index = None if active is None else np.flatnonzero(active)
+    if index is None or len(index) == rows:  # every row
       actions, extras = self._batch(outputs, self._rng, self.num_steps + self._offsets[:rows])
       self.num_steps += rows
       index = None
     else:
-      index = np.flatnonzero(active)
       k = len(index)
       if k:
         chosen, extras = self._batch(outputs[index], self._rng,
@@ -256,13 +256,20 @@ class BatchedFeedForwardActor(FeedForwardActor):
       self.timings["adder"] += time.perf_counter() - start
 
   def observe(self, rows, actions, batch) -> None:  # pylint: disable=arguments-differ
-    """Writes the step of envs `rows` (int [K], distinct, increasing): their
-    `actions[rows]` and the rows of the `vector_env.BatchedTimeStep` `batch`; then flushes
-    the adder (one batched write)."""
+    """Writes the step of envs `rows` (int [K], distinct, increasing, or bool [B]: the
+    rows where it is True): their `actions[rows]` and the rows of the
+    `vector_env.BatchedTimeStep` `batch`; then flushes the adder (one batched write). A
+    mask goes to the adder as it is, with the whole batch (`adders.BatchedNStepTransitionAdder.add`
+    takes either form): no gathers."""
     if self._adder is not None:
       start = time.perf_counter()
-      rows = np.asarray(rows, np.int64)
-      if len(rows):
+      rows = np.asarray(rows)
+      if rows.dtype == bool:
+        extras = (() if not self._row_extras else
+                  [self._row_extras[i] for i in np.flatnonzero(rows).tolist()])
+        self._adder.add(rows, actions, batch.reward, batch.discount, batch.observation,
+                        batch.step_type == _LAST, extras)
+      elif len(rows):
         extras = (() if not self._row_extras else
                   [self._row_extras[i] for i in rows.tolist()])
         if len(rows) == len(actions):  # every row (distinct, in order): no gathers

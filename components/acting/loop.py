@@ -205,7 +205,7 @@ class VectorActorLoop(ActorLoop):
 
       actions = actor.select_actions(observations, active)   # one runtime call, [B]
       batch = environment.step(actions)    # rows LAST before are reset now (FIRST)
-      actor.observe(moving rows, actions, batch); actor.observe_first(reset rows, batch)
+      actor.observe(active, actions, batch); actor.observe_first(reset rows, batch)
       per moving row, in row order: steps += 1; hooks.on_step(loop, action_i, timestep_i);
         actor.update(); if LAST: hooks.on_episode_end(loop, stats_i)
       per reset row: hooks.on_episode_start(loop, timestep_i)
@@ -215,9 +215,12 @@ class VectorActorLoop(ActorLoop):
   returns and lengths are kept as arrays over the rows. When no hook overrides
   `on_step`, no `should_stop` is given and the actor is a `BatchedFeedForwardActor`,
   nothing happens between two rows' steps but the variable client's counting, so the
-  rows are counted in runs: `steps` advances to each ending row (whose
-  `on_episode_end` hooks see it as before) and `actor.update_steps(k)` stands for the k
-  `update()` calls of the run (`VariableClient.update(steps=k)`). A run
+  rows are counted at once: `steps` advances to each ending row (whose
+  `on_episode_end` hooks see it as before) and one `actor.update_steps(k)` after them
+  stands for the iteration's k `update()` calls (`VariableClient.update(steps=k)`: at
+  most one pull, whose parameters the next iteration acts with, as before; an
+  episode-end hook sees the parameters its iteration acted with). Returns are summed over
+  the whole batch (a row being reset has reward 0, `vector_env.BatchedTimeStep`). A run
   that reaches `num_steps` part-way through an iteration counts (and writes) only the
   rows up to it; the others' steps are abandoned. The episode step cap is the vector
   environment's own time limit (`vector_env.make_vector_environment`).
@@ -269,24 +272,28 @@ class VectorActorLoop(ActorLoop):
       return num_episodes is not None and len(finished) >= num_episodes
 
     while True:
-      actions = actor.select_actions(batch.observation, ~resetting)
+      active = ~resetting  # rows that step now (the others are being reset)
+      actions = actor.select_actions(batch.observation, active)
       try:
         batch = env.step(actions)
       except Exception as e:  # pylint: disable=broad-except
         raise self._failure("step", e, int(lengths.max())) from e
-      moving = np.flatnonzero(~resetting)
-      if num_steps is not None:
-        moving = moving[:max(num_steps - taken, 0)]
-      fresh = np.flatnonzero(resetting)
-      last = batch.step_type == _LAST
+      last = batch.step_type == _LAST  # never on a row being reset (it is FIRST)
+      if num_steps is not None and num_steps - taken < b:  # the run may end in this step:
+        moving = np.flatnonzero(active)[:max(num_steps - taken, 0)]  # the rows counted
+        active = np.zeros(b, bool)
+        active[moving] = True
+        last = last & active
+      any_reset = bool(resetting.any())
       if self._learn:
-        actor.observe(moving, actions, batch)
-        if len(fresh):
+        actor.observe(active, actions, batch)
+        if any_reset:
+          fresh = np.flatnonzero(resetting)
           actor.observe_first(fresh, batch.observation[fresh])
-      lengths[moving] += 1
-      returns[moving] += batch.reward[moving]
+      lengths += active
+      returns += batch.reward  # 0 on the rows being reset (FIRST); cut rows end the run
       if per_row:
-        for i in moving.tolist():
+        for i in np.flatnonzero(active).tolist():
           self.steps += 1
           taken += 1
           if step_hooks:
@@ -300,27 +307,30 @@ class VectorActorLoop(ActorLoop):
           if (num_steps is not None and taken >= num_steps) or self._should_stop():
             return finished
       else:
-        counted = 0  # rows of `moving` counted so far (steps, updates)
-        for position in np.flatnonzero(last[moving]).tolist():
-          count, counted = position + 1 - counted, position + 1
-          self.steps += count
-          taken += count
-          if self._learn:
-            actor.update_steps(count)
-          if end_episode(int(moving[position])):
+        before = self.steps  # `steps` reaches each ending row for its episode-end hooks
+        if last.any():
+          counted = np.cumsum(active)  # rows counted up to each row, in row order
+          ends = np.flatnonzero(last).tolist()
+        else:
+          ends = ()
+        for i in ends:
+          self.steps = before + int(counted[i])
+          if end_episode(i):
+            taken += self.steps - before
+            if self._learn:
+              actor.update_steps(self.steps - before)
             return finished
-        count = len(moving) - counted
-        if count:
-          self.steps += count
-          taken += count
-          if self._learn:
-            actor.update_steps(count)
+        count = int(np.count_nonzero(active))
+        self.steps = before + count
+        taken += count
+        if self._learn and count:
+          actor.update_steps(count)
         if num_steps is not None and taken >= num_steps:
           return finished
-      if len(fresh):
-        returns[fresh], lengths[fresh], starts[fresh] = 0.0, 0, time.time()
+      if any_reset:
+        returns[resetting], lengths[resetting], starts[resetting] = 0.0, 0, time.time()
         if hooks:
-          for i in fresh.tolist():
+          for i in np.flatnonzero(resetting).tolist():
             timestep = batch.row(i)
             for hook in hooks:
               hook.on_episode_start(self, timestep)

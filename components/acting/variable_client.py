@@ -114,7 +114,9 @@ class PolicyPublisher:
       if self._cached is None or self._cached.version != int(version):
         self._cached = self._convert(params, version)
       self.stats["pulls"] += 1
-      self.stats["bytes_sent"] += int(self._cached.nbytes)
+      # The cached payload's nbytes, set by `_convert` (summing its arrays on every pull
+      # cost a vector actor ~1 us per step).
+      self.stats["bytes_sent"] += self.stats["payload_bytes"]
       return self._cached
 
 
@@ -246,6 +248,7 @@ class VariableClient:
                       if self.asynchronous else None)
     self._future: Optional[concurrent.futures.Future] = None
     self.payload = None
+    self._counted, self._counted_bytes = None, 0  # the last payload pulled, its nbytes
     self.stats = {"pulls": 0, "bytes": 0, "fetch_seconds": 0.0, "load_seconds": 0.0}
 
   @property
@@ -261,7 +264,9 @@ class VariableClient:
     payload, fetch_seconds = result
     self.stats["pulls"] += 1
     self.stats["fetch_seconds"] += fetch_seconds
-    self.stats["bytes"] += int(payload.nbytes)
+    if payload is not self._counted:  # a new object: count its arrays once
+      self._counted, self._counted_bytes = payload, int(payload.nbytes)
+    self.stats["bytes"] += self._counted_bytes
     if int(payload.version) != self._runtime.version:
       start = time.perf_counter()
       self._runtime.load(payload)

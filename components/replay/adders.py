@@ -50,6 +50,20 @@ class NStepTransitionAdder(adders_reverb.NStepTransitionAdder):
 # ---------------------------------------------------------------------------------------
 # Batched adders: B environments' steps written by one object (vectorized actors).
 
+# Steps of B rows a vector actor's adder stages before computing and writing their
+# transitions (`BlockNStepTransitionAdder`): items reach the table at most this many loop
+# iterations late; the per-block work (returns, gathers, one table write) is spread over
+# them.
+BLOCK_STEPS = 16
+_COLUMNS = ("action", "observation", "reward", "discount")  # `add`'s, in check order
+
+
+def _masked_rows(mask, *arrays):
+  """A bool [B] `mask` as int rows [K] (where it is True) and each of `arrays` ([B, ...])
+  at those rows: the int form of a batched adder's `add`."""
+  rows = np.flatnonzero(mask)
+  return rows, [np.asarray(a)[rows] for a in arrays]
+
 
 class PerEnvAdders:
   """B independent adders, one per environment of a batch: each env's steps go through
@@ -80,7 +94,12 @@ class PerEnvAdders:
           extras) -> None:
     """One step of each env in `rows` (int [K]): `actions` [K, ...], float `rewards` [K],
     `discounts` [K], `next_observations` [K, ...], bool `last` [K], `extras` a list of K
-    nests (`()`: no extras)."""
+    nests (`()`: no extras). `rows` may be a bool mask [B] instead, with B rows of the
+    arrays (the envs where it is True step; `extras` still one nest per such env)."""
+    rows = np.asarray(rows)
+    if rows.dtype == bool:
+      rows, (actions, rewards, discounts, next_observations, last) = _masked_rows(
+          rows, actions, rewards, discounts, next_observations, last)
     for k, i in enumerate(rows):
       step_type = dm_env.StepType.LAST if last[k] else dm_env.StepType.MID
       self._adders[int(i)].add(actions[k], dm_env.TimeStep(
@@ -89,6 +108,12 @@ class PerEnvAdders:
 
   def flush(self) -> None:
     """Nothing pending: every adder writes as it goes."""
+
+  def in_blocks(self, block_steps: int = BLOCK_STEPS) -> "PerEnvAdders":
+    """Itself: each adder writes as it goes (the interface of
+    `BatchedNStepTransitionAdder.in_blocks`)."""
+    del block_steps
+    return self
 
   def reset(self) -> None:
     for a in self._adders:
@@ -160,6 +185,7 @@ class BatchedNStepTransitionAdder:
     self._dtype = reward_dtype
     self._discount = reward_dtype.type(np.float32(discount))
     self._checker = replay.ColumnChecker(environment_spec, extras_spec)
+    self._environment_spec, self._extras_spec = environment_spec, extras_spec
     self._local = isinstance(client, local_replay.LocalReplayClient)
     self._writer = None
 
@@ -215,23 +241,17 @@ class BatchedNStepTransitionAdder:
           extras=()) -> None:
     """One step of each env in `rows` (int [K], distinct): `actions` [K, ...], `rewards`
     [K], `discounts` [K], `next_observations` [K, ...], bool `last` [K] and `extras`
-    (a list of K nests, the extras of each row's action; `()` when there are none)."""
+    (a list of K nests, the extras of each row's action; `()` when there are none).
+    `rows` may be a bool mask [B] instead, with B rows of the arrays: the envs where it is
+    True step (the other rows' values are ignored; `extras` one nest per stepping env)."""
+    rows = np.asarray(rows)
+    if rows.dtype == bool:
+      rows, (actions, rewards, discounts, next_observations, last) = _masked_rows(
+          rows, actions, rewards, discounts, next_observations, last)
     rows = np.asarray(rows, np.int64)
     k_rows = len(rows)
-    check = self._checker.check
-    check("action", actions, self.steps_seen, rows=k_rows)
-    check("observation", next_observations, self.steps_seen, rows=k_rows)
-    check("reward", rewards, self.steps_seen, rows=k_rows)
-    check("discount", discounts, self.steps_seen, rows=k_rows)
-    for e in extras:
-      check("extras", e, self.steps_seen)
-    if self._ext and len(extras) != k_rows:
-      raise ValueError(f"extras: {len(extras)} nests for {k_rows} rows (one per row needed)")
-    # All B rows in order (a vector loop's usual step): basic indexing, no index arrays.
-    sel = (slice(None) if k_rows == self.num_envs and (rows == self._all).all() else rows)
-    if not self._open[sel].all():
-      closed = np.flatnonzero(~self._open[rows])[0]
-      raise RuntimeError(f"env {int(rows[closed])}: add before add_first")
+    self._check_step(actions, rewards, discounts, next_observations, extras, k_rows)
+    sel = self._selection(rows)
     n = self.n_step
     last = np.asarray(last, bool)
     pos = self._pos[sel]
@@ -264,6 +284,33 @@ class BatchedNStepTransitionAdder:
     total_items = int(emit.sum())
     if total_items:
       self._gather(rows, emit, count, pos, next_observations, total_items)
+
+  def _check_step(self, actions, rewards, discounts, next_observations, extras,
+                  k_rows: int) -> None:
+    """`ColumnChecker.check` of the K = `k_rows` rows of each column, in the order
+    action, observation, reward, discount, extras (one nest per row)."""
+    check = self._checker.check
+    check("action", actions, self.steps_seen, rows=k_rows)
+    check("observation", next_observations, self.steps_seen, rows=k_rows)
+    check("reward", rewards, self.steps_seen, rows=k_rows)
+    check("discount", discounts, self.steps_seen, rows=k_rows)
+    for e in extras:
+      check("extras", e, self.steps_seen)
+    if self._ext and len(extras) != k_rows:
+      raise ValueError(f"extras: {len(extras)} nests for {k_rows} rows (one per row needed)")
+
+  def _selection(self, rows):
+    """The index of `rows` (int [K]) into [B] arrays: `slice(None)` for all B rows in
+    order (a vector loop's usual step: basic indexing, no index arrays), else `rows`.
+
+    Raises:
+      RuntimeError: a row whose env has no open episode (no `add_first`).
+    """
+    sel = (slice(None) if len(rows) == self.num_envs and (rows == self._all).all() else rows)
+    if not self._open[sel].all():
+      closed = np.flatnonzero(~self._open[rows])[0]
+      raise RuntimeError(f"env {int(rows[closed])}: add before add_first")
+    return sel
 
   def _gather(self, rows, emit, count, pos, next_observations, t: int) -> None:
     """The `t` transitions completed by this add (`emit` [K] per row; `count` [K] the
@@ -375,6 +422,212 @@ class BatchedNStepTransitionAdder:
     if self._writer is not None:
       self._writer.close()
       self._writer = None
+
+  def in_blocks(self, block_steps: int = BLOCK_STEPS) -> "BlockNStepTransitionAdder":
+    """A `BlockNStepTransitionAdder` with this adder's client, table, B, n, discount and
+    specs (a new, empty one), writing every `block_steps` steps: the vectorized actor
+    loop's adder (`launch.experiment.make_training_actor`)."""
+    return BlockNStepTransitionAdder(self._client, self._table, self.num_envs, self.n_step,
+                                     float(self._discount), self._environment_spec,
+                                     self._extras_spec, block_steps=block_steps)
+
+
+class BlockNStepTransitionAdder(BatchedNStepTransitionAdder):
+  """`BatchedNStepTransitionAdder`'s transitions, computed and written once per block of
+  `block_steps` steps instead of at every step (issue 40: the vectorized actors' adder).
+
+  `add` only copies the step's rows into preallocated `[n - 1 + K + n - 1, B, ...]` grids
+  (row = the step's index in the block after the n - 1 steps carried over from the last
+  block; a few slice copies, column checks included). When K steps are staged (or on
+  `drain`), one pass over the grid finds every completed transition (its window reached n
+  steps, or its episode ended) and computes the n-step returns of all of them at once,
+  over the n window positions, with the same float operations in the same order as
+  `BatchedNStepTransitionAdder` (the class docstring's sums); windows still open move to
+  the grid's first n - 1 rows. Every env's items are therefore exactly those of acme's
+  n-step adder for that env alone, in its time order; only their insertion moves, by
+  fewer than K steps. Items of one block are written start step by start step, env by
+  env within a step (B > 1 runs stay a function of their seed).
+
+  `flush()` writes the blocks computed so far (cheap when there are none, so a caller
+  may flush every step); `drain()` also computes the partly filled block and writes it;
+  `close()` drains. `add_first` on an env whose episode is still open (an abandoned
+  episode) drops that env's open windows, as `BatchedNStepTransitionAdder` does (the
+  transitions its staged steps completed are kept).
+
+  Args:
+    as `BatchedNStepTransitionAdder`, and
+    block_steps: K >= 1.
+
+  Raises:
+    as `BatchedNStepTransitionAdder` (the column checks run in `add`, on every step);
+    ValueError: block_steps < 1.
+  """
+
+  def __init__(self, client, table: str, num_envs: int, n_step: int, discount: float,
+               environment_spec, extras_spec=(), *, block_steps: int = BLOCK_STEPS):
+    if isinstance(block_steps, bool) or int(block_steps) < 1:
+      raise ValueError(f"block_steps must be an integer >= 1, got {block_steps!r}")
+    super().__init__(client, table, num_envs, n_step, discount, environment_spec,
+                     extras_spec)
+    b, n, k = self.num_envs, self.n_step, int(block_steps)
+    self.block_steps = k
+    self._carry = c = n - 1
+    rows = c + k + c  # carried steps, the block, and n - 1 never-valid rows after it
+
+    def grid(spec):
+      return np.zeros((rows, b) + tuple(spec.shape), np.dtype(spec.dtype))
+
+    obs_spec = environment_spec.observations
+    self._g_obs = grid(obs_spec)   # each step's start observation
+    self._g_next = grid(obs_spec)  # and its next observation
+    self._g_act = grid(environment_spec.actions)
+    self._g_rew = np.zeros((rows, b), self._dtype)
+    self._g_disc = np.zeros((rows, b), self._dtype)
+    self._g_last = np.zeros((rows, b), bool)
+    self._g_valid = np.zeros((rows, b), bool)  # a step was added there
+    self._g_pend = np.zeros((rows, b), bool)   # carried steps whose item is not written
+    self._g_ext = [grid(spec) for spec in self._extras_specs]
+    self._mask_shape = (b,) + (1,) * len(obs_spec.shape)  # a row mask against observations
+    self._staged = 0
+
+  def add_first(self, rows, observations) -> None:
+    """As `BatchedNStepTransitionAdder.add_first`: an env whose episode is still open
+    loses its open windows (the staged block is computed first)."""
+    rows = np.asarray(rows, np.int64)
+    self._checker.check("observation", observations, self.steps_seen, rows=len(rows))
+    reopened = self._open[rows]
+    if reopened.any():  # abandoned episodes: their open windows are never written
+      self._compute()  # what the staged steps completed is kept (rare: a new run)
+      drop = rows[reopened]
+      self._g_valid[:, drop] = False
+      self._g_pend[:, drop] = False
+    self._current[rows] = observations
+    self._open[rows] = True
+    self.steps_seen += len(rows)
+
+  def add(self, rows, actions, rewards, discounts, next_observations, last,
+          extras=()) -> None:
+    """As `BatchedNStepTransitionAdder.add` (same arguments, same checks); the rows are
+    staged, and every K-th call computes and queues the block's transitions. The mask
+    form (`rows` bool [B], the arrays [B, ...]) stages the whole batch by slices when the
+    arrays pass `ColumnChecker.all_fine` (else it checks and stages the stepping rows)."""
+    rows = np.asarray(rows)
+    if rows.dtype == bool:
+      if (not self._ext and len(rows) == self.num_envs and self._checker.all_fine(
+          _COLUMNS, (actions, next_observations, rewards, discounts), self.num_envs)):
+        self._stage_mask(rows, actions, rewards, discounts, next_observations, last)
+        return
+      rows, (actions, rewards, discounts, next_observations, last) = _masked_rows(
+          rows, actions, rewards, discounts, next_observations, last)
+    rows = np.asarray(rows, np.int64)
+    k_rows = len(rows)
+    if self._ext or not self._checker.all_fine(
+        _COLUMNS, (actions, next_observations, rewards, discounts), k_rows):
+      self._check_step(actions, rewards, discounts, next_observations, extras, k_rows)
+    sel = self._selection(rows)
+    every = isinstance(sel, slice)
+    r = self._carry + self._staged
+    self._g_obs[r, sel] = self._current[sel]
+    self._g_next[r, sel] = next_observations
+    self._g_act[r, sel] = actions
+    self._g_rew[r, sel] = rewards
+    self._g_disc[r, sel] = discounts
+    self._g_last[r, sel] = last
+    if not every:
+      self._g_valid[r] = False
+    self._g_valid[r, sel] = True
+    if self._ext and k_rows:
+      for leaf, column in zip(self._g_ext, zip(*[tree.flatten(e) for e in extras])):
+        leaf[r, sel] = np.stack(column)
+    self._current[sel] = next_observations
+    last = np.asarray(last, bool)
+    if last.any():
+      self._open[rows[last]] = False
+    self.steps_seen += k_rows
+    self._staged += 1
+    if self._staged == self.block_steps:
+      self._compute()
+
+  def _stage_mask(self, mask, actions, rewards, discounts, next_observations, last) -> None:
+    """`add` of the rows where `mask` is True from checked [B, ...] arrays: whole-row
+    copies into the grids (the other rows' cells are marked not valid)."""
+    if not np.all(self._open, where=mask):
+      closed = np.flatnonzero(mask & ~self._open)[0]
+      raise RuntimeError(f"env {int(closed)}: add before add_first")
+    r = self._carry + self._staged
+    self._g_obs[r] = self._current
+    self._g_next[r] = next_observations
+    self._g_act[r] = actions
+    self._g_rew[r] = rewards
+    self._g_disc[r] = discounts
+    self._g_last[r] = last
+    self._g_valid[r] = mask
+    np.copyto(self._current, next_observations, where=mask.reshape(self._mask_shape))
+    last = np.asarray(last, bool)
+    if last.any():
+      self._open[last & mask] = False
+    self.steps_seen += int(np.count_nonzero(mask))
+    self._staged += 1
+    if self._staged == self.block_steps:
+      self._compute()
+
+  def _compute(self) -> None:
+    """Queues every transition the staged steps complete and carries the open windows."""
+    if not self._staged:
+      return
+    c, n, g = self._carry, self.n_step, self._discount
+    size = c + self._staged  # grid rows in use; rows >= size are not valid
+    valid, last, rew, disc = self._g_valid, self._g_last, self._g_rew, self._g_disc
+    pend = self._g_pend[:size]
+    pend[c:] = valid[c:size]
+    ret, total = rew[:size], disc[:size]
+    ended = last[:size]
+    covered = np.ones(pend.shape, np.int64)  # m: steps each window covers so far
+    if n > 1:
+      alive = ~ended  # the window goes on past its step 0
+      for i in range(1, n):
+        on = alive & valid[i:i + size]  # step i of the window exists (same episode)
+        total = np.where(on, total * g, total)
+        ret = np.where(on, ret + rew[i:i + size] * total, ret)
+        total = np.where(on, total * disc[i:i + size], total)
+        covered += on
+        now_last = on & last[i:i + size]
+        ended = ended | now_last
+        alive = on & ~now_last
+      done = pend & (ended | (covered == n))
+    else:
+      done = pend.copy()
+    t, env = np.nonzero(done)
+    if len(t):
+      nxt = t + covered[t, env] - 1
+      columns = [self._g_obs[t, env], self._g_act[t, env], ret[t, env], total[t, env],
+                 self._g_next[nxt, env]]
+      columns += [leaf[t, env] for leaf in self._g_ext]
+      self._pending.append(columns)
+    pend &= ~done
+    if c:  # open windows start in the last n - 1 rows: move them to the front
+      for a in (self._g_obs, self._g_next, self._g_act, rew, disc, last, valid,
+                self._g_pend, *self._g_ext):
+        a[:c] = a[size - c:size]
+    valid[c:] = False
+    self._staged = 0
+
+  def drain(self) -> None:
+    """Computes the staged steps' completed transitions now and writes them (`flush`)."""
+    self._compute()
+    self.flush()
+
+  def reset(self) -> None:
+    """Drops every env's open window, the staged steps and the unwritten transitions."""
+    super().reset()
+    self._g_valid[:] = False
+    self._g_pend[:] = False
+    self._staged = 0
+
+  def close(self) -> None:
+    """Writes what is complete (`drain`), then closes the Reverb writer (if any)."""
+    self._compute()
+    super().close()
 
 
 class SingleEnvAdder(adders_base.Adder):

@@ -40,6 +40,21 @@ def test_importance_sampling_weights_hand_computed():
       [0.4, 0.7, 1.0, 1.0])
 
 
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("shape", [(7,), (32, 3), (5, 19), (4, 3, 6)])
+def test_dueling_combine_of_numpy_arrays_is_np_mean_formula_bit_for_bit(dtype, shape):
+  """The numpy path (the mean as np.add.reduce / count, issue 40) gives exactly
+  `V + A - A.mean(-1)`: the actors' Q-values, hence every argmax, are unchanged."""
+  rng = np.random.default_rng(sum(shape))
+  for scale in (1.0, 1e-3, 1e4):
+    outputs = (rng.normal(size=shape) * scale).astype(dtype)
+    value, advantage = outputs[..., :1], outputs[..., 1:]
+    want = value + advantage - advantage.mean(axis=-1, keepdims=True)
+    got = networks_lib.dueling_q(outputs)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
 def test_dueling_combine_hand_computed_and_greedy_actions():
   outputs = np.array([[1.0, 2.0, 4.0], [0.0, -1.0, 1.0]], np.float32)
   # row 0: V=1, A=[2, 4], mean 3 -> Q = [0, 2]; row 1: V=0, A=[-1, 1], mean 0 -> Q = [-1, 1]

@@ -2,46 +2,25 @@
 updates of the same members, a member with the config's hyperparameters follows the
 builder's `SACLearner` step for step, an inactive member is left exactly as it was, and
 the members' actions (warm-up, tanh-Gaussian samples, greedy) on hand-computed values."""
-import types
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from acme import specs
-from acme import types as acme_types
 
 from actorq.agents.sac import builder as builder_lib
-from actorq.agents.sac import config as config_lib
 from actorq.agents.sac import population as population_lib
 from actorq.components import population as pop
+from actorq.testing import population as poptest
 
 OBS, ACT, BATCH = 3, 2, 8
-SPEC = specs.EnvironmentSpec(
-    specs.Array((OBS,), np.float32), specs.BoundedArray((ACT,), np.float32, -2.0, 2.0),
-    specs.Array((), np.float32), specs.BoundedArray((), np.float32, 0.0, 1.0))
+SPEC = poptest.box_spec(OBS, ACT, -2.0, 2.0)
 
 
 def _population(**overrides):
-  config = config_lib.SACConfig(**{"policy_hidden_sizes": (16,), "critic_hidden_sizes": (16,),
-                                   "batch_size": BATCH, **overrides})
-  builder = builder_lib.SACBuilder(config)
-  return population_lib.SACPopulation(config, builder.make_networks(SPEC), SPEC), builder
-
-
-def _transitions(rng, *lead):
-  shape = lead + (BATCH,)
-  return acme_types.Transition(
-      observation=rng.normal(size=shape + (OBS,)).astype(np.float32),
-      action=rng.uniform(-2, 2, size=shape + (ACT,)).astype(np.float32),
-      reward=rng.normal(size=shape).astype(np.float32),
-      discount=rng.choice([0.0, 0.98], size=shape).astype(np.float32),
-      next_observation=rng.normal(size=shape + (OBS,)).astype(np.float32), extras=())
-
-
-def _close(a, b, rtol=1e-5, atol=1e-6):
-  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
-    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=atol)
+  return poptest.make_population(
+      population_lib.SACPopulation, builder_lib.SACBuilder, SPEC,
+      **{"policy_hidden_sizes": (16,), "critic_hidden_sizes": (16,), "batch_size": BATCH,
+         **overrides})
 
 
 def test_vmapped_update_equals_separate_member_updates():
@@ -54,24 +33,16 @@ def test_vmapped_update_equals_separate_member_updates():
       temperature_learning_rate=jnp.array([3e-4, 1e-2, 1e-3], jnp.float32),
       discount=jnp.array([0.99, 0.9, 0.95], jnp.float32),
       target_entropy_per_dimension=jnp.array([-1.0, 0.5, -2.0], jnp.float32))
-  separate = [pop.member(state, m) for m in range(n)]
-  one = jax.jit(population.member_step)
-  rng = np.random.default_rng(0)
-  ones = np.ones((n, BATCH), np.float32)
-  for step in range(5):
-    data = _transitions(rng, n)
-    active = np.array([True, step % 2 == 0, True])
-    state, td, metrics = population.step(state, data, ones, ones, hyper, active)
-    for m in range(n):
-      new, _, metrics_m = one(separate[m], pop.member(data, m), ones[m], ones[m],
-                              pop.member(hyper, m), active[m])
-      separate[m] = new
-      for name in population.LOSS_METRICS:
-        np.testing.assert_allclose(np.asarray(metrics[name][m]),
-                                   np.asarray(metrics_m[name]), rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(np.asarray(td), np.zeros((n, BATCH)))
+  state, separate, rounds = poptest.step_population_and_members(
+      population, state, hyper,
+      poptest.alternating_inputs(np.random.default_rng(0), SPEC, BATCH, n, 5))
+  assert len(rounds) == 5
+  poptest.assert_rounds_match_members(rounds, metrics=population.LOSS_METRICS, rtol=1e-5,
+                                      atol=1e-6)
+  for r in rounds:
+    np.testing.assert_array_equal(np.asarray(r.td), np.zeros((n, BATCH)))
   for m in range(n):
-    _close(pop.member(state, m), separate[m])
+    poptest.assert_trees_close(pop.member(state, m), separate[m])
   # The members really differ, member 1 took 3 of the 5 steps, and the temperatures moved
   # apart (member 1's target entropy 2 * 0.5 nats is above the others').
   assert np.asarray(state.steps).tolist() == [5, 3, 5]
@@ -82,14 +53,8 @@ def test_vmapped_update_equals_separate_member_updates():
 
 def test_inactive_member_is_unchanged_bit_for_bit():
   population, _ = _population()
-  state = population.init(jax.random.split(jax.random.PRNGKey(1), 2))
-  data = _transitions(np.random.default_rng(1), 2)
-  ones = np.ones((2, BATCH), np.float32)
-  new, _, _ = population.step(state, data, ones, ones, population.hyperparameters(2),
-                              np.array([False, True]))
-  for before, after in zip(jax.tree_util.tree_leaves(pop.member(state, 0)),
-                           jax.tree_util.tree_leaves(pop.member(new, 0))):
-    np.testing.assert_array_equal(np.asarray(before), np.asarray(after))
+  state, new, _ = poptest.step_with_member_0_inactive(population, SPEC, BATCH)
+  poptest.assert_trees_equal(pop.member(state, 0), pop.member(new, 0))
   assert np.asarray(new.steps).tolist() == [0, 1]
 
 
@@ -101,23 +66,16 @@ def test_member_with_config_hyperparameters_follows_sac_learner(overrides):
   log alpha, the three optimizer states (samples drawn from the same key) agree."""
   population, builder = _population(**overrides)
   rng = np.random.default_rng(3)
-  batches = [_transitions(rng) for _ in range(6)]
-  key = jax.random.PRNGKey(11)
-  samples = iter([types.SimpleNamespace(data=b) for b in batches])
-  learner = builder.make_learner(key, population.networks, samples, lambda label: None, SPEC)
-  state = population.init(key[None])
+  batches = [poptest.transitions(rng, SPEC, BATCH) for _ in range(6)]
+  learner, state = poptest.learner_and_member(population, builder, SPEC, batches,
+                                              jax.random.PRNGKey(11))
   start = learner.save()
   for name in start._fields:
-    _close(pop.member(getattr(state, name), 0), getattr(start, name), 0, 0)
-  hyper = population.hyperparameters(1)
-  ones = np.ones((1, BATCH), np.float32)
-  for b in batches:
-    learner.step()
-    state, _, _ = population.step(state, jax.tree_util.tree_map(lambda x: x[None], b), ones,
-                                  ones, hyper, np.array([True]))
+    poptest.assert_trees_close(pop.member(getattr(state, name), 0), getattr(start, name), 0, 0)
+  state = poptest.step_learner_and_member(population, learner, state, batches)
   expected = learner.save()
   for name in expected._fields:
-    _close(pop.member(getattr(state, name), 0), getattr(expected, name))
+    poptest.assert_trees_close(pop.member(getattr(state, name), 0), getattr(expected, name))
   assert int(state.steps[0]) == int(expected.steps) == 6
   assert float(np.exp(state.log_alpha[0])) == pytest.approx(
       learner.get_variables(["temperature"])[0], rel=1e-5)

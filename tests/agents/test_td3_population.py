@@ -2,46 +2,25 @@
 updates of the same members, a member with the config's hyperparameters follows the
 builder's `DPGLearner` step for step, an inactive member is left exactly as it was, and
 the members' actions (warm-up, per-member Gaussian noise, greedy) on hand-computed values."""
-import types
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from acme import specs
-from acme import types as acme_types
 
 from actorq.agents.td3 import builder as builder_lib
-from actorq.agents.td3 import config as config_lib
 from actorq.agents.td3 import population as population_lib
 from actorq.components import population as pop
+from actorq.testing import population as poptest
 
 OBS, ACT, BATCH = 3, 2, 8
-SPEC = specs.EnvironmentSpec(
-    specs.Array((OBS,), np.float32), specs.BoundedArray((ACT,), np.float32, -2.0, 2.0),
-    specs.Array((), np.float32), specs.BoundedArray((), np.float32, 0.0, 1.0))
+SPEC = poptest.box_spec(OBS, ACT, -2.0, 2.0)
 
 
 def _population(**overrides):
-  config = config_lib.TD3Config(**{"policy_hidden_sizes": (16,), "critic_hidden_sizes": (16,),
-                                   "batch_size": BATCH, **overrides})
-  builder = builder_lib.TD3Builder(config)
-  return population_lib.TD3Population(config, builder.make_networks(SPEC), SPEC), builder
-
-
-def _transitions(rng, *lead):
-  shape = lead + (BATCH,)
-  return acme_types.Transition(
-      observation=rng.normal(size=shape + (OBS,)).astype(np.float32),
-      action=rng.uniform(-2, 2, size=shape + (ACT,)).astype(np.float32),
-      reward=rng.normal(size=shape).astype(np.float32),
-      discount=rng.choice([0.0, 0.98], size=shape).astype(np.float32),
-      next_observation=rng.normal(size=shape + (OBS,)).astype(np.float32), extras=())
-
-
-def _close(a, b, rtol=1e-5, atol=1e-6):
-  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
-    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=atol)
+  return poptest.make_population(
+      population_lib.TD3Population, builder_lib.TD3Builder, SPEC,
+      **{"policy_hidden_sizes": (16,), "critic_hidden_sizes": (16,), "batch_size": BATCH,
+         **overrides})
 
 
 def test_vmapped_update_equals_separate_member_updates():
@@ -53,23 +32,17 @@ def test_vmapped_update_equals_separate_member_updates():
       critic_learning_rate=jnp.array([3e-4, 1e-3, 2e-3], jnp.float32),
       discount=jnp.array([0.99, 0.9, 0.95], jnp.float32),
       target_noise_sigma=jnp.array([0.2, 0.0, 0.5], jnp.float32))
-  separate = [pop.member(state, m) for m in range(n)]
-  one = jax.jit(population.member_step)
-  rng = np.random.default_rng(0)
-  ones = np.ones((n, BATCH), np.float32)
-  for step in range(5):  # past the delayed policy and target updates (every 2 steps)
-    data = _transitions(rng, n)
-    active = np.array([True, step % 2 == 0, True])
-    state, td, metrics = population.step(state, data, ones, ones, hyper, active)
-    for m in range(n):
-      new, _, metrics_m = one(separate[m], pop.member(data, m), ones[m], ones[m],
-                              pop.member(hyper, m), active[m])
-      separate[m] = new
-      np.testing.assert_allclose(np.asarray(metrics["critic_loss"][m]),
-                                 np.asarray(metrics_m["critic_loss"]), rtol=1e-5)
-    np.testing.assert_array_equal(np.asarray(td), np.zeros((n, BATCH)))
+  # 5 rounds (member 1 active on rounds 0, 2, 4): past the delayed policy and target
+  # updates (every 2 steps).
+  state, separate, rounds = poptest.step_population_and_members(
+      population, state, hyper,
+      poptest.alternating_inputs(np.random.default_rng(0), SPEC, BATCH, n, 5))
+  assert len(rounds) == 5
+  poptest.assert_rounds_match_members(rounds, metrics=("critic_loss",), rtol=1e-5)
+  for r in rounds:
+    np.testing.assert_array_equal(np.asarray(r.td), np.zeros((n, BATCH)))
   for m in range(n):
-    _close(pop.member(state, m), separate[m])
+    poptest.assert_trees_close(pop.member(state, m), separate[m])
   # The members really differ, and member 1 took 3 of the 5 steps.
   assert np.asarray(state.steps).tolist() == [5, 3, 5]
   w = jax.tree_util.tree_leaves(state.policy_params)[-1]
@@ -78,14 +51,8 @@ def test_vmapped_update_equals_separate_member_updates():
 
 def test_inactive_member_is_unchanged_bit_for_bit():
   population, _ = _population()
-  state = population.init(jax.random.split(jax.random.PRNGKey(1), 2))
-  data = _transitions(np.random.default_rng(1), 2)
-  ones = np.ones((2, BATCH), np.float32)
-  new, _, _ = population.step(state, data, ones, ones, population.hyperparameters(2),
-                              np.array([False, True]))
-  for before, after in zip(jax.tree_util.tree_leaves(pop.member(state, 0)),
-                           jax.tree_util.tree_leaves(pop.member(new, 0))):
-    np.testing.assert_array_equal(np.asarray(before), np.asarray(after))
+  state, new, _ = poptest.step_with_member_0_inactive(population, SPEC, BATCH)
+  poptest.assert_trees_equal(pop.member(state, 0), pop.member(new, 0))
   assert np.asarray(new.steps).tolist() == [0, 1]
 
 
@@ -96,22 +63,16 @@ def test_member_with_config_hyperparameters_follows_td3_learner(tau):
   Adam states and the smoothing noise (drawn from the same key) agree."""
   population, builder = _population(target_update_tau=tau)
   rng = np.random.default_rng(3)
-  batches = [_transitions(rng) for _ in range(6)]
-  key = jax.random.PRNGKey(11)
-  samples = iter([types.SimpleNamespace(data=b) for b in batches])
-  learner = builder.make_learner(key, population.networks, samples, lambda label: None, SPEC)
-  state = population.init(key[None])
-  _close(pop.member(state.policy_params, 0), learner.get_variables(["policy"])[0], 0, 0)
-  hyper = population.hyperparameters(1)
-  ones = np.ones((1, BATCH), np.float32)
-  for b in batches:
-    learner.step()
-    state, _, _ = population.step(state, jax.tree_util.tree_map(lambda x: x[None], b), ones,
-                                  ones, hyper, np.array([True]))
+  batches = [poptest.transitions(rng, SPEC, BATCH) for _ in range(6)]
+  learner, state = poptest.learner_and_member(population, builder, SPEC, batches,
+                                              jax.random.PRNGKey(11))
+  poptest.assert_trees_close(pop.member(state.policy_params, 0),
+                             learner.get_variables(["policy"])[0], 0, 0)
+  state = poptest.step_learner_and_member(population, learner, state, batches)
   expected = learner.save()
   for name in ("policy_params", "critic_params", "target_policy_params",
                "target_critic_params", "policy_opt_state", "critic_opt_state"):
-    _close(pop.member(getattr(state, name), 0), getattr(expected, name))
+    poptest.assert_trees_close(pop.member(getattr(state, name), 0), getattr(expected, name))
   assert int(state.steps[0]) == int(expected.steps) == 6
 
 

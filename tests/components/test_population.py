@@ -1,8 +1,14 @@
 """PBT's agent-independent pieces (issue 43): ranking, truncation selection, exact member
-copies and explore, with hand-computed values."""
+copies and explore, and the population-learner base every agent's population learner
+subclasses, with hand-computed values."""
+import dataclasses
+import types
+from typing import Any, NamedTuple
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from acme import specs
 
 from actorq.components import population as pop
 
@@ -46,3 +52,124 @@ def test_explore_perturbs_by_the_paper_factors_or_resamples_in_range():
   assert all(1e-4 <= v <= 1e-2 for v in resampled) and len(set(resampled)) == 50
   with pytest.raises(ValueError, match="low < high"):
     pop.Hyperparameter(1.0, 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ToyConfig:
+  learning_rate: float = 1e-3
+  discount: float = 0.99
+  actor_precision: str = "fp32"
+  width: int = 2
+
+  def __post_init__(self):
+    if not 0.0 <= self.discount <= 1.0:
+      raise ValueError(f"discount must be in [0, 1], got {self.discount}")
+
+
+class _Batch(NamedTuple):
+  reward: Any
+
+
+class _ToyHyper(NamedTuple):
+  learning_rate: Any
+  discount: Any
+
+
+class _ToyPopulation(pop.PopulationLearner):
+  """A member's state is one float32; a step subtracts learning_rate * discount."""
+  CONFIG = _ToyConfig
+  MEMBER_HYPERPARAMETERS = _ToyHyper
+  HYPERPARAMETERS = {"learning_rate": pop.learning_rate("lr"), "discount": pop.DISCOUNT,
+                     "actor_precision": pop.ACTOR_PRECISION}
+  LOSS_METRICS = ("loss",)
+
+  def init(self, keys):
+    return jnp.zeros(len(keys), jnp.float32)
+
+  def member_step(self, state, transitions, probabilities, table_size, hyper, active):
+    new = state - hyper.learning_rate * hyper.discount
+    return pop.where_active(active, new, state), pop.no_priorities(transitions), {
+        "loss": new}
+
+  @staticmethod
+  def policy_params(state):
+    return state
+
+  def select_actions(self, values, actor_steps, hyper, rng, explore=True):
+    return values.argmax(-1)
+
+
+_TOY_NETWORKS = types.SimpleNamespace(
+    policy=types.SimpleNamespace(apply=lambda params, observations: observations @ params))
+
+
+def test_population_learner_members_configs_step_and_refusal():
+  population = _ToyPopulation(_ToyConfig(), _TOY_NETWORKS)
+  assert _ToyPopulation.LEARNER_FIELDS == ("learning_rate", "discount")
+  hyper = population.hyperparameters(3)
+  assert hyper.learning_rate.dtype == jnp.float32
+  assert hyper.learning_rate.tolist() == [np.float32(1e-3)] * 3
+  assert hyper.discount.tolist() == [np.float32(0.99)] * 3
+  # member_config: learner fields as Python floats, the rest as given, checked by the config.
+  config = population.member_config({"learning_rate": np.float32(0.5), "actor_precision": "int8"})
+  assert (config.learning_rate, type(config.learning_rate), config.actor_precision,
+          config.discount, config.width) == (0.5, float, "int8", 0.99, 2)
+  with pytest.raises(ValueError, match="discount must be in"):
+    population.member_config({"discount": 1.5})
+  values = {"learning_rate": 0.1, "discount": 0.9}
+  assert population.constrain(values) == values and population.constrain(values) is not values
+  # step = jit(vmap(member_step)): member 1 inactive keeps its state; td zeros [N, B].
+  hyper = hyper._replace(learning_rate=jnp.array([0.5, 0.5, 0.25], jnp.float32),
+                         discount=jnp.array([1.0, 1.0, 0.5], jnp.float32))
+  batch = _Batch(reward=np.ones((3, 4), np.float32))
+  state, td, metrics = population.step(population.init(np.zeros((3, 2))), batch, None, None,
+                                       hyper, np.array([True, False, True]))
+  assert state.tolist() == [-0.5, 0.0, -0.125]
+  assert metrics["loss"].tolist() == [-0.5, -0.5, -0.125]
+  np.testing.assert_array_equal(td, np.zeros((3, 4), np.float32))
+  # policy_values: the POLICY_NETWORK's apply per member, [N, B, A] from [N, B, D] x [N, D, A].
+  params = np.stack([np.eye(2), 2 * np.eye(2)]).astype(np.float32)
+  observations = np.array([[[1.0, 2.0]], [[3.0, -1.0]]], np.float32)
+  np.testing.assert_array_equal(population.policy_values(params, observations),
+                                [[[1.0, 2.0]], [[6.0, -2.0]]])
+  assert population.as_dicts(population.with_member(hyper, 1, {"discount": 0.75}))[1] == {
+      "learning_rate": 0.5, "discount": 0.75}
+  with pytest.raises(ValueError, match="^_ToyPopulation needs a _ToyConfig, got object$"):
+    _ToyPopulation(object(), _TOY_NETWORKS)
+
+
+class _ToyBox(pop.BoxPopulationLearner):
+  """`_ToyPopulation`'s learning; acting: greedy, the values clipped to the box;
+  exploring, values + eps, clipped."""
+  CONFIG = types.SimpleNamespace
+  MEMBER_HYPERPARAMETERS = _ToyHyper
+  init = _ToyPopulation.init
+  member_step = _ToyPopulation.member_step
+  policy_params = staticmethod(_ToyPopulation.policy_params)
+
+  def greedy_actions(self, values):
+    return np.clip(values, self._lo, self._hi).astype(np.float32)
+
+  def explore_actions(self, values, hyper, eps):
+    return np.clip(values + eps, self._lo, self._hi).astype(np.float32)
+
+
+def test_box_population_learner_warm_up_then_noise_in_a_fixed_draw_order():
+  spec = specs.EnvironmentSpec(specs.Array((3,), np.float32),
+                               specs.BoundedArray((2,), np.float32, -1.0, 1.0),
+                               specs.Array((), np.float32), specs.Array((), np.float32))
+  population = _ToyBox(types.SimpleNamespace(random_warmup_steps=10), _TOY_NETWORKS, spec)
+  values = np.array([[[0.5, -3.0]], [[0.25, 0.0]]], np.float32)  # [N=2, B=1, A=2]
+  got = population.select_actions(values, np.array([9, 10]), None, np.random.default_rng(2))
+  draws = np.random.default_rng(2)
+  eps = draws.standard_normal((2, 1, 2)).astype(np.float32)
+  uniform = draws.uniform(-1.0, 1.0, (2, 1, 2)).astype(np.float32)
+  np.testing.assert_array_equal(got[0], uniform[0])  # step 9 < 10: warm-up
+  np.testing.assert_array_equal(got[1], np.clip(values[1] + eps[1], -1.0, 1.0))
+  np.testing.assert_array_equal(population.select_actions(values, None, None, None, False),
+                                [[[0.5, -1.0]], [[0.25, 0.0]]])
+  assert got.dtype == np.float32 and population._dummy.shape == (3,)
+  # The agent's own methods are abstract: the bases alone cannot be built.
+  for base in (pop.PopulationLearner, pop.BoxPopulationLearner):
+    with pytest.raises(TypeError, match="abstract"):
+      base(_ToyConfig(), _TOY_NETWORKS)

@@ -6,6 +6,7 @@ import sys
 import warnings
 
 import dm_env
+import jax
 import numpy as np
 import pytest
 import reverb
@@ -15,8 +16,10 @@ from acme.adders import reverb as adders_reverb
 
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config_lib
+from actorq.benchmarks import vector_bench
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
+from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments, vector_env
 from actorq.components.replay import adders, local_replay, reverb_replay as replay
 from actorq.launch import experiment, local
@@ -78,13 +81,14 @@ def run_batched(adder, iterations_steps=120):
   return envs, runtime, counts, loop
 
 
-def run_alone(i, steps):
-  """Env i alone through the one-env path: ActorLoop + ValidatingAdder(NStepTransitionAdder)."""
+def run_alone(i, steps, n_step=N_STEP, envs=None):
+  """Env i (of `envs()`, default `scripted_envs()`) alone through the one-env path:
+  ActorLoop + ValidatingAdder(NStepTransitionAdder)."""
   client = table_client()
   adder = replay.ValidatingAdder(adders.NStepTransitionAdder(
-      client, n_step=N_STEP, discount=DISCOUNT, priority_fns={"t": None}), SPEC)
+      client, n_step=n_step, discount=DISCOUNT, priority_fns={"t": None}), SPEC)
   actor = actors.FeedForwardActor(fakes.FixedRuntime([0.0, 1.0]), actors.greedy, adder=adder)
-  loop_lib.ActorLoop(scripted_envs()[i], actor).run(num_steps=steps)
+  loop_lib.ActorLoop((envs or scripted_envs)()[i], actor).run(num_steps=steps)
   return stored(client)
 
 
@@ -278,9 +282,215 @@ def test_batched_adder_writes_the_same_items_to_reverb():
     server.stop()
 
 
-def test_batched_adder_refuses_bad_rows_before_writing():
+# ---------------------------------------------------------------------------------------
+# The block adder (issue 40): the same items, computed and written every K steps.
+
+
+def run_vector_blocks(adder, hooks, runs=(203,)):
+  """The eight scripted envs through VectorActorLoop with `adder`, one `run` per entry of
+  `runs` (each a new run: the envs reset, open episodes abandoned)."""
+  actor = actors.BatchedFeedForwardActor(fakes.FixedRuntime([0.0, 1.0]), actors.greedy,
+                                         adder=adder, dummy_action=np.int32(0))
+  loop = loop_lib.VectorActorLoop(fakes.ScriptedVectorEnvironment(scripted_envs_8()), actor,
+                                  hooks=hooks)
+  for steps in runs:
+    loop.run(num_steps=steps)
+  return loop
+
+
+@pytest.mark.parametrize("n_step,block", [(1, 1), (1, 7), (3, 1), (3, 2), (3, 5), (3, 16),
+                                          (5, 3), (5, 64)])
+def test_block_adder_writes_what_acme_writes_per_env(n_step, block):
+  """Every env's items, bit for bit acme's n-step adder's for that env alone, for blocks
+  that do not divide the episode lengths, blocks shorter than n, one longer than the run
+  (everything written by `close`), episodes ending together and rows skipped while they
+  reset; and the same per-env items as `BatchedNStepTransitionAdder`'s."""
+  counts = CountPerEnv()
+  client = table_client()
+  adder = adders.BatchedNStepTransitionAdder(client, "t", 8, n_step, DISCOUNT,
+                                             SPEC).in_blocks(block)
+  assert isinstance(adder, adders.BlockNStepTransitionAdder) and adder.block_steps == block
+  run_vector_blocks(adder, [counts])
+  # 203 steps = 26 loop iterations: whole blocks are written, the staged rest on close.
+  iterations = 26
+  assert client.server_info()["t"].current_size == adder.items_written
+  written_before_close = adder.items_written
+  adder.close()
+  if block > iterations:
+    assert written_before_close == 0
+  got = per_env(stored(client))
+  assert adder.items_written == sum(len(cols[0]) for cols in got.values())
+  want_client, _, _, _ = run_vector(n_step, [])
+  batched = per_env(stored(want_client))
+  for i, (length, _) in enumerate(EPISODES_8):
+    want = run_alone(i, counts.steps[i], n_step, scripted_envs_8)
+    assert len(want[0]) >= 3 * min(length, n_step)
+    for g, w, v in zip(got[i], want, batched[i], strict=True):
+      np.testing.assert_array_equal(g, w)
+      np.testing.assert_array_equal(g, v)
+      assert g.dtype == w.dtype
+
+
+def test_block_adder_writes_whole_blocks_late_by_less_than_a_block():
+  """Between two block boundaries nothing is written; at each boundary the table holds
+  exactly what the per-step batched adder's held after the same step."""
+  block = 4
+  steady, blocked = table_client(), table_client()
+  both = [adders.BatchedNStepTransitionAdder(steady, "t", 8, N_STEP, DISCOUNT, SPEC),
+          adders.BlockNStepTransitionAdder(blocked, "t", 8, N_STEP, DISCOUNT, SPEC,
+                                           block_steps=block)]
+  venv = fakes.ScriptedVectorEnvironment(scripted_envs_8())
+  batch = venv.reset()
+  for adder in both:
+    adder.add_first(np.arange(8), batch.observation)
+  resetting, at_boundary = np.zeros(8, bool), 0
+  for iteration in range(1, 31):
+    actions = np.ones(8, np.int32)
+    batch = venv.step(actions)
+    moving, fresh = np.flatnonzero(~resetting), np.flatnonzero(resetting)
+    last = batch.step_type == vector_env.LAST
+    for adder in both:
+      adder.add(moving, actions[moving], batch.reward[moving], batch.discount[moving],
+                batch.observation[moving], last[moving], [()] * len(moving))
+      adder.flush()
+      if len(fresh):
+        adder.add_first(fresh, batch.observation[fresh])
+    sizes = [c.server_info()["t"].current_size for c in (steady, blocked)]
+    if iteration % block == 0:
+      assert sizes[1] == sizes[0] == both[0].items_written == both[1].items_written
+      at_boundary = sizes[1]
+    else:
+      assert sizes[1] == at_boundary < sizes[0]
+    resetting = last
+  assert at_boundary > 100
+
+
+def test_block_adder_drops_abandoned_episodes_as_the_batched_adder_does():
+  """Runs that stop mid-episode (the next run resets every env): the steps of the
+  abandoned episodes are never written, by either adder, with blocks across the cut."""
+  runs = (37, 50, 29)
+  want_client = table_client()
+  run_vector_blocks(adders.BatchedNStepTransitionAdder(want_client, "t", 8, N_STEP, DISCOUNT,
+                                                       SPEC), [], runs)
+  got_client = table_client()
+  adder = adders.BlockNStepTransitionAdder(got_client, "t", 8, N_STEP, DISCOUNT, SPEC,
+                                           block_steps=5)
+  run_vector_blocks(adder, [], runs)
+  adder.drain()
+  want, got = per_env(stored(want_client)), per_env(stored(got_client))
+  assert want.keys() == got.keys()
+  for i in want:
+    for g, w in zip(got[i], want[i], strict=True):
+      np.testing.assert_array_equal(g, w)
+
+
+def test_block_adder_writes_the_same_items_to_reverb():
+  local = table_client()
+  run_batched(adders.BatchedNStepTransitionAdder(local, "t", len(EPISODES), N_STEP, DISCOUNT,
+                                                 SPEC), 40)
+  want = per_env(stored(local))
+  queue = reverb.Table.queue("t", 10_000, signature=adders_reverb.NStepTransitionAdder.signature(
+      SPEC))
+  server = reverb.Server([queue])
+  try:
+    client = reverb.Client(f"localhost:{server.port}")
+    adder = adders.BlockNStepTransitionAdder(client, "t", len(EPISODES), N_STEP, DISCOUNT, SPEC,
+                                             block_steps=3)
+    run_batched(adder, 40)
+    adder.close()
+    count = sum(len(c[0]) for c in want.values())
+    assert adder.items_written == count
+    got = replay.sample(f"localhost:{server.port}", "t", count, timeout_s=10)
+    columns = [np.stack(c) for c in zip(*[
+        [np.asarray(x) for x in tree.flatten(s.data)] for s in got])]
+    got = per_env(columns)
+    for i in want:
+      for g, w in zip(got[i], want[i], strict=True):
+        np.testing.assert_array_equal(g, w)
+  finally:
+    server.stop()
+
+
+def test_block_adder_refuses_an_add_before_add_first_and_bad_settings():
+  client = table_client()
+  adder = adders.BlockNStepTransitionAdder(client, "t", 2, N_STEP, DISCOUNT, SPEC, block_steps=1)
+  with pytest.raises(RuntimeError, match="env 0: add before add_first"):
+    adder.add([0, 1], np.zeros(2, np.int32), np.ones(2, np.float32), np.ones(2, np.float32),
+              np.ones((2, 1), np.float32), np.zeros(2, bool), [(), ()])
+  adder.add_first([0, 1], np.zeros((2, 1), np.float32))  # the rows' checks: the next test
+  adder.drain()
+  assert adder.items_written == 0 and adder.steps_seen == 2
+  for bad in (0, -1, True):
+    with pytest.raises(ValueError, match="block_steps must be an integer >= 1"):
+      adders.BlockNStepTransitionAdder(client, "t", 2, N_STEP, DISCOUNT, SPEC, block_steps=bad)
+
+
+
+@pytest.mark.parametrize("block", [None, 1, 4])
+def test_mask_form_of_add_checks_only_the_stepping_rows(block):
+  """`add(mask, ...)` with whole-batch arrays: a row that does not step is neither
+  checked nor stored (a NaN there is ignored); a stepping row is checked as in the int
+  form (nothing stored on a refusal); the items equal the int form's."""
+  def adder_of(client):
+    adder = adders.BatchedNStepTransitionAdder(client, "t", 3, 1, DISCOUNT, SPEC)
+    return adder if block is None else adder.in_blocks(block)
+
+  got_client, want_client = table_client(), table_client()
+  got, want = adder_of(got_client), adder_of(want_client)
+  for adder in (got, want):
+    adder.add_first([0, 1, 2], np.arange(3, dtype=np.float32)[:, None])
+  mask = np.array([True, False, True])
+  actions = np.array([1, 0, 1], np.int32)
+  rewards = np.array([0.5, np.nan, 0.25], np.float32)
+  discounts = np.ones(3, np.float32)
+  nxt = np.array([[10.0], [np.inf], [12.0]], np.float32)
+  got.add(mask, actions, rewards, discounts, nxt, np.zeros(3, bool), [(), ()])
+  want.add([0, 2], actions[[0, 2]], rewards[[0, 2]], discounts[[0, 2]], nxt[[0, 2]],
+           np.zeros(2, bool), [(), ()])
+  bad = np.array([np.nan, 0.0, 0.0], np.float32)
+  with pytest.raises(replay.NonFiniteValueError, match="'reward'"):
+    got.add(mask, actions, bad, discounts, nxt, np.zeros(3, bool), [(), ()])
+  for adder in (got, want):
+    adder.close() if block else adder.flush()
+  assert got.steps_seen == want.steps_seen == 5
+  assert got.items_written == want.items_written == 2
+  for g, w in zip(stored(got_client), stored(want_client), strict=True):
+    np.testing.assert_array_equal(g, w)
+  np.testing.assert_array_equal(stored(got_client)[4][:, 0], [10.0, 12.0])
+
+
+def _vector_training_adder(config):
+  env = experiment.make_training_environment(config, 0)
+  try:
+    spec = experiment.training_environment_spec(env)
+    parts = experiment.agent_parts(config, spec)
+    client = local_replay.LocalReplayClient(config.builder.make_replay_tables(spec), 0)
+    source = fakes.FixedPolicySource(vector_bench.random_params(parts.networks.spec))
+    adder, _ = experiment.make_training_actor(config, parts, jax.random.PRNGKey(0), client,
+                                              vc.PolicyServer(source, parts.networks.spec))
+  finally:
+    env.close()
+  return adder
+
+
+def test_vector_training_actor_stages_in_blocks():
+  adder = _vector_training_adder(dqn_config(4))
+  assert isinstance(adder, adders.BlockNStepTransitionAdder)
+  assert adder.block_steps == adders.BLOCK_STEPS
+
+
+def test_a_batched_adder_without_in_blocks_is_used_as_it_is(monkeypatch):
+  config = dqn_config(4)
+  plain = object()  # a user's batched adder: `in_blocks` is optional (core.VectorBuilder)
+  monkeypatch.setattr(config.builder, "make_batched_adder", lambda *args: plain)
+  assert _vector_training_adder(config) is plain
+
+
+@pytest.mark.parametrize("block", [None, 1])  # the per-step adder; the block adder (issue 40)
+def test_batched_adder_refuses_bad_rows_before_writing(block):
   client = table_client()
   adder = adders.BatchedNStepTransitionAdder(client, "t", 2, N_STEP, DISCOUNT, SPEC)
+  adder = adder if block is None else adder.in_blocks(block)
   adder.add_first([0, 1], np.zeros((2, 1), np.float32))
   nan = np.array([1.0, np.nan], np.float32)
   with pytest.raises(replay.NonFiniteValueError, match="'reward'"):
@@ -290,6 +500,8 @@ def test_batched_adder_refuses_bad_rows_before_writing():
     adder.add([0, 1], np.zeros(2, np.int32), np.ones(2, np.float32), np.ones(2, np.float32),
               np.ones((2, 1), np.float64), np.zeros(2, bool), [(), ()])
   adder.flush()
+  if block:
+    adder.drain()  # the staged block too
   assert adder.items_written == 0 and client.server_info()["t"].current_size == 0
 
 
@@ -596,3 +808,42 @@ def test_batched_actor_splits_stacked_extras_per_row_for_the_adder():
   for row, (_, e) in zip((0, 2), want):
     np.testing.assert_array_equal(extras[row]["logits"], e["logits"])
     assert extras[row]["log_prob"] == e["log_prob"]
+
+
+def test_block_adder_with_extras_writes_the_batched_adders_items():
+  """Actor extras (a nest per row) go through the block adder's grids: per env, the same
+  items, extras included, as `BatchedNStepTransitionAdder`'s, for random episode ends."""
+  extras_spec = {"logp": specs.Array((), np.float32), "mu": specs.Array((2,), np.float32)}
+  table = replay.transition_table("t", SPEC, extras_spec, max_size=100_000, min_size=1)
+  clients = [local_replay.LocalReplayClient([table], seed=0) for _ in range(2)]
+  batched = adders.BatchedNStepTransitionAdder(clients[0], "t", 4, N_STEP, DISCOUNT, SPEC,
+                                               extras_spec)
+  both = [batched, adders.BlockNStepTransitionAdder(clients[1], "t", 4, N_STEP, DISCOUNT, SPEC,
+                                                    extras_spec, block_steps=3)]
+  rng = np.random.default_rng(7)
+  obs = (100.0 * np.arange(4, dtype=np.float32))[:, None]
+  for adder in both:
+    adder.add_first(np.arange(4), obs)
+  fresh = np.zeros(4, bool)
+  for t in range(1, 40):
+    rows = np.flatnonzero(~fresh)
+    k = len(rows)
+    step = (obs[rows] + t, rng.integers(2, size=k).astype(np.int32),
+            rng.random(k).astype(np.float32), np.ones(k, np.float32), rng.random(k) < 0.2)
+    extras = [{"logp": np.float32(-t - i), "mu": np.array([t, i], np.float32)} for i in rows]
+    for adder in both:
+      adder.add(rows, step[1], step[2], step[3], step[0], step[4], extras)
+      adder.flush()
+      if fresh.any():
+        adder.add_first(np.flatnonzero(fresh), obs[fresh] + t)
+    ended = np.zeros(4, bool)
+    ended[rows[step[4]]] = True
+    fresh = ended
+  both[1].close()
+  want, got = per_env(stored(clients[0])), per_env(stored(clients[1]))
+  assert want.keys() == got.keys() == {0, 1, 2, 3}
+  assert both[0].items_written == both[1].items_written > 60
+  for i in want:
+    assert len(want[i]) == len(got[i]) == 7  # obs, action, reward, discount, 2 extras, next
+    for g, w in zip(got[i], want[i], strict=True):
+      np.testing.assert_array_equal(g, w)

@@ -74,3 +74,41 @@ def test_bad_observation_dtype_names_the_column(setup):
   nxt = env.step(np.int32(0))
   with pytest.raises(TypeError, match="'observation'.*float64"):
     adder.add(np.int32(0), nxt._replace(observation=nxt.observation.astype(np.float64)), extras={"logp": np.float32(0)})
+
+
+def test_column_checker_all_fine_is_true_only_where_every_check_passes():
+  """`ColumnChecker.all_fine` (issue 40's fast path): True for K rows of the right dtypes
+  and shapes with finite floats; False for a NaN or inf anywhere, another dtype or shape,
+  a list, a nested column, and for finite float64 values whose sum overflows (where
+  `check` passes: False only sends the caller to the exact checks)."""
+  spec = specs.EnvironmentSpec(
+      observations=dm_specs.Array((2,), np.float32), actions=dm_specs.Array((), np.int32),
+      rewards=dm_specs.Array((), np.float32), discounts=dm_specs.Array((), np.float32))
+  checker = replay.ColumnChecker(spec, EXTRAS_SPEC)
+  columns = ("action", "observation", "reward", "discount")
+
+  def values(**change):
+    out = {"action": np.zeros(3, np.int32), "observation": np.ones((3, 2), np.float32),
+           "reward": np.full(3, 0.5, np.float32), "discount": np.ones(3, np.float32)}
+    out.update(change)
+    return tuple(out[c] for c in columns)
+
+  assert checker.all_fine(columns, values(), 3)
+  assert not checker.all_fine(columns, values(), 2)  # 3 rows given, 2 said
+  for change in ({"reward": np.array([0.5, np.nan, 0.5], np.float32)},
+                 {"observation": np.array([[1, 1], [1, np.inf], [1, 1]], np.float32)},
+                 {"discount": np.array([1, -np.inf, 1], np.float32)},
+                 {"action": np.zeros(3, np.int64)},
+                 {"observation": np.ones((3, 3), np.float32)},
+                 {"reward": [0.5, 0.5, 0.5]}):
+    assert not checker.all_fine(columns, values(**change), 3), change
+  big = np.full((3, 2), 3e38, np.float32)  # finite; summed in float64: no overflow
+  assert checker.all_fine(columns, values(observation=big), 3)
+  wide = replay.ColumnChecker(specs.EnvironmentSpec(
+      observations=dm_specs.Array((2,), np.float64), actions=spec.actions,
+      rewards=spec.rewards, discounts=spec.discounts))
+  huge = np.full((3, 2), 1e308)  # finite; the float64 sum overflows
+  with np.errstate(over="ignore"):
+    assert not wide.all_fine(columns, values(observation=huge), 3)
+  wide.check("observation", huge, rows=3)  # the exact check passes
+  assert not checker.all_fine(("extras",), ({"logp": np.zeros(3, np.float32)},), 3)
