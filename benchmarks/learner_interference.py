@@ -37,8 +37,8 @@ import jax
 import numpy as np
 
 from actorq.benchmarks import actorq_bench as ab
+from actorq.benchmarks import learner_step
 from actorq.components.acting import variable_client as vc
-from actorq.components.replay import local_replay
 from actorq.launch import experiment
 from actorq.launch import placement
 
@@ -120,28 +120,7 @@ def _neighbour_env() -> Dict[str, str]:
 def measure(rounds: int, steps: int, rate: float, modes: Sequence[str] = MODES,
             log=print) -> Dict[str, List[Dict[str, float]]]:
   """The blocks (module docstring): {mode: [{"wall_ms", "cpu_ms", "neighbour_cpu_ms"}]}."""
-  placement.cpu_unless_gpu()
-  builder = ab.make_builder("d4pg", preset_overrides())
-  config = experiment.ExperimentConfig(builder=builder, env_id=ENV_ID, num_steps=1, seed=0,
-                                       eval_every=1, eval_episodes=1, logdir=None)
-  env = experiment.make_training_environment(config, 0)
-  parts = experiment.agent_parts(config, experiment.training_environment_spec(env))
-  key_learner, key_actor = jax.random.split(jax.random.PRNGKey(0), 2)
-  client = local_replay.LocalReplayClient(
-      builder.make_replay_tables(parts.environment_spec, parts.policy), seed=3)
-  learner = builder.make_learner(key_learner, parts.networks,
-                                 builder.make_dataset_iterator(client), lambda label: None,
-                                 parts.environment_spec, client, None)
-  server = vc.PolicyServer(learner, parts.networks.spec)
-  _, actor = experiment.make_training_actor(
-      config, parts, jax.device_put(key_actor, placement.cpu_device()), client, server)
-  table, need = builder.replay_table_name(), int(builder.min_replay_size())
-  size = lambda: int(client.server_info()[table].current_size)
-  loop = experiment.make_training_loop(config, env, actor, hooks=(),
-                                       should_stop=lambda: size() >= need)
-  loop.run(num_steps=200_000)
-  for _ in range(3):
-    learner.step()
+  learner, env = learner_step.filled_learner("d4pg", ENV_ID, preset_overrides(), warmup=3)
   fp32_cpu_s, out = 0.004, {}
   for r in range(rounds):
     order = list(modes[r % len(modes):]) + list(modes[:r % len(modes)])
@@ -157,12 +136,7 @@ def measure(rounds: int, steps: int, rate: float, modes: Sequence[str] = MODES,
         if mode == "fp32":
           fp32_cpu_s = info["cpu_per_step_s"]
         time.sleep(1.0)
-        wall, cpu = [], []
-        for _ in range(steps):
-          t, c = time.perf_counter(), time.process_time()
-          learner.step()
-          wall.append(time.perf_counter() - t)
-          cpu.append(time.process_time() - c)
+        wall, cpu = learner_step.timed_steps(learner, steps)
       finally:
         proc.kill()
         proc.wait()

@@ -27,7 +27,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, List, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -41,9 +41,11 @@ from actorq.launch import experiment
 from actorq.launch import placement
 
 
-def measure(agent: str, env_id: str, overrides: Dict[str, Any], seed: int = 0,
-            steps: int = 20, warmup: int = 2, max_fill_steps: int = 200_000) -> Dict[str, Any]:
-  """The learner step of `agent` on `env_id` in this process (see the module docstring).
+def filled_learner(agent: str, env_id: str, overrides: Dict[str, Any], seed: int = 0,
+                   warmup: int = 2, max_fill_steps: int = 200_000):
+  """`(learner, env)`: the agent's learner built as a single-process run builds it, its
+  replay filled by the builder's own training actor to `min_replay_size` (and at least
+  `warmup` actor steps), then `warmup` learner steps taken (jit compilation). Close `env`.
 
   Raises:
     RuntimeError: replay did not reach the learner's minimum size within `max_fill_steps`.
@@ -72,16 +74,36 @@ def measure(agent: str, env_id: str, overrides: Dict[str, Any], seed: int = 0,
       config, env, actor, hooks=(), should_stop=lambda: loop.steps >= warmup and size() >= need)
   loop.run(num_steps=max_fill_steps)
   if size() < need:
+    env.close()
     raise RuntimeError(f"replay held fewer than {need} items after {max_fill_steps} actor steps")
   for _ in range(warmup):
     learner.step()
+  return learner, env
+
+
+def timed_steps(learner, steps: int) -> Tuple[List[float], List[float]]:
+  """`steps` learner steps: (wall seconds, CPU seconds of the whole process) of each."""
   wall, cpu = [], []
   for _ in range(steps):
     t, c = time.perf_counter(), time.process_time()
     learner.step()
     wall.append(time.perf_counter() - t)
     cpu.append(time.process_time() - c)
-  env.close()
+  return wall, cpu
+
+
+def measure(agent: str, env_id: str, overrides: Dict[str, Any], seed: int = 0,
+            steps: int = 20, warmup: int = 2, max_fill_steps: int = 200_000) -> Dict[str, Any]:
+  """The learner step of `agent` on `env_id` in this process (see the module docstring).
+
+  Raises:
+    RuntimeError: replay did not reach the learner's minimum size within `max_fill_steps`.
+  """
+  learner, env = filled_learner(agent, env_id, overrides, seed, warmup, max_fill_steps)
+  try:
+    wall, cpu = timed_steps(learner, steps)
+  finally:
+    env.close()
   return {"step_ms_mean": 1e3 * statistics.fmean(wall),
           "step_ms_median": 1e3 * statistics.median(wall),
           "cpu_ms_mean": 1e3 * statistics.fmean(cpu), "steps": steps, "pid": os.getpid(),
