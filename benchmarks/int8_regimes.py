@@ -203,30 +203,43 @@ def _as_distributed(run: Dict[str, Any], w: Workload) -> Dict[str, Any]:
   return dict(run, batch_size=w.batch_size, samples_per_insert=w.samples_per_insert)
 
 
-def points(workloads: Sequence[Workload], cores: float) -> Tuple[List[Dict[str, Any]],
-                                                                  Dict[str, Any]]:
-  """One row per run (workload, precision, seed): measured and predicted actor steps/s,
-  error, bound and what the costs were calibrated on; and the costs per group.
-
-  A group is (agent, launch); its calibration workload is the one with the highest SPI
-  (on-policy: itself).
+def calibrations(workloads: Sequence[Workload], cores: float
+                 ) -> Dict[Tuple[str, str], Tuple[Workload, Any]]:
+  """Per group (agent, launch): its calibration workload, the one with the highest SPI
+  (on-policy: itself), and the costs calibrated on it (`SerialCosts` for SINGLE, a
+  `scaling.Costs` for LOCAL_MP).
 
   Raises:
     ValueError: see `serial_costs`, `scaling.calibrate`.
   """
-  groups: Dict[Tuple[str, str], List[Workload]] = {}
-  for w in workloads:
-    groups.setdefault((w.name, w.launch), []).append(w)
-  rows, costs_out = [], {}
-  for (name, launch), members in groups.items():
-    calib = max(members, key=lambda w: w.samples_per_insert)
-    on = "itself" if calib.on_policy else f"SPI {calib.samples_per_insert:g}"
-    if launch == SINGLE:
-      costs = serial_costs(calib.runs)
-      costs_out[f"{name}/{launch}"] = dataclasses.asdict(costs)
+  out = {}
+  for key in dict.fromkeys((w.name, w.launch) for w in workloads):
+    calib = max((w for w in workloads if (w.name, w.launch) == key),
+                key=lambda w: w.samples_per_insert)
+    if key[1] == SINGLE:
+      out[key] = (calib, serial_costs(calib.runs))
     else:
-      base = scaling.calibrate([_as_distributed(r, calib) for r in calib.runs], cores)
-      costs_out[f"{name}/{launch}"] = dataclasses.asdict(base)
+      out[key] = (calib, scaling.calibrate([_as_distributed(r, calib) for r in calib.runs],
+                                           cores))
+  return out
+
+
+def points(workloads: Sequence[Workload], cores: float,
+           calibrated: Optional[Dict[Tuple[str, str], Tuple[Workload, Any]]] = None
+           ) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+  """One row per run (workload, precision, seed): measured and predicted actor steps/s,
+  error, bound and what the costs were calibrated on; and the costs per group
+  (`calibrations`, computed here unless given).
+
+  Raises:
+    ValueError: see `serial_costs`, `scaling.calibrate`.
+  """
+  calibrated = calibrations(workloads, cores) if calibrated is None else calibrated
+  rows, costs_out = [], {}
+  for (name, launch), (calib, costs) in calibrated.items():
+    members = [w for w in workloads if (w.name, w.launch) == (name, launch)]
+    on = "itself" if calib.on_policy else f"SPI {calib.samples_per_insert:g}"
+    costs_out[f"{name}/{launch}"] = dataclasses.asdict(costs)
     for w in members:
       for r in w.runs:
         measured = float(r["actor_steps_per_s"])
@@ -239,13 +252,13 @@ def points(workloads: Sequence[Workload], cores: float) -> Tuple[List[Dict[str, 
           bound, actors, drift = "serial", 1, own_t / costs.learner_s
         else:
           actors = int(r["num_actors"])
-          at_spi = dataclasses.replace(base, samples_per_insert=w.samples_per_insert)
+          at_spi = dataclasses.replace(costs, samples_per_insert=w.samples_per_insert)
           pred = scaling.predict(at_spi, r["precision"], actors)
           mine = scaling.costs_from_run(_as_distributed(r, w), cores)
           own = scaling.predict(dataclasses.replace(
               at_spi, learner_s=mine["learner_s"], learner_cpu_s=mine["learner_cpu_s"]),
               r["precision"], actors).steps_per_s
-          predicted, bound, drift = pred.steps_per_s, pred.bound, mine["learner_s"] / base.learner_s
+          predicted, bound, drift = pred.steps_per_s, pred.bound, mine["learner_s"] / costs.learner_s
         rows.append({"agent": name, "launch": launch, "on_policy": w.on_policy,
                      "samples_per_insert": w.samples_per_insert, "batch_size": w.batch_size,
                      "num_actors": actors, "precision": r["precision"], "seed": r["seed"],
@@ -309,21 +322,22 @@ def format_table(summary: Sequence[Dict[str, Any]], rows: Sequence[Dict[str, Any
   return "\n".join(lines)
 
 
-def curves(workloads: Sequence[Workload], cores: float,
-           spis: Sequence[float]) -> Dict[str, Dict[str, List[float]]]:
+def curves(workloads: Sequence[Workload], cores: float, spis: Sequence[float],
+           calibrated: Optional[Dict[Tuple[str, str], Tuple[Workload, Any]]] = None
+           ) -> Dict[str, Dict[str, List[float]]]:
   """Steady-state model curves of the off-policy groups over `spis`: "agent/launch" ->
-  {precision: actor steps/s per SPI, "ratio": int8/fp32}."""
+  {precision: actor steps/s per SPI, "ratio": int8/fp32} (`calibrations`, computed here
+  unless given)."""
+  calibrated = calibrations(workloads, cores) if calibrated is None else calibrated
   out = {}
-  for (name, launch) in sorted({(w.name, w.launch) for w in workloads if not w.on_policy}):
-    calib = max((w for w in workloads if (w.name, w.launch) == (name, launch)),
-                key=lambda w: w.samples_per_insert)
+  for (name, launch), (calib, costs) in sorted(calibrated.items(), key=lambda kv: kv[0]):
+    if calib.on_policy:
+      continue
     n = max(int(r.get("num_actors", 1)) for r in calib.runs)
     if launch == SINGLE:
-      costs = serial_costs(calib.runs)
       f = lambda p, s: serial_curve(costs, p, calib.batch_size, s)
     else:
-      base = scaling.calibrate([_as_distributed(r, calib) for r in calib.runs], cores)
-      f = lambda p, s: scaling.predict(dataclasses.replace(base, samples_per_insert=s),
+      f = lambda p, s: scaling.predict(dataclasses.replace(costs, samples_per_insert=s),
                                        p, n).steps_per_s
     c = {p: [f(p, s) for s in spis] for p in PRECISIONS}
     c["ratio"] = [a / b for a, b in zip(c["int8"], c["fp32"])]
@@ -407,13 +421,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 2
   try:
     workloads = [load_workload(d, launch) for d, launch in dirs]
-    rows, costs = points(workloads, args.cores)
+    calibrated = calibrations(workloads, args.cores)
+    rows, costs = points(workloads, args.cores, calibrated)
   except (FileNotFoundError, ValueError, KeyError) as e:
     print(f"int8_regimes: {e}", file=sys.stderr)
     return 2
   summary = ratios(rows)
   spis = [2 ** (k / 4) for k in range(-4, 25)]  # 0.5 .. 64
-  model = curves(workloads, args.cores, spis)
+  model = curves(workloads, args.cores, spis, calibrated)
   os.makedirs(args.out, exist_ok=True)
   with open(os.path.join(args.out, "int8_regimes.json"), "w", encoding="utf-8") as f:
     json.dump({"cores": args.cores, "costs": costs, "summary": summary, "points": rows,
