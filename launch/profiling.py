@@ -87,7 +87,8 @@ class TimedSource(_Proxy):
     convert_seconds: the part of it the wrapped publisher spent converting in the
       calling thread (difference of its `thread_convert_seconds()` across each call;
       0 for a source without that method).
-    pulls, versions: calls, and distinct payload versions returned.
+    pulls, versions: calls that returned a payload, and the distinct versions returned
+      (a variable client's ``"version"`` check counts in fetch_seconds only).
     last_payload: the last payload returned.
   """
 
@@ -115,10 +116,11 @@ class TimedSource(_Proxy):
     with self._lock:
       object.__setattr__(self, "fetch_seconds", self.fetch_seconds + elapsed)
       object.__setattr__(self, "convert_seconds", self.convert_seconds + converted)
-      object.__setattr__(self, "pulls", self.pulls + 1)
-      payload = out[0]
-      self.versions.add(int(getattr(payload, "version", -1)))
-      object.__setattr__(self, "last_payload", payload)
+      if names and str(names[0]).startswith("policy"):  # not a client's version check
+        object.__setattr__(self, "pulls", self.pulls + 1)
+        payload = out[0]
+        self.versions.add(int(getattr(payload, "version", -1)))
+        object.__setattr__(self, "last_payload", payload)
     return out
 
 

@@ -125,10 +125,15 @@ def test_policy_server_serves_each_precision_from_one_source():
 
 
 class _CountingSource:
+  """Payload fetches (`calls`) and version checks (`checks`) counted apart."""
+
   def __init__(self):
-    self.calls, self.version = 0, 0
+    self.calls, self.checks, self.version = 0, 0, 0
 
   def get_variables(self, names):
+    if list(names) == [vc.VERSION]:
+      self.checks += 1
+      return [self.version]
     assert list(names) == [vc.policy_name("fp32")]  # what the runtime executes
     self.calls += 1
     return [_Payload(self.version)]
@@ -165,6 +170,31 @@ def test_synchronous_variable_client_loads_the_new_version_when_due():
     assert (source.calls, runtime.version) == (3, 8)
   finally:
     client.close()
+
+
+def test_on_policy_pulls_fetch_the_payload_only_for_a_new_version():
+  """The synchronous (on-policy) client asks for the version first once it holds a
+  payload: an unchanged version costs a version check, not the payload (issue 40)."""
+  source, runtime = _CountingSource(), _Runtime()
+  client = vc.SynchronousVariableClient(source, runtime, update_period=1)
+  client.update_and_wait()  # nothing loaded yet: the payload, without a check
+  assert (source.calls, source.checks, runtime.version) == (1, 0, 0)
+  for _ in range(3):  # the learner has not stepped
+    client.update()
+  assert (source.calls, source.checks, runtime.version) == (1, 3, 0)
+  source.version = 1
+  client.update()
+  assert (source.calls, source.checks, runtime.version) == (2, 4, 1)
+  assert client.stats["pulls"] == 5 and client.stats["unchanged"] == 3
+  assert client.stats["bytes"] == 2 * _Payload.nbytes
+
+
+def test_the_default_client_fetches_the_payload_on_every_pull():
+  source, runtime = _CountingSource(), _Runtime()
+  client = vc.VariableClient(source, runtime, update_period=1, asynchronous=False)
+  client.update_and_wait()
+  client.update(), client.update()
+  assert (source.calls, source.checks) == (3, 0)
 
 
 def test_a_mixed_precision_actor_pulls_its_policy_by_name():
