@@ -26,6 +26,8 @@ import threading
 import time
 from typing import Iterator, List, Optional
 
+from actorq.components.acting import variable_client
+
 
 class TimedIterator:
   """Wraps an iterator; `seconds` is the total time spent in `next()`, `count` the items."""
@@ -116,7 +118,7 @@ class TimedSource(_Proxy):
     with self._lock:
       object.__setattr__(self, "fetch_seconds", self.fetch_seconds + elapsed)
       object.__setattr__(self, "convert_seconds", self.convert_seconds + converted)
-      if names and str(names[0]).startswith("policy"):  # not a client's version check
+      if list(names) != [variable_client.VERSION]:  # a client's version check is no pull
         object.__setattr__(self, "pulls", self.pulls + 1)
         payload = out[0]
         self.versions.add(int(getattr(payload, "version", -1)))

@@ -53,6 +53,17 @@ def test_own_conversion_counts_for_the_calling_thread():
   assert timed.pulls == 1 and timed.versions == {0}
 
 
+def test_a_synchronous_clients_version_checks_are_not_pulls():
+  learner = fakes.CountingLearner(SPEC)
+  timed = profiling.TimedSource(vc.PolicyServer(learner, SPEC))
+  client = vc.SynchronousVariableClient(timed, vc.make_runtime("int8", SPEC), update_period=1)
+  client.update(wait=True)  # the first load: a payload fetch
+  for _ in range(3):
+    client.update(wait=True)  # the version is unchanged: version checks only
+  assert timed.pulls == 1 and timed.versions == {0}
+  assert client.stats["unchanged"] == 3 and timed.fetch_seconds > 0.0
+
+
 class _ActorWithClient:
   """Just enough of a FeedForwardActor: a variable client whose stats grow on update."""
 
