@@ -22,7 +22,9 @@ How (`tests/conftest.py` takes the hooks from here):
     and the last `TAIL_LINES` lines of its output: faulthandler's stacks, and native
     messages (abseil, glibc), which reach the output file because the child captures
     at the ``sys`` level only (``--capture=sys``; fd-level capture loses them in a crash).
-    The tests after it in the batch run in a fresh child.
+    The tests after it in the batch run in a fresh child. A failed test's report names
+    the file holding the child's whole output; the child's folder (that file, its tests'
+    ``tmp_path``) is removed when all its tests passed.
   * A test that runs longer than `TEST_TIMEOUT_S` in the child: pytest's faulthandler
     dumps every thread's stack and ends the child (``faulthandler_timeout``,
     ``faulthandler_exit_on_timeout``); the parent kills the child's process group
@@ -186,6 +188,8 @@ def _run_batch(item, done: Dict[str, list]) -> None:
       report = config.hook.pytest_report_from_serializable(config=config, data=obj["report"])
       if isinstance(report.longrepr, list):  # a skip's (path, line, reason): JSON made it a list
         report.longrepr = tuple(report.longrepr)
+      if report.failed:  # what reached fd 1/2 (native logs) is not in the captured sections
+        report.sections.append(("isolated child", f"the child's whole output: {output}"))
       got.setdefault(report.nodeid, []).append(report)
   if code == 0 and all(any(r.when == "teardown" for r in got.get(i.nodeid, [])) for i in batch):
     shutil.rmtree(workdir, ignore_errors=True)  # all passed: nothing to look at (else kept)

@@ -76,7 +76,7 @@ def test_an_abort_and_a_hang_fail_their_test_only(pytester, tmp_path, monkeypatc
   assert 'File "' in out and "in test_b_aborts" in out  # faulthandler's stack of the test
   # A failure is reported as in-process: the assertion and the captured output.
   assert "FAILED test_inner.py::test_d_fails - assert (1 + 1) == 3" in out
-  assert "printed by d" in out
+  assert "printed by d" in out and "the child's whole output: " in out
   # The hang: faulthandler dumps the stacks after TEST_TIMEOUT_S and ends the child.
   assert "FAILED test_inner.py::test_f_hangs" in out
   assert "actorq.testing.isolated) exited with code 1 in this test;" in out
