@@ -4,17 +4,18 @@ process that runs the suite.
 
 Why: a `local_mt`/`test_mt` Launchpad program runs every node as a thread of the test's
 process, beside C++ libraries (gRPC/Courier, Reverb, TensorFlow, XLA, pygame/SDL). A
-native abort there took a pytest-xdist worker down, and pytest-xdist 3.8.0 under
-``--dist loadfile`` may then wait forever for the replacement worker (pytest-xdist#1327:
-a replacement given a single test, or a crashed worker's finished files, never gets its
-shutdown), so one crash hung CI instead of failing one test.
+native abort there (issue 40's CI: MPE2 environments closed and built at once, see
+`components.envs.multi_agent._LIFECYCLE_LOCK`) took a pytest-xdist worker down, and
+pytest-xdist 3.8.0 under ``--dist loadfile`` may then wait forever for the replacement
+worker (pytest-xdist#1327; pytest.ini's ``--max-worker-restart=0`` makes such a crash end
+the run instead), so one crash hung CI instead of failing one test.
 
 How (`tests/conftest.py` takes the hooks from here):
 
   * `pytest_runtest_protocol`: for an ``isolated`` test, runs ``python -m pytest`` on it
-    and on the file's later ``isolated`` tests (one child per file and launch of the
-    scheduler's unit: ``-n 0`` or ``--dist loadfile/loadscope``; otherwise one child per
-    test), then replays the child's reports (setup, call, teardown, captured output,
+    and on the file's later ``isolated`` tests (one child per file where a file's tests
+    all run in this process: ``-n 0``, ``--dist loadfile`` or ``loadscope``; else one
+    child per test), then replays the child's reports (setup, call, teardown, captured output,
     durations) as this test's: pass, fail, skip and the failure text are as in-process.
   * The child writes each report as one JSON line (`pytest_report_to_serializable`) as
     soon as it is made, so a crash keeps what came before. A test the child started and
@@ -30,8 +31,8 @@ How (`tests/conftest.py` takes the hooks from here):
     ``faulthandler_exit_on_timeout``); the parent kills the child's process group
     `KILL_AFTER_S` later if it is still there.
 
-``--pdb`` (or ``-p no:...`` debugging) is meant for a test in this process: with
-``--pdb`` the marked tests run in-process as before.
+Under ``--pdb`` the marked tests run in this process, as before (the debugger needs them
+here).
 """
 from __future__ import annotations
 
@@ -137,9 +138,9 @@ def _run_child(config: pytest.Config, nodeids: List[str], workdir: str):
   env.pop("PYTEST_XDIST_WORKER", None)
   env.pop("PYTEST_XDIST_WORKER_COUNT", None)
   with open(output, "wb") as out:
-    proc = subprocess.Popen(cmd, cwd=str(config.rootpath), env=env,  # pylint: disable=consider-using-with
-                            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(  # pylint: disable=consider-using-with
+        cmd, cwd=str(config.rootpath), env=env, stdin=subprocess.DEVNULL, stdout=out,
+        stderr=subprocess.STDOUT, start_new_session=True)
     try:
       last, size = time.monotonic(), -1
       while proc.poll() is None:
