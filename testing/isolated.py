@@ -23,7 +23,9 @@ How (`tests/conftest.py` takes the hooks from here):
     and the last `TAIL_LINES` lines of its output: faulthandler's stacks, and native
     messages (abseil, glibc), which reach the output file because the child captures
     at the ``sys`` level only (``--capture=sys``; fd-level capture loses them in a crash).
-    The tests after it in the batch run in a fresh child. A failed test's report names
+    The tests after it in the batch run in a fresh child. A child killed by a signal (or
+    ending with an exit code other than pytest's 0 and 1) after its last test's reports
+    gives that test a teardown error saying so. A failed test's report names
     the file holding the child's whole output; the child's folder (that file, its tests'
     ``tmp_path``) is removed when all its tests passed.
   * A test that runs longer than `TEST_TIMEOUT_S` in the child: pytest's faulthandler
@@ -198,6 +200,12 @@ def _run_batch(item, done: Dict[str, list]) -> None:
     reports = got.get(other.nodeid, [])
     if any(r.when == "teardown" for r in reports):
       done[other.nodeid] = reports
+      if other is batch[-1] and code not in (0, 1):  # a crash once the tests were done
+        done[other.nodeid].append(pytest.TestReport(
+            other.nodeid, other.location, {k: 1 for k in other.keywords}, "failed",
+            f"the child pytest process that ran this test (marker '{MARKER}', "
+            f"actorq.testing.isolated) {_ended(code)} after its last test; the last lines "
+            f"of its output ({output}):\n{_tail(output)}", "teardown"))
       continue
     # The first test the child did not finish: it crashed or hung there (or, not started
     # at all, the child could not run it). The later ones go to a fresh child.

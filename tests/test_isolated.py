@@ -101,3 +101,23 @@ def test_under_pdb_a_marked_test_runs_in_process(pytester, tmp_path, monkeypatch
   pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
   pytester.runpytest_subprocess("-p", "no:cacheprovider", "--pdb").assert_outcomes(passed=1)
   assert (tmp_path / "where").read_text() == "child\nhere\n"
+
+
+def test_a_crash_after_the_last_test_is_an_error_of_that_test(pytester):
+  """A child that aborts at its exit (after every report: e.g. a thread left running)
+  is reported as a teardown error of its last test."""
+  pytester.makeconftest(CONFTEST)
+  pytester.makepyfile(test_inner=textwrap.dedent("""
+      import atexit, os
+      import pytest
+
+      @pytest.mark.isolated
+      def test_registers_an_abort_at_exit():
+        atexit.register(os.abort)
+  """))
+  result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+  result.assert_outcomes(passed=1, errors=1)
+  out = result.stdout.str()
+  assert "ERROR at teardown of test_registers_an_abort_at_exit" in out
+  assert ("the child pytest process that ran this test (marker 'isolated', "
+          "actorq.testing.isolated) was killed by SIGABRT after its last test;") in out
