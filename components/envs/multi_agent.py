@@ -50,6 +50,18 @@ __all__ = ["MULTI_AGENT_PREFIXES", "MultiAgentPrefix", "MultiAgentTimeStep",
            "make_parallel", "parse_pz_name", "shared_specs"]
 
 
+# One environment's construction, render or close at a time in a process. MPE2's
+# environments initialise pygame's FreeType module and load a font in their constructor,
+# and their close() calls pygame.quit(), which tears pygame's modules (FreeType's library
+# included) down for the whole process; neither is thread-safe. The node threads of a
+# `local_mt` program build and close environments at once (the replay, learner and
+# evaluator nodes close the one they build for the specs): a close during another
+# thread's construction corrupted the heap and aborted the process ("malloc(): unsorted
+# double linked list corrupted", SIGABRT or SIGSEGV in whichever thread allocated next;
+# seen in CI). Re-entrant: `_construct` closes what it built on an error while holding it.
+_LIFECYCLE_LOCK = threading.RLock()
+
+
 class MultiAgentTimeStep(NamedTuple):
   """One step of a multi-agent environment (see the module docstring).
 
@@ -183,10 +195,15 @@ class ParallelEnvironment:
     return np.asarray(self._env.state(), np.float32).reshape(-1)
 
   def render(self):
-    return self._env.render()
+    """The environment's ``render()`` (under `_LIFECYCLE_LOCK`: pygame draws there)."""
+    with _LIFECYCLE_LOCK:
+      return self._env.render()
 
   def close(self) -> None:
-    self._env.close()
+    """Closes the environment, under `_LIFECYCLE_LOCK` (MPE2's close quits pygame for the
+    whole process, see the lock)."""
+    with _LIFECYCLE_LOCK:
+      self._env.close()
 
 
 def parse_pz_name(name: str) -> Tuple[str, str]:
@@ -206,10 +223,6 @@ def parse_pz_name(name: str) -> Tuple[str, str]:
 def _known_envs(package) -> str:
   names = sorted(m.name for m in pkgutil.iter_modules(getattr(package, "__path__", [])))
   return ", ".join(n for n in names if not n.startswith("_"))[:300] or "none found"
-
-
-# Serializes the environments' constructors within a process (see `make_parallel`).
-_CONSTRUCTION_LOCK = threading.Lock()
 
 
 def make_parallel(name: str, seed: int = 0, **kwargs: Any) -> ParallelEnvironment:
@@ -236,11 +249,9 @@ def make_parallel(name: str, seed: int = 0, **kwargs: Any) -> ParallelEnvironmen
     raise core.UnknownEnvironmentError(
         f"'pz:{name}': module {module_name!r} has no PettingZoo environment {env_name!r}; "
         f"it has: {_known_envs(package)}")
-  # One construction at a time in a process: MPE2's environments initialise pygame's
-  # FreeType module and load a font in their constructor, which is not thread-safe; the
-  # node threads of a `local_mt` program building their environments at once aborted
-  # the process (SIGABRT, seen in CI).
-  with _CONSTRUCTION_LOCK:
+  # One construction (or close, `ParallelEnvironment.close`) at a time in a process: see
+  # `_LIFECYCLE_LOCK`.
+  with _LIFECYCLE_LOCK:
     return _construct(name, module, seed, kwargs)
 
 

@@ -143,6 +143,7 @@ def test_impala_builder_fits_the_distributed_launcher():
   assert builder.learner_steps_owed(core.ReplayProgress(actor_steps=100, items_written=7)) == 0
 
 
+@pytest.mark.isolated  # Launchpad nodes as threads of the test process: run in a child
 @pytest.mark.slow
 def test_impala_program_with_two_actors_under_test_mt(tmp_path):
   """IMPALA as a Launchpad program (threads): two actors feed the rollout queue, the

@@ -3,6 +3,7 @@ PettingZoo parallel env with hand-computed rewards and ends (agents finishing at
 times, termination vs truncation per agent), the AEC path, the one-line refusals, and
 mpe2's simple_spread (specs, seeding)."""
 import sys
+import threading
 import types
 
 import dm_env
@@ -159,3 +160,75 @@ def test_mpe2_simple_adversary_is_refused_under_parameter_sharing():
   assert str(e.value).startswith("pz:mpe2/simple_adversary_v3: agents 'adversary_0' and "
                                  "'agent_0' have different observation specs")
   env.close()
+
+
+class _RecordingLock:
+  """Stands in for `multi_agent._LIFECYCLE_LOCK`: whether it is held, and how often taken."""
+
+  def __init__(self):
+    self.held, self.taken = False, 0
+
+  def __enter__(self):
+    self.held, self.taken = True, self.taken + 1
+
+  def __exit__(self, *exc):
+    self.held = False
+
+
+def test_construction_render_and_close_each_hold_the_lifecycle_lock(monkeypatch):
+  """MPE2's close() quits pygame for the whole process: it must not run while another
+  thread constructs (or renders) an environment, so all three take the one lock."""
+  lock = _RecordingLock()
+  monkeypatch.setattr(multi_agent, "_LIFECYCLE_LOCK", lock)
+  seen = []
+  raw = Scripted(2)
+  raw.close = lambda: seen.append(("close", lock.held))
+  raw.render = lambda: seen.append(("render", lock.held)) or "frame"
+
+  def construct(name, module, seed, kwargs):
+    seen.append(("construct", lock.held))
+    return multi_agent.ParallelEnvironment(raw, seed=seed, name=f"pz:{name}")
+
+  monkeypatch.setattr(multi_agent, "_construct", construct)
+  env = multi_agent.make_multi_agent_environment("pz:mpe2/simple_spread_v3", seed=3)
+  assert env.render() == "frame"
+  env.close()
+  assert seen == [("construct", True), ("render", True), ("close", True)]
+  assert (lock.taken, lock.held) == (3, False)
+
+
+@pytest.mark.isolated  # before the lock covered close(), this aborted the process
+def test_mpe2_environments_built_and_closed_in_threads_at_once():
+  """Four threads each build, reset, step and close simple_spread 100 times at once, as
+  the node threads of a `local_mt` program do: no thread fails, and every reset of seed
+  i gives the observations a lone environment seeded i gives."""
+  env_id, cycles = "pz:mpe2/simple_spread_v3", 100
+  expected = {}
+  for i in range(4):
+    env = multi_agent.make_multi_agent_environment(env_id, seed=i)
+    expected[i] = env.reset().observation
+    env.close()
+  done, errors = {i: 0 for i in range(4)}, []
+
+  def cycle(i):
+    try:
+      for _ in range(cycles):
+        env = multi_agent.make_multi_agent_environment(env_id, seed=i)
+        observation = env.reset().observation
+        for _ in range(3):
+          env.step({a: 1 for a in env.agents})
+        env.close()
+        assert observation.keys() == expected[i].keys()
+        for agent, value in observation.items():
+          np.testing.assert_array_equal(value, expected[i][agent])
+        done[i] += 1
+    except Exception as e:  # pylint: disable=broad-except
+      errors.append(f"thread {i}: {e!r}")
+
+  threads = [threading.Thread(target=cycle, args=(i,)) for i in range(4)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  assert errors == []
+  assert done == {i: cycles for i in range(4)}

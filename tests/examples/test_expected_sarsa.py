@@ -44,6 +44,7 @@ def test_single_process_learns():
   runs.assert_prefix_reproduces(config, result)
 
 
+@pytest.mark.isolated  # Launchpad nodes as threads of the test process: run in a child
 @pytest.mark.slow
 def test_distributed_program_runs_and_stops_cleanly():
   """The same ExperimentConfig (another replay size) as a Launchpad program."""

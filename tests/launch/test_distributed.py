@@ -33,6 +33,7 @@ def _rows(path):
     return list(csv.DictReader(f))
 
 
+@pytest.mark.isolated  # Launchpad nodes as threads of the test process: run in a child
 def test_dqn_program_with_two_actors_under_test_mt(tmp_path):
   config = _small_config()
   builder = dqn_builder.DQNBuilder(config)
@@ -69,6 +70,7 @@ def test_dqn_program_with_two_actors_under_test_mt(tmp_path):
   assert any(n.startswith("replay-") for n in names)
 
 
+@pytest.mark.isolated  # Launchpad nodes as threads of the test process: run in a child
 def test_the_last_evaluation_is_at_the_step_limit_under_test_mt(tmp_path):
   """A run shorter than eval_every still ends with an evaluation at its limit (before the
   limiter waited for it, it ended with none: eval.csv was empty)."""
@@ -87,6 +89,7 @@ def test_the_last_evaluation_is_at_the_step_limit_under_test_mt(tmp_path):
   assert len(_rows(tmp_path / "eval.csv")) == 1
 
 
+@pytest.mark.isolated  # Launchpad nodes as threads of the test process: run in a child
 def test_vectorized_actors_write_to_reverb_under_test_mt(tmp_path):
   """Two actor nodes with 4 environments each (EnvPool CartPole), batched adders on Reverb."""
   config = _small_config()

@@ -43,6 +43,7 @@ def _launch(dp):
   return result, polls
 
 
+@pytest.mark.isolated  # Launchpad nodes as threads of the test process: run in a child
 def test_resumed_program_continues_counter_learner_replay_and_actors(tmp_path):
   builder = dqn_builder.DQNBuilder(dqn_config.DQNConfig(
       hidden_sizes=(32,), min_replay_size=100, variable_update_period=5))

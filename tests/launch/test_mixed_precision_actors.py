@@ -74,6 +74,7 @@ def test_a_policy_file_for_another_network_is_refused(capsys, tmp_path):
   assert not run.exists()
 
 
+@pytest.mark.isolated  # Launchpad nodes as threads of the test process: run in a child
 def test_distributed_actors_pull_the_policy_by_name(tmp_path):
   """Launchpad (test_mt): two actors and the evaluator act with the per-layer policy
   the learner node publishes under its name."""

@@ -81,6 +81,7 @@ def test_ippo_with_two_actor_nodes_under_local_mp(tmp_path):
   assert left == []
 
 
+@pytest.mark.isolated  # Launchpad nodes as threads of the test process: run in a child
 def test_a_shared_group_with_two_environments_per_actor_under_test_mt(tmp_path):
   """Parameter sharing (one group of every agent, one table `ippo_rollouts`, one learner
   thread) and `num_envs` 2 per actor node, in threads (`test_mt`, as `local_mt`)."""
@@ -106,6 +107,7 @@ def test_train_describes_the_program(capsys):
   assert "actor/0: CourierNode: MultiAgentActorNode 0 (seed 1, fp32)" in out
 
 
+@pytest.mark.isolated  # Launchpad nodes as threads of the test process: run in a child
 def test_a_checkpointed_program_resumes_and_evaluates(tmp_path, capsys):
   """The finish's checkpoint holds every group; a resumed program starts from its counts
   and learner states (Reverb reloads the tables); `actorq eval` reads it; a single-process

@@ -47,6 +47,7 @@ def test_single_process_run_with_int8_actors(agent, tmp_path):
     assert all(np.isfinite(float(r["entropy"])) for r in rows)
 
 
+@pytest.mark.isolated  # Launchpad nodes as threads of the test process: run in a child
 def test_sac_program_with_two_int8_actors_under_test_mt(tmp_path):
   """SAC only (its sampling selector is the new actor path; TD3's program is DDPG's with
   twin critics): one program is ~15 s of CPU, and CI's time is short."""

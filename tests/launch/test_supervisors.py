@@ -142,6 +142,7 @@ def test_a_registered_launch_type_is_offered_by_train_and_named_in_its_errors(ta
   assert supervisors.supervisor_for("hidden_mt") is JournaledThreads
 
 
+@pytest.mark.isolated  # Launchpad nodes as threads of the test process: run in a child
 @pytest.mark.slow
 def test_a_launch_type_registered_from_outside_runs_a_program(table, tmp_path):
   supervisors.register("journaled_mt", JournaledThreads)  # the one table entry

@@ -133,6 +133,7 @@ def test_a_checkpoint_without_multi_agent_policies_is_one_line(scripted_id, tmp_
   assert not os.path.exists(os.path.join(run, "export"))
 
 
+@pytest.mark.isolated  # Launchpad nodes as threads of the test process: run in a child
 @pytest.mark.slow  # a Launchpad program (threads)
 def test_export_of_a_launchpad_runs_checkpoint(scripted_id, tmp_path, capsys):
   """A Launchpad program's checkpoint (no in-process replay, the groups' policies written

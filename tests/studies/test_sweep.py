@@ -277,6 +277,7 @@ def test_sweep_with_a_per_layer_precision_policy(capsys, tmp_path):
   assert "--precisions 'fp32;mixed:fp16,int8'" in (logdir / "table.md").read_text()
 
 
+@pytest.mark.isolated  # Launchpad nodes as threads of the test process: run in a child
 @pytest.mark.slow
 def test_sweep_of_launchpad_runs_end_to_end(capsys, tmp_path):
   """Two seeds of DQN as Launchpad programs in threads (one actor node each): each run's
