@@ -220,6 +220,10 @@ def test_no_learning_warning_names_both_numbers():
   from actorq.cli import train
   assert train.no_learning_warning(3000, 5000) == NO_LEARNING.format(
       steps=3000, needed=5000).rstrip("\n")
+  assert train.no_learning_warning(3000, 5000, resume=True) == (
+      "actorq: warning: --steps 3000 ends before the learner's first step: it starts once "
+      "replay holds min_replay_size=5000 items, one per actor step at most (summed over "
+      "actors and environments), so this run will not learn; give --steps above 5000")
   assert train.no_learning_warning(5000, 5000) is None
   assert train.no_learning_warning(1, 0) is None
 
@@ -231,3 +235,8 @@ def test_train_too_short_to_learn_runs_acting_only_as_warned(capsys, tmp_path):
                             str(tmp_path / "run")], capsys)
   assert code == 0 and err == NO_LEARNING.format(steps=300, needed=1000)
   assert ": 300 actor steps, 0 learner steps, " in out
+  code, out, err = run_cli(["train", "--resume", str(tmp_path / "run"), "--steps", "600",
+                            "--no-progress"], capsys)  # --set is refused with --resume
+  assert code == 0 and err == NO_LEARNING.format(steps=600, needed=1000).split(
+      " or --set")[0] + "\n"
+  assert ": 600 actor steps, 0 learner steps, " in out
