@@ -222,20 +222,39 @@ def _run(args) -> int:
   _place(args)  # before anything starts a jax backend (launch and device are as parsed)
   spec = spec_lib.RunSpec.from_args(args)
   config = (dataclasses.replace(spec, logdir=None) if args.dry_run else spec).build()
+  if not args.dry_run:
+    if not spec.resume:  # one run per directory (case B8)
+      run_dir.claim_logdir(spec.logdir, overwrite=getattr(args, "overwrite", False))
+    spec = dataclasses.replace(spec, logdir=cli.ensure_writable_dir(spec.logdir))
+  warning = no_learning_warning(spec.steps, config.steps_before_learning(), spec.resume)
+  if warning:
+    print(warning, file=sys.stderr, flush=True)
   if args.dry_run and spec.launch == "local":
     print(f"launch local: one process (seeded in-process replay built from the agent's "
           f"reverb.Table definitions, 1 actor, learner, evaluation every {spec.eval_every} "
           "actor steps); no Launchpad program (--launch local_mt: real Reverb in one process)")
     return 0
-  if not args.dry_run:
-    if not spec.resume:  # one run per directory (case B8)
-      run_dir.claim_logdir(spec.logdir, overwrite=getattr(args, "overwrite", False))
-    spec = dataclasses.replace(spec, logdir=cli.ensure_writable_dir(spec.logdir))
   if spec.launch == "local":
     return _run_local(args, spec, config)  # local.run writes run.json
   if not args.dry_run and not spec.resume:
     spec.save(spec.logdir)
   return _run_distributed(args, spec, config)
+
+
+def no_learning_warning(steps: int, needed: int, resume: bool = False) -> "str | None":
+  """The line `actorq train` prints (to stderr; the run goes on) when `steps` (`--steps`,
+  summed over actors and environments) is below `needed`, the actor steps before the
+  learner's first step (`ExperimentConfig.steps_before_learning`); None otherwise. A
+  warning, not an error, as Acme's rate limiter and SB3's `learning_starts` do not refuse
+  such a run: smoke runs and acting-only runs are legitimate. `resume`: the config is the
+  run's own (no `--set`), so only `--steps` is offered."""
+  if steps >= needed:
+    return None
+  change = "" if resume else f" or --set min_replay_size=N with N below {steps}"
+  return (f"actorq: warning: --steps {steps} ends before the learner's first step: it starts "
+          f"once replay holds min_replay_size={needed} items, one per actor step at most "
+          f"(summed over actors and environments), so this run will not learn; give --steps "
+          f"above {needed}{change}")
 
 
 def failure(spec: spec_lib.RunSpec, error: core.RunFailure) -> core.RunFailure:

@@ -172,6 +172,20 @@ class ExperimentConfig:
     """The precision the actors act with."""
     return self.builder.config.actor_precision
 
+  def steps_before_learning(self) -> int:
+    """The actor steps (summed over actors and environments, as `num_steps`) a run takes
+    at least before its learner's first step: `builder.min_replay_size()`. Learning
+    starts once the replay table holds that many items (Acme's `MinSize` rate limiter,
+    `local._Learning`; SB3 calls it `learning_starts`), and an actor step writes at most
+    one (transition agents; R2D2 writes a sequence per `sequence_period` steps, so it
+    needs more); 0 for an agent that learns from its first items (on-policy) and for a
+    multi-agent builder (its groups count their own agents' steps). A `num_steps` below it
+    trains no learner step at all; `actorq train` says so (a warning: a smoke or
+    acting-only run is legitimate)."""
+    if self.multi_agent:
+      return 0
+    return int(self.builder.min_replay_size())
+
   @property
   def checkpoint_dir(self) -> Optional[str]:
     return None if self.logdir is None else os.path.join(os.path.abspath(self.logdir),

@@ -34,7 +34,7 @@ import dataclasses
 import hashlib
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import jax
 import numpy as np
@@ -134,6 +134,42 @@ def checkpoint_at_stop(stop: KeyboardInterrupt, save: Optional[Callable[[], str]
   if again.received is not None:
     print(f"actorq: signal {again.received} while the stop checkpoint was written: "
           "ignored, the run stops now", file=sys.stderr, flush=True)
+
+
+def run_to_end(config: experiment_lib.ExperimentConfig, training, evaluations: List[Any],
+               run_evaluation: Callable[[], None], save_checkpoint: Callable[[], str],
+               keep_state_on: Tuple[type, ...] = ()) -> None:
+  """The tail of a single-process run (`run`, `launch.multi_agent.run`): steps `training`
+  (a loop with `steps` and `run(num_steps=)`) on to `config.num_steps`, evaluates once when
+  no evaluation was made (a run resumed at or past `num_steps`) and, with a checkpoint
+  directory (`config.checkpoint_dir`), writes the final checkpoint. All of it is
+  preemptible (SIGTERM stops it like Ctrl-C) and reaches the `startup` fault point first.
+
+  Raises:
+    KeyboardInterrupt (experiment.Preempted for SIGTERM): with `checkpoint_path`, the
+      checkpoint `save_checkpoint` wrote at the stop (`checkpoint_at_stop`; None without
+      a checkpoint directory).
+    keep_state_on: one of these exception types, re-raised after a checkpoint of the
+      run's state (with a checkpoint directory), which is still the last good one.
+    Anything else `training.run`, `run_evaluation` or `save_checkpoint` raises, as it is.
+  """
+  save = save_checkpoint if config.checkpoint_dir is not None else None
+  try:
+    with experiment_lib.preemptible():
+      fault_points.point("startup")
+      if training.steps < config.num_steps:
+        training.run(num_steps=config.num_steps - training.steps)
+      if not evaluations:  # resumed at (or past) num_steps: evaluate once
+        run_evaluation()
+      if save is not None:
+        save()
+  except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM (experiment.Preempted)
+    checkpoint_at_stop(stop, save)
+    raise
+  except keep_state_on:
+    if save is not None:
+      save()
+    raise
 
 
 def run(config: experiment_lib.ExperimentConfig, *,
@@ -281,17 +317,10 @@ def _run(config: experiment_lib.ExperimentConfig,
   if restored is not None:
     training.steps, training.episodes = int(restored["actor_steps"]), int(restored["episodes"])
   try:
-    with experiment_lib.preemptible():
-      fault_points.point("startup")
-      if training.steps < config.num_steps:
-        training.run(num_steps=config.num_steps - training.steps)
-      if not evaluations:  # resumed at (or past) num_steps: evaluate once
-        run_evaluation()
-      if ckpt_dir is not None:
-        save_checkpoint()
-  except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM (experiment.Preempted)
-    checkpoint_at_stop(stop, save_checkpoint if ckpt_dir is not None else None)
-    raise
+    # The environment raised, or a learner step was refused (its state kept): the run's
+    # state is still the last good one, so it is kept as on Ctrl-C.
+    run_to_end(config, training, evaluations, run_evaluation, save_checkpoint,
+               keep_state_on=(core.EnvironmentFailure, core.NonFiniteLossError))
   except (replay_lib.NonFiniteValueError, actors.NonFiniteOutputError) as e:
     # Rejected before it reached replay or an action: the state is still the last good one.
     if ckpt_dir is not None:
@@ -299,12 +328,6 @@ def _run(config: experiment_lib.ExperimentConfig,
     raise experiment_lib.RunError(
         f"{e}; environment {config.env_id}, actor step {training.steps + 1}"
         + (f"; the last good state is checkpointed in {ckpt_dir}" if ckpt_dir else "")) from e
-  except (core.EnvironmentFailure, core.NonFiniteLossError):
-    # The environment raised, or a learner step was refused (its state kept): the run's
-    # state is still the last good one, so keep it as on Ctrl-C.
-    if ckpt_dir is not None:
-      save_checkpoint()
-    raise
   finally:
     for logger in (train_logger, eval_logger, logger_fn("learner")):
       logger.close()

@@ -315,21 +315,9 @@ def _run(config, environments, groups, progress, resumed_from, restored) -> loca
     training.steps, training.episodes = int(restored["actor_steps"]), int(restored["episodes"])
     training.group_steps = [int(restored["groups"][p.group.name]["group_steps"])
                             for p in parts]
-  try:
-    with experiment_lib.preemptible():
-      if training.steps < config.num_steps:
-        training.run(num_steps=config.num_steps - training.steps)
-      if not evaluations:  # resumed at (or past) num_steps: evaluate once
-        run_evaluation()
-      if ckpt_dir is not None:
-        save_checkpoint()
-  except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM (experiment.Preempted)
-    local.checkpoint_at_stop(stop, save_checkpoint if ckpt_dir is not None else None)
-    raise
-  except core.EnvironmentFailure:
-    if ckpt_dir is not None:  # the run's state is still the last good one
-      save_checkpoint()
-    raise
+  try:  # an environment that raised leaves the run's state the last good one: kept
+    local.run_to_end(config, training, evaluations, run_evaluation, save_checkpoint,
+                     keep_state_on=(core.EnvironmentFailure,))
   finally:
     for label in ["train", "eval"] + [("learner" if len(parts) == 1 else
                                         f"learner_{p.group.name}") for p in parts]:

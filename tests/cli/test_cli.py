@@ -187,3 +187,56 @@ def test_train_help_without_agent_names_the_agents(capsys):
     registry.get("nosuch")
   assert str(unknown.value).startswith("unknown agent 'nosuch'; allowed: " + ", ".join(registry.names()))
   assert err == f"actorq: error: {unknown.value}\n"
+
+
+NO_LEARNING = ("actorq: warning: --steps {steps} ends before the learner's first step: it "
+               "starts once replay holds min_replay_size={needed} items, one per actor step "
+               "at most (summed over actors and environments), so this run will not learn; "
+               "give --steps above {needed} or --set min_replay_size=N with N below {steps}\n")
+
+
+@pytest.mark.parametrize("argv,steps,needed", [
+    ([], 999, 1000),  # DQN's default min_replay_size
+    (["--set", "min_replay_size=5000"], 3000, 5000),  # the MinAtar DQN config's value
+    (["--num-envs", "4"], 200, 1000),  # --steps already counts every environment's steps
+])
+def test_train_too_short_to_learn_warns_once_and_goes_on(argv, steps, needed, capsys):
+  code, out, err = run_cli(["train", "--dry-run", "--steps", str(steps)] + argv, capsys)
+  assert code == 0 and out.startswith("launch local: one process")
+  assert err == NO_LEARNING.format(steps=steps, needed=needed)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--steps", "1000"],  # reaches min_replay_size 1000
+    ["--steps", "200", "--set", "min_replay_size=200"],
+    ["--steps", "10", "--agent", "a2c"],  # on-policy: learns from its first rollouts
+])
+def test_train_long_enough_to_learn_does_not_warn(argv, capsys):
+  code, _, err = run_cli(["train", "--dry-run"] + argv, capsys)
+  assert code == 0 and err == ""
+
+
+def test_no_learning_warning_names_both_numbers():
+  from actorq.cli import train
+  assert train.no_learning_warning(3000, 5000) == NO_LEARNING.format(
+      steps=3000, needed=5000).rstrip("\n")
+  assert train.no_learning_warning(3000, 5000, resume=True) == (
+      "actorq: warning: --steps 3000 ends before the learner's first step: it starts once "
+      "replay holds min_replay_size=5000 items, one per actor step at most (summed over "
+      "actors and environments), so this run will not learn; give --steps above 5000")
+  assert train.no_learning_warning(5000, 5000) is None
+  assert train.no_learning_warning(1, 0) is None
+
+
+def test_train_too_short_to_learn_runs_acting_only_as_warned(capsys, tmp_path):
+  """The warning is true: the run goes on, acts every step and takes no learner step."""
+  code, out, err = run_cli(["train", "--steps", "300", "--eval-every", "300",
+                            "--eval-episodes", "1", "--no-progress", "--logdir",
+                            str(tmp_path / "run")], capsys)
+  assert code == 0 and err == NO_LEARNING.format(steps=300, needed=1000)
+  assert ": 300 actor steps, 0 learner steps, " in out
+  code, out, err = run_cli(["train", "--resume", str(tmp_path / "run"), "--steps", "600",
+                            "--no-progress"], capsys)  # --set is refused with --resume
+  assert code == 0 and err == NO_LEARNING.format(steps=600, needed=1000).split(
+      " or --set")[0] + "\n"
+  assert ": 600 actor steps, 0 learner steps, " in out
