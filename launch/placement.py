@@ -33,6 +33,9 @@ Threads (`node_env`, local_mp; `cores` = CPUs this process may run on, `N` = act
   | actor, evaluator,       | --xla_cpu_multi_thread_eigen=false | 1 / 1                    | 1   |
   | replay, counter, limiter|                                    |                          |     |
   | learner                 | (none)                             | max(1, cores - N) / -    | same|
+The learner also gets ``MALLOC_ARENA_MAX=1`` (unless the launcher's environment sets it): glibc
+then keeps one malloc arena, and the step's large buffers stop being unmapped and faulted back in
+every step (its steps run in a thread of their own; see `LEARNER_MALLOC_ARENA_MAX`).
 Actors act one observation at a time: one thread is their fastest setting and keeps N actors from
 competing for the learner's cores. XLA's CPU client sizes its own thread pool from the CPUs the
 process may run on; no flag of jaxlib 0.4.23 caps it, so a CPU learner's XLA pool is not capped
@@ -53,6 +56,12 @@ from actorq import core
 
 LEARNER_DEVICES = core.LEARNER_DEVICES
 CPU_ONLY_ENV = {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}
+# glibc malloc arenas of the learner node (issue 40, docs/results/bench_distributed/learner_step.md):
+# its steps run in a thread other than the main one, and with glibc's default of one arena per
+# thread (up to 8 per core) the step's large XLA buffers live in a thread arena whose heap glibc
+# trims and regrows every step: ~40,000 minor page faults per second, 12% of the node's CPU in the
+# kernel (clear_page, exc_page_fault). One arena (the main one, whose heap is kept) measured ~0.
+LEARNER_MALLOC_ARENA_MAX = "1"
 ONE_THREAD_XLA_FLAG = "--xla_cpu_multi_thread_eigen=false"
 LEARNER_GROUP = "learner"
 
@@ -256,6 +265,8 @@ def node_env(group: str, learner_device_choice: str, num_actors: int,
   if group == LEARNER_GROUP:
     n = str(learner_threads(num_actors, num_cores))
     env = {"TF_NUM_INTRAOP_THREADS": n, "OMP_NUM_THREADS": n}
+    if "MALLOC_ARENA_MAX" not in base:  # a user's own setting wins
+      env["MALLOC_ARENA_MAX"] = LEARNER_MALLOC_ARENA_MAX
     if learner_device_choice == "cpu":
       env.update(CPU_ONLY_ENV)
     return env

@@ -36,11 +36,21 @@ def test_the_learner_node_keeps_the_gpu_unless_told_cpu():
   for choice in ("auto", "gpu"):
     env = placement.node_env("learner", choice, num_actors=12, base_env=GPU_MACHINE_ENV,
                              num_cores=16)
-    assert env == {"TF_NUM_INTRAOP_THREADS": "4", "OMP_NUM_THREADS": "4"}
+    assert env == {"TF_NUM_INTRAOP_THREADS": "4", "OMP_NUM_THREADS": "4", "MALLOC_ARENA_MAX": "1"}
   env = placement.node_env("learner", "cpu", num_actors=12, base_env=GPU_MACHINE_ENV,
                            num_cores=16)
   assert env["JAX_PLATFORMS"] == "cpu" and env["CUDA_VISIBLE_DEVICES"] == ""
   assert placement.learner_threads(num_actors=4, num_cores=2) == 1
+
+
+def test_the_learner_keeps_one_malloc_arena_unless_the_launcher_sets_one():
+  for choice in core.LEARNER_DEVICES:
+    assert placement.node_env("learner", choice, 1, base_env={}, num_cores=2)[
+        "MALLOC_ARENA_MAX"] == "1"
+    assert "MALLOC_ARENA_MAX" not in placement.node_env(
+        "learner", choice, 1, base_env={"MALLOC_ARENA_MAX": "4"}, num_cores=2)
+  for group in NOT_LEARNER:  # only the learner's steps run in a thread of their own
+    assert "MALLOC_ARENA_MAX" not in placement.node_env(group, "cpu", 1, base_env={}, num_cores=2)
 
 
 def test_an_unknown_choice_is_one_line():
