@@ -231,6 +231,11 @@ def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument
   item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
   for report in done.pop(item.nodeid):
     item.ihook.pytest_runtest_logreport(report=report)
+  # What pytest's own teardown of this item would do in this process: tear down the
+  # nodes (a module and its module-scoped fixtures, set up here by an earlier in-process
+  # test of the file) that `nextitem` does not share; else the next file's first test
+  # finds them still set up ("previous item was not torn down properly").
+  item.session._setupstate.teardown_exact(nextitem)  # pylint: disable=protected-access
   item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
   return True
 

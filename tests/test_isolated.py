@@ -121,3 +121,48 @@ def test_a_crash_after_the_last_test_is_an_error_of_that_test(pytester):
   assert "ERROR at teardown of test_registers_an_abort_at_exit" in out
   assert ("the child pytest process that ran this test (marker 'isolated', "
           "actorq.testing.isolated) was killed by SIGABRT after its last test;") in out
+
+
+def test_a_file_ending_in_a_marked_test_tears_down_its_module_before_the_next_file(pytester,
+                                                                                    tmp_path,
+                                                                                    monkeypatch):
+  """An in-process test sets up its module (and a module fixture) and a marked test ends
+  the file: the module is torn down here before the next file's first test (the full
+  suite saw "previous item was not torn down properly" in the next files' first tests)."""
+  log = tmp_path / "log"
+  monkeypatch.setenv("LOG", str(log))
+  pytester.makeconftest(CONFTEST)
+  pytester.makepyfile(
+      test_a=textwrap.dedent("""
+          import os
+          import pytest
+
+          def _log(line):
+            with open(os.environ["LOG"], "a") as f:
+              f.write(line + "\\n")
+
+          @pytest.fixture(scope="module")
+          def resource():
+            _log("a: set up")
+            yield
+            _log("a: torn down")
+
+          def test_in_process(resource):
+            _log("a: in process")
+
+          @pytest.mark.isolated
+          def test_marked_last():
+            pass
+      """),
+      test_b=textwrap.dedent("""
+          import os
+
+          def test_next_file():
+            with open(os.environ["LOG"], "a") as f:
+              f.write("b: first test\\n")
+      """))
+  result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "0")
+  result.assert_outcomes(passed=3)
+  assert "not torn down properly" not in result.stdout.str()
+  assert log.read_text().splitlines() == ["a: set up", "a: in process", "a: torn down",
+                                          "b: first test"]
