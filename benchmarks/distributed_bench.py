@@ -44,9 +44,12 @@ Per actor node, microseconds per actor step in the window (`actor_us`): env_step
 inference, adder (the n-step adder's Reverb writes, including any wait on the rate
 limiter), load (a pulled version loaded into the runtime), update_other (the rest of
 update()), other (the node's window / its steps, minus the above: counting, logging,
-resets), and cpu (its process CPU seconds per step, every thread); pulls_total and
-pull_s_total: the node's pulls and their fetch + load seconds over the whole run (a
-window may hold few pulls: one every `variable_update_period` steps). Per learner step
+resets), and cpu (its process CPU seconds per step, every thread); pulls (payload
+fetches in the window) and version_checks (pulls of an on-policy client that found its
+version current and fetched no payload, `VariableClient.check_version`); pulls_total and
+pull_s_total: the node's pulls, version checks included, and their fetch + load seconds
+over the whole run (a window may hold few pulls: one every `variable_update_period`
+steps). Per learner step
 (`learner_us`): sample (dataset next(): sampling and any wait on the rate limiter), update
 (step minus sample), publish (conversions of new versions for the pulled precisions),
 idle (window minus step time: the learner waiting outside step), cpu.
@@ -196,7 +199,8 @@ def actor_breakdown(first: Dict, last: Dict, cpu_s: float) -> Dict[str, float]:
   out["other"] = 1e6 * max(wall - sum(own.values()), 0.0) / steps
   out["cpu"] = 1e6 * cpu_s / steps
   out["steps"] = steps
-  out["pulls"] = d("client", "pulls")
+  out["version_checks"] = d("client", "unchanged")
+  out["pulls"] = d("client", "pulls") - out["version_checks"]
   out["pull_fetch_s"] = d("client", "fetch_seconds")
   client = last.get("timings", {}).get("actor", {}).get("client", {})
   out["pulls_total"] = float(client.get("pulls", 0))
@@ -510,7 +514,9 @@ def format_table(data: Dict[str, Any]) -> str:
                      for n, s in sorted(r["cpu_seconds"].items())))
     for i, a in enumerate(r["actor_us"]):
       lines.append(f"  actor/{i}, us per actor step: " + ", ".join(
-          f"{k} {a[k]:.0f}" for k in ACTOR_PARTS + ("cpu",)) + f" ({int(a['pulls'])} pulls)")
+          f"{k} {a[k]:.0f}" for k in ACTOR_PARTS + ("cpu",)) + f" ({int(a['pulls'])} pulls"
+          + (f", {int(a['version_checks'])} version checks" if a.get("version_checks") else "")
+          + ")")
     lines.append("  learner/0, us per learner step: " + ", ".join(
         f"{k} {r['learner_us'][k]:.0f}" for k in LEARNER_PARTS + ("cpu",)))
     lines.append("  served: " + "; ".join(

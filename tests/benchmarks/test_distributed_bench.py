@@ -100,6 +100,25 @@ def test_time_at_steps_interpolates_between_polls():
   assert math.isnan(db.time_at_steps(trace, 301.0))
 
 
+def _actor_profile(t, steps, pulls, unchanged, fetch_s, load_s):
+  return {"time": t, "timings": {"actor": {
+      "steps": steps, "env_s": 0.1 * steps / 1000, "inference_s": 0.2 * steps / 1000,
+      "adder_s": 0.05 * steps / 1000, "update_s": fetch_s + load_s,
+      "client": {"pulls": pulls, "unchanged": unchanged, "fetch_seconds": fetch_s,
+                 "load_seconds": load_s}}}}
+
+
+def test_an_on_policy_actors_version_checks_are_told_apart_from_its_payload_pulls():
+  first = _actor_profile(100.0, 1000, 10, 6, 0.5, 0.1)
+  last = _actor_profile(102.0, 2000, 35, 26, 1.0, 0.15)
+  a = db.actor_breakdown(first, last, cpu_s=1.5)
+  # 25 pulls in the window: 20 found the version current, 5 fetched a payload.
+  assert (a["pulls"], a["version_checks"]) == (5.0, 20.0)
+  assert a["load"] == pytest.approx(50.0) and a["update_other"] == pytest.approx(500.0)
+  assert (a["pulls_total"], a["pull_s_total"]) == (35.0, 1.15)  # every call: the model's cost
+  assert a["cpu"] == pytest.approx(1500.0) and a["steps"] == 1000.0
+
+
 def _run(precision, update_us):
   return {"precision": precision, "seed": 0,
           "learner_us": {"sample": 1000.0, "update": update_us, "publish": 0.0, "idle": 0.0,
