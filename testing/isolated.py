@@ -58,6 +58,8 @@ KILL_AFTER_S = 60.0     # past TEST_TIMEOUT_S without a new report: the parent k
 TAIL_LINES = 80         # of the child's output, in a crash's failure text
 # Units xdist never splits across workers: a child may run the file's later tests too.
 _WHOLE_FILE_DIST = ("no", "loadfile", "loadscope")
+# (In the parent) nodeid -> the reports of a marked test its batch's child ran, until replayed.
+_DONE = pytest.StashKey[Dict[str, list]]()
 
 
 class _ReportWriter:
@@ -174,6 +176,16 @@ def _ended(code: int) -> str:
   return f"exited with code {code}"
 
 
+def _child_failure(item, when: str, which: str, how: str, output: str) -> pytest.TestReport:
+  """A failed report of `item` at `when` ("call", "teardown"): the child pytest process
+  `which` ("running", "that ran") this test `how` (ended), with its output's last lines."""
+  text = (f"the child pytest process {which} this test (marker '{MARKER}', "
+          f"actorq.testing.isolated) {how}; the last lines of its output ({output}):\n"
+          f"{_tail(output)}")
+  return pytest.TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords},
+                           "failed", text, when)
+
+
 def _run_batch(item, done: Dict[str, list]) -> None:
   """Runs `_batch(item)` in one child; puts the reports of every test it finished, and of
   the one it did not finish (failed), into `done`. The child's folder (its output, its
@@ -201,21 +213,15 @@ def _run_batch(item, done: Dict[str, list]) -> None:
     if any(r.when == "teardown" for r in reports):
       done[other.nodeid] = reports
       if other is batch[-1] and code not in (0, 1):  # a crash once the tests were done
-        done[other.nodeid].append(pytest.TestReport(
-            other.nodeid, other.location, {k: 1 for k in other.keywords}, "failed",
-            f"the child pytest process that ran this test (marker '{MARKER}', "
-            f"actorq.testing.isolated) {_ended(code)} after its last test; the last lines "
-            f"of its output ({output}):\n{_tail(output)}", "teardown"))
+        done[other.nodeid].append(_child_failure(
+            other, "teardown", "that ran", f"{_ended(code)} after its last test", output))
       continue
     # The first test the child did not finish: it crashed or hung there (or, not started
     # at all, the child could not run it). The later ones go to a fresh child.
     when = "call" if not any(r.when == "call" for r in reports) else "teardown"
     what = ("in this test" if other.nodeid in started else "before this test started")
-    text = (f"the child pytest process running this test (marker '{MARKER}', "
-            f"actorq.testing.isolated) {_ended(code)} {what}; the last lines of its "
-            f"output ({output}):\n{_tail(output)}")
-    done[other.nodeid] = reports + [pytest.TestReport(
-        other.nodeid, other.location, {k: 1 for k in other.keywords}, "failed", text, when)]
+    done[other.nodeid] = reports + [
+        _child_failure(other, when, "running", f"{_ended(code)} {what}", output)]
     return
 
 
@@ -239,5 +245,3 @@ def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument
   item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
   return True
 
-
-_DONE = pytest.StashKey[Dict[str, list]]()
