@@ -3,7 +3,7 @@ optionally prioritized replay with importance-sampling weights (Schaul et al. 20
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator, NamedTuple, Optional
+from typing import Any, Callable, Iterator, NamedTuple, Optional, Tuple
 
 import chex
 import haiku as hk
@@ -82,15 +82,91 @@ def transition_td_errors(network: hk.Transformed, online_params: hk.Params,
 
 def weighted_transition_loss(network: hk.Transformed, online_params: hk.Params,
                              target_params: hk.Params, transitions: types.Transition,
-                             weights: jnp.ndarray, discount, huber_delta,
+                             weights: Optional[jnp.ndarray], discount, huber_delta,
                              double_q: bool = True):
   """`(loss, td)`: the importance-weighted mean Huber loss mean_i w_i * Huber(td_i)
   (Schaul et al. 2016, Algorithm 1 line 11; Mnih et al. 2015's Huber loss) of the
-  `transition_td_errors` td [B], with float32 `weights` [B] (ones: the plain DQN loss).
-  `discount` and `huber_delta` are floats or float32 scalar arrays."""
+  `transition_td_errors` td [B], with float32 `weights` [B]; `weights` None: the plain
+  DQN loss mean_i Huber(td_i) (uniform replay). `discount` and `huber_delta` are floats
+  or float32 scalar arrays."""
   td = transition_td_errors(network, online_params, target_params, transitions, discount,
                             double_q)
-  return jnp.mean(weights * rlax.huber_loss(td, huber_delta)), td
+  huber = rlax.huber_loss(td, huber_delta)
+  return jnp.mean(huber if weights is None else weights * huber), td
+
+
+# `(grads, opt_state, params) -> (updates, opt_state)`: an optax `update` (the learner's
+# optimizer), or the population's Adam with a per-member learning rate.
+OptimizerUpdate = Callable[[Any, optax.OptState, hk.Params], Tuple[Any, optax.OptState]]
+
+
+class UpdateOutputs(NamedTuple):
+  """What a `DQNUpdate` step computed besides the new state (float32): the loss, the TD
+  errors td [B] (new priorities are |td| + epsilon) and the gradients' global norm."""
+  loss: jnp.ndarray
+  td: jnp.ndarray
+  gradient_norm: jnp.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class DQNUpdate:
+  """DQN's learner step, written once (pure, jit- and vmap-able): `DQNLearner` jits it,
+  `agents.dqn.population.DQNPopulation` vmaps it over its members.
+
+  One step: the (importance-weighted) Huber loss of the n-step double-Q TD errors
+  (`weighted_transition_loss`) of the online parameters seen through `params_transform`,
+  its gradient, the optimizer's update, and a target copy right after learner steps K,
+  2K, ... (K = `target_update_period`).
+
+  A change to the loss (e.g. an action-gap term) is a new `loss` on a subclass or a field
+  here; the learner and the population both pick it up.
+
+  Attributes:
+    network: Haiku Q-network (`apply(params, obs[B, ...]) -> q[B, A]`).
+    target_update_period: K, in learner steps (>= 1).
+    double_q: double Q-learning if True, else Q-learning with the target network.
+    params_transform: applied to the online params inside the loss (QAT fake quant);
+      None: identity.
+  """
+  network: hk.Transformed
+  target_update_period: int
+  double_q: bool = True
+  params_transform: Optional[Callable[[hk.Params], hk.Params]] = None
+
+  def loss(self, params: hk.Params, target_params: hk.Params,
+           transitions: types.Transition, weights: Optional[jnp.ndarray], discount,
+           huber_delta):
+    """`(loss, td)` of `weighted_transition_loss` at the transformed online `params`."""
+    if self.params_transform is not None:
+      params = self.params_transform(params)
+    return weighted_transition_loss(self.network, params, target_params, transitions,
+                                    weights, discount, huber_delta, self.double_q)
+
+  def __call__(self, state: TrainingState, transitions: types.Transition,
+               weights: Optional[jnp.ndarray], discount, huber_delta,
+               optimizer_update: OptimizerUpdate) -> Tuple[TrainingState, UpdateOutputs]:
+    """One learner step.
+
+    Args:
+      state: the learner's `TrainingState`.
+      transitions: `acme.types.Transition` batch [B, ...] (n-step, see `dqn_loss`).
+      weights: float32 [B] importance-sampling weights, or None (uniform replay).
+      discount: gamma, float or float32 scalar (traced in the population).
+      huber_delta: Huber threshold, float or float32 scalar.
+      optimizer_update: see `OptimizerUpdate`.
+
+    Returns:
+      `(new_state, UpdateOutputs)`.
+    """
+    (loss, td), grads = jax.value_and_grad(self.loss, has_aux=True)(
+        state.params, state.target_params, transitions, weights, discount, huber_delta)
+    updates, opt_state = optimizer_update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    steps = state.steps + 1
+    target_params = jax.lax.cond(steps % int(self.target_update_period) == 0,
+                                 lambda: params, lambda: state.target_params)
+    return (TrainingState(params, target_params, opt_state, steps),
+            UpdateOutputs(loss, td, optax.global_norm(grads)))
 
 
 def importance_sampling_weights(probabilities: jnp.ndarray, table_size: jnp.ndarray,
@@ -179,39 +255,20 @@ class DQNLearner(learners.JaxLearner):
     self._iterator = iterator
     self._prioritized = prioritized
     self._init_bookkeeping(counter, logger)
-    transform = params_transform or (lambda p: p)
-    period = int(target_update_period)
-
-    def loss_fn(params, target_params, transitions: types.Transition):
-      td = transition_td_errors(network, transform(params), target_params, transitions,
-                                discount, double_q)
-      return jnp.mean(rlax.huber_loss(td, huber_delta))
+    update = DQNUpdate(network, int(target_update_period), double_q, params_transform)
 
     def sgd_step(state: TrainingState, transitions: types.Transition):
-      loss, grads = jax.value_and_grad(loss_fn)(state.params, state.target_params, transitions)
-      updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-      params = optax.apply_updates(state.params, updates)
-      steps = state.steps + 1
-      target_params = jax.lax.cond(steps % period == 0, lambda: params, lambda: state.target_params)
-      return TrainingState(params, target_params, opt_state, steps), {
-          "loss": loss, "gradient_norm": optax.global_norm(grads)}
-
-    def prioritized_loss_fn(params, target_params, transitions: types.Transition, weights):
-      return weighted_transition_loss(network, transform(params), target_params, transitions,
-                                      weights, discount, huber_delta, double_q)
+      state, out = update(state, transitions, None, discount, huber_delta, optimizer.update)
+      return state, {"loss": out.loss, "gradient_norm": out.gradient_norm}
 
     def prioritized_sgd_step(state: TrainingState, transitions: types.Transition,
                              probabilities, table_size, beta):
       weights = importance_sampling_weights(probabilities, table_size, beta)
-      (loss, td), grads = jax.value_and_grad(prioritized_loss_fn, has_aux=True)(
-          state.params, state.target_params, transitions, weights)
-      updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-      params = optax.apply_updates(state.params, updates)
-      steps = state.steps + 1
-      target_params = jax.lax.cond(steps % period == 0, lambda: params, lambda: state.target_params)
-      return TrainingState(params, target_params, opt_state, steps), td, {
-          "loss": loss, "gradient_norm": optax.global_norm(grads), "beta": beta,
-          "mean_abs_td": jnp.mean(jnp.abs(td)), "min_is_weight": jnp.min(weights)}
+      state, out = update(state, transitions, weights, discount, huber_delta,
+                          optimizer.update)
+      return state, out.td, {
+          "loss": out.loss, "gradient_norm": out.gradient_norm, "beta": beta,
+          "mean_abs_td": jnp.mean(jnp.abs(out.td)), "min_is_weight": jnp.min(weights)}
 
     self._sgd_step = learners.jit_with_packed_metrics(sgd_step)
     self._prioritized_sgd_step = learners.jit_with_packed_metrics(prioritized_sgd_step)

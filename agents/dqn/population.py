@@ -2,11 +2,11 @@
 in ONE jitted, vmapped step (Flajolet et al. 2022, "Fast Population-Based Reinforcement
 Learning on a Single Machine", section 3), with the mutable hyperparameters as arrays.
 
-Each member's step is DQN's: `learning.weighted_transition_loss` (double-Q n-step TD,
-Huber, importance-sampling weights under prioritized replay), Adam after a global-norm
-clip, the learning rate decayed as `DQNBuilder.make_optimizer` decays it, a target copy
-every `target_update_period` learner steps. What differs from `DQNLearner` is only where
-the per-member values live: learning rate, discount, Huber delta and the
+Each member's step is DQN's, the same function `DQNLearner` jits: `learning.DQNUpdate`
+(double-Q n-step TD, Huber, importance-sampling weights under prioritized replay, a target
+copy every `target_update_period` learner steps), with Adam after a global-norm clip and
+the learning rate decayed as `DQNBuilder.make_optimizer` decays it. What differs from
+`DQNLearner` is only where the per-member values live: learning rate, discount, Huber delta and the
 importance-sampling exponent are float32 arrays [N] (`MemberHyperparameters`), so a
 member's hyperparameters can change (PBT's exploit/explore) without recompiling.
 
@@ -109,6 +109,10 @@ class DQNPopulation(population_lib.PopulationLearner):
                environment_spec: specs.EnvironmentSpec):
     super().__init__(config, networks)
     self._optimizer = _optimizer(config)
+    self._update = learning.DQNUpdate(
+        networks.network, config.target_update_period, config.double_q,
+        (lambda p: qat.fake_quant_params(p, bits=config.qat_bits)) if config.qat_bits
+        else None)
     self._dummy = np.zeros(environment_spec.observations.shape,
                            environment_spec.observations.dtype)[None]
 
@@ -181,8 +185,6 @@ class DQNPopulation(population_lib.PopulationLearner):
       gradient_norm, beta, learning_rate).
     """
     c = self.config
-    transform = (lambda p: qat.fake_quant_params(p, bits=c.qat_bits)) if c.qat_bits else (
-        lambda p: p)
     if c.prioritized_replay:
       frac = jnp.minimum(state.steps / max(c.importance_sampling_annealing_steps, 1), 1.0)
       beta0 = hyper.importance_sampling_exponent
@@ -192,20 +194,15 @@ class DQNPopulation(population_lib.PopulationLearner):
     else:
       beta = jnp.float32(0.0)
       weights = jnp.ones(probabilities.shape, jnp.float32)
-    network = self.networks.network
-    (loss, td), grads = jax.value_and_grad(
-        lambda p: learning.weighted_transition_loss(
-            network, transform(p), state.target_params, transitions, weights,
-            hyper.discount, hyper.huber_delta, c.double_q), has_aux=True)(state.params)
-    updates, opt_state = self._optimizer.update(grads, state.opt_state, state.params)
     learning_rate = hyper.learning_rate * _learning_rate_fraction(c, state.steps)
-    updates = jax.tree_util.tree_map(lambda u: -learning_rate * u, updates)
-    params = optax.apply_updates(state.params, updates)
-    steps = state.steps + 1
-    target = jax.lax.cond(steps % c.target_update_period == 0, lambda: params,
-                          lambda: state.target_params)
-    new = learning.TrainingState(params, target, opt_state, steps)
+
+    def optimizer_update(grads, opt_state, params):
+      updates, opt_state = self._optimizer.update(grads, opt_state, params)
+      return jax.tree_util.tree_map(lambda u: -learning_rate * u, updates), opt_state
+
+    new, out = self._update(state, transitions, weights, hyper.discount, hyper.huber_delta,
+                            optimizer_update)
     new = population_lib.where_active(active, new, state)
-    metrics = {"loss": loss, "gradient_norm": optax.global_norm(grads), "beta": beta,
+    metrics = {"loss": out.loss, "gradient_norm": out.gradient_norm, "beta": beta,
                "learning_rate": learning_rate}
-    return new, jnp.where(active, td, 0.0), metrics
+    return new, jnp.where(active, out.td, 0.0), metrics
