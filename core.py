@@ -38,8 +38,12 @@ import numpy as np
 
 FP32, FP16, BF16, INT8 = "fp32", "fp16", "bf16", "int8"
 SIMULATED_INT8 = "simulated-int8"
+# fp32 weights on LiteRT's float kernels, published, shipped and loaded exactly as int8
+# (flatbuffer patch, new interpreter per version): the placebo of int8, a perturbation of
+# the fp32 policy (float summation order) that is not quantization.
+LITERT_FP32 = "litert-fp32"
 # What an actor or evaluator can act with (each has a runtime that executes it for real).
-ACTOR_PRECISIONS: Tuple[str, ...] = (FP32, FP16, BF16, INT8)
+ACTOR_PRECISIONS: Tuple[str, ...] = (FP32, FP16, BF16, INT8, LITERT_FP32)
 # Every payload / runtime precision: the above plus the simulated (dequantized fp32) int8.
 PRECISIONS: Tuple[str, ...] = ACTOR_PRECISIONS + (SIMULATED_INT8,)
 # Precisions whose payload is int8 weights + float32 scales.

@@ -82,10 +82,21 @@ def add_parser(subparsers):
                  help="target greedy return for the reached-target figures (default: the "
                       "Gymnasium environment's reward_threshold, e.g. 475 for CartPole-v1; "
                       "none for other environments)")
+  p.add_argument("--margin", type=cli.number("--margin"), default=None, metavar="M",
+                 help="equivalence margin in return units, declared before the runs: each "
+                      "precision gets a verdict against the reference (equivalent, worse, "
+                      "better or inconclusive) from two one-sided paired t-tests, the 90%% "
+                      "interval of the mean paired difference against (-M, M) (default: no "
+                      "verdicts)")
   p.add_argument("--jobs", type=cli.positive_int("--jobs"), default=1,
                  help="runs at once (default: 1; each run uses the cores it can)")
   p.add_argument("--logdir", default=None,
                  help="sweep directory (default: runs/sweep-<agent>-<env>-<time>)")
+  p.add_argument("--record", default=None, metavar="DIR",
+                 help="keep each finished run's run.json, eval.csv and final_eval.json in "
+                      "DIR/runs/<run>/ and the report files in DIR (e.g. a docs/results/ "
+                      "folder, committed); a later sweep restores the runs it lacks from "
+                      "there, so a sweep spans sessions and machines")
   p.add_argument("--render", default=None, metavar="DIR",
                  help="rewrite a finished sweep's CSVs, curves and table from its sweep.json "
                       "(no runs)")
@@ -139,13 +150,18 @@ def resolve(args) -> dict:
   configs = {p: dict((first if p == precisions[0] else run_spec(p)).config)  # as run.json has it
              for p in precisions}
   target = args.target if args.target is not None else _default_target(args.env)
+  margin = getattr(args, "margin", None)
+  if margin is not None and not margin > 0:
+    raise cli.UsageError(f"--margin {margin:g}: the equivalence margin must be > 0 "
+                         "(return units)")
   return {"agent": args.agent, "env": args.env, "seeds": list(seeds), "precisions": precisions,
           "reference": "fp32" if "fp32" in precisions else precisions[0],
           "steps": args.steps, "eval_every": args.eval_every,
           "eval_episodes": args.eval_episodes, "num_envs": args.num_envs,
           **({"launch": args.launch, "num_actors": num_actors} if num_actors else {}),
           "config": config, "set": list(args.set),
-          "target": None if target is None else float(target), "configs": configs}
+          "target": None if target is None else float(target),
+          **({"margin": float(margin)} if margin is not None else {}), "configs": configs}
 
 
 def run(args) -> int:
@@ -154,11 +170,15 @@ def run(args) -> int:
   settings = resolve(args)
   if args.logdir is None:
     args.logdir = run_dir.default_logdir("sweep", settings["agent"], settings["env"])
+  record = cli.ensure_writable_dir(args.record) if args.record else None
+  outdir = cli.ensure_writable_dir(args.logdir)
+  if record:
+    sweep.restore(settings, outdir, record, log=lambda m: print(m, flush=True))
   try:
     sweep.check_reusable(os.path.abspath(args.logdir), settings)
+    sweep.declare(outdir, settings)
   except ValueError as e:
     raise cli.UsageError(f"--logdir: {e}") from None
-  outdir = cli.ensure_writable_dir(args.logdir)
   n = len(settings["precisions"]) * len(settings["seeds"])
   print(f"actorq sweep: {settings['agent']} on {settings['env']}, precisions "
         f"{sweep.precisions_text(settings['precisions'])}, seeds {sweep.seed_text(settings['seeds'])}, "
@@ -167,7 +187,7 @@ def run(args) -> int:
   settings["started"] = time.strftime("%Y-%m-%d %H:%M:%S")
   try:
     failures = sweep.run_all(settings, outdir, jobs=args.jobs,
-                             log=lambda m: print(m, flush=True))
+                             log=lambda m: print(m, flush=True), record=record)
   except sweep.Stopped as e:  # every child stopped (and checkpointed) and reaped
     parts = ([f"{', '.join(e.runs)} checkpointed"] if e.runs else []) + (
         [f"{', '.join(e.restart)} stopped before a checkpoint, will start again"]
@@ -186,6 +206,9 @@ def run(args) -> int:
   data = sweep.write_sweep_json(outdir, settings, sweep.collect(settings, outdir),
                                 ab.machine_info())
   _, table = sweep.report(outdir, data)
+  if record:  # the report beside the recorded runs
+    sweep.write_sweep_json(record, settings, data["runs"], data["machine"])
+    sweep.report(record, data)
   print()
   print(table)
   print(f"\nfiles: {outdir}/{{sweep.json,seeds.csv,aggregate.csv,aggregate.json,curves.png,"

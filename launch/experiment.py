@@ -18,7 +18,7 @@ import dataclasses
 import os
 import signal
 import threading
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 import jax
 from acme import specs
@@ -110,6 +110,12 @@ class ExperimentConfig:
       if jax sees one, else the CPU), "gpu" (a GPU, else `placement.NoAcceleratorError` when
       the learner starts), "cpu". Actors, evaluator and replay always use the CPU
       (`actorq.launch.placement`).
+    training_hooks: factories `f(actor) -> loop.Hook` of measurement hooks, called with
+      the training actor when its loop is made (`make_training_loop`); their hooks run
+      first at every step, before the learner steps of that step (e.g.
+      `actorq.studies.actor_mechanism`'s recorder). Python-level only: not in run.json,
+      not on the command line; a hook must not change the run (no randomness drawn, no
+      actor state touched), so a seeded run stays the run of its seed.
 
   Raises:
     ValueError: naming the field, the value and what is allowed.
@@ -128,6 +134,7 @@ class ExperimentConfig:
   actor_precision: Optional[str] = None
   num_envs: int = 1
   learner_device: str = "auto"
+  training_hooks: Tuple[Callable[[Any], loop_lib.Hook], ...] = ()
 
   def __post_init__(self):
     for name in ("num_steps", "eval_every", "eval_episodes", "keep_checkpoints",
@@ -264,6 +271,7 @@ def make_training_loop(config: ExperimentConfig, env, actor, hooks, should_stop=
   """`loop.ActorLoop` over one environment (`num_envs` 1), else `loop.VectorActorLoop` over
   the vector one (`env` as `make_training_environment` made it, or a wrapper of it)."""
   loop_cls = loop_lib.VectorActorLoop if config.num_envs > 1 else loop_lib.ActorLoop
+  hooks = [make(actor) for make in config.training_hooks] + list(hooks)
   return loop_cls(env, actor, hooks=hooks, should_stop=should_stop,
                   max_episode_steps=config.max_episode_steps)
 

@@ -34,6 +34,34 @@ same score (CartPole runs that all end at 500). So the bootstrap here is a small
 vectorised percentile bootstrap drawn from `numpy.random.default_rng(seed)`: the same
 inputs and seed give the same interval, and nothing global is touched.
 
+**Parity verdicts** (`tost`, `verdict`): a precision is compared with the reference
+within an equivalence margin m declared before the runs (return units), by two one-sided
+tests (Schuirmann 1987, "A comparison of the two one-sided tests procedure and the power
+approach for assessing the equivalence of average bioavailability", J. Pharmacokinet.
+Biopharm. 15(6); Lakens 2017, "Equivalence tests", Soc. Psychol. Personal. Sci. 8(4)):
+at level alpha = 0.05 each, H0- "mean difference <= -m" and H0+ "mean difference >= m"
+are both rejected exactly when the 90% (1 - 2 alpha) interval of the mean paired
+difference lies inside (-m, m). The interval is the **paired t interval**
+mean(d) +- t_{0.95, n-1} sd(d) / sqrt(n) of the per-seed differences d_i = x_i - y_i,
+not a bootstrap one: it is Schuirmann's test itself (the TOST p-value is
+max(p-, p+) of the two one-sided t-tests and is < 0.05 exactly when the interval is
+inside the margin), and the percentile bootstrap is too narrow at the 10-30 seeds a
+sweep has (it uses the plug-in sd with divisor n and normal rather than t quantiles: at
+n = 10 its nominal 90% interval covers about as much as an 85% t interval, at n = 30 an 88% one), which would
+make "equivalent" easier to reach than the declared alpha allows. The t interval assumes
+the mean difference is near normal (the central limit theorem over seeds); per-seed
+differences of capped returns are skewed (many 0s where both runs end at 500, a few
+large losses), so the verdict is as good as that approximation, stated beside it.
+The verdict (`verdict`) is one of:
+  equivalent    -m < low and high < m (both one-sided tests reject);
+  worse         high < 0 and not equivalent (X significantly below the reference at
+                one-sided 5%, and not shown to be within the margin);
+  better        low > 0 and not equivalent;
+  inconclusive  otherwise (the interval holds 0 and reaches past a margin: more seeds).
+`tost_power` / `pairs_needed` give how many seeds a margin needs (the approximation of
+Chow, Shao and Wang 2008, "Sample Size Calculations in Clinical Research", sec. 3.2,
+with central t quantiles).
+
 Everything here is pure: NumPy arrays or plain rows in, floats and dicts out.
 """
 from __future__ import annotations
@@ -52,6 +80,8 @@ REFERENCE = "fp32"  # the precision every other one is compared with (paired by 
 METRICS = ("final_return", "last3_return")
 _CHUNK = 1_000      # resamples evaluated at once
 STATISTICS = ("median", "iqm", "mean")
+TOST_ALPHA = 0.05   # each one-sided test's level: the verdict's interval is 1 - 2 alpha = 90%
+VERDICTS = ("equivalent", "worse", "better", "inconclusive")
 
 
 # ---------------------------------------------------------------------------------
@@ -162,6 +192,111 @@ def probability_of_improvement(x, y, **kw) -> Tuple[float, float, float]:
 
 
 # ---------------------------------------------------------------------------------
+# Parity: two one-sided tests on the paired differences.
+# ---------------------------------------------------------------------------------
+def paired_t_interval(x, y, confidence: float = 1.0 - 2 * TOST_ALPHA
+                      ) -> Tuple[float, float, float, float]:
+  """(mean, low, high, sd) of the paired differences d_i = x_i - y_i: the t interval
+  mean(d) +- t_{(1+confidence)/2, n-1} * sd(d) / sqrt(n), sd with divisor n - 1.
+
+  Raises:
+    ValueError: x and y of different lengths, fewer than 2 pairs, or non-finite values.
+  """
+  if np.ndim(x) != 1 or np.shape(x) != np.shape(y):
+    raise ValueError(f"x and y must be paired 1-d arrays of one length, got shapes "
+                     f"{np.shape(x)} and {np.shape(y)}")
+  d = np.asarray(x, dtype=float) - np.asarray(y, dtype=float)
+  if d.size < 2:
+    raise ValueError(f"a t interval needs at least 2 pairs, got {d.size}")
+  if not np.all(np.isfinite(d)):
+    raise ValueError("paired scores must be finite")
+  n, m = d.size, float(d.mean())
+  sd = float(d.std(ddof=1))
+  half = float(sp_stats.t.ppf(0.5 + confidence / 2.0, n - 1)) * sd / math.sqrt(n)
+  return m, m - half, m + half, sd
+
+
+def verdict(low: float, high: float, margin: float) -> str:
+  """The parity verdict of an interval [low, high] of X - reference at margin m > 0 (see
+  the module docstring): equivalent, worse, better or inconclusive."""
+  if not margin > 0:
+    raise ValueError(f"the equivalence margin must be > 0, got {margin}")
+  if -margin < low and high < margin:
+    return "equivalent"
+  if high < 0:
+    return "worse"
+  if low > 0:
+    return "better"
+  return "inconclusive"
+
+
+def tost(x, y, margin: float, alpha: float = TOST_ALPHA) -> Dict[str, Any]:
+  """Two one-sided paired t-tests of X - Y against the margin (Schuirmann 1987).
+
+  Args:
+    x, y: [n] scores, x[i] and y[i] from seed i (n >= 2).
+    margin: the equivalence margin m > 0, in the scores' units, declared before the runs.
+    alpha: level of each one-sided test (the interval is 1 - 2 alpha).
+  Returns:
+    {"margin", "alpha", "confidence", "interval": "paired t", "n", "mean_difference",
+     "sd_difference", "ci_low", "ci_high", "p_lower" (H0: mean <= -m), "p_upper"
+     (H0: mean >= m), "p_tost" (max of both), "verdict", "pairs_needed" (seeds for 80%
+     power at a true difference 0 with this sd; None for sd 0)}.
+  Raises:
+    ValueError: as `paired_t_interval`, or margin <= 0.
+  """
+  mean_d, low, high, sd = paired_t_interval(x, y, 1.0 - 2.0 * alpha)
+  n = len(np.asarray(x))
+  if sd > 0:
+    se = sd / math.sqrt(n)
+    p_lower = float(sp_stats.t.sf((mean_d + margin) / se, n - 1))
+    p_upper = float(sp_stats.t.cdf((mean_d - margin) / se, n - 1))
+  else:  # every pair differs by the same amount: the tests are decided by the point
+    p_lower = 0.0 if mean_d > -margin else 1.0
+    p_upper = 0.0 if mean_d < margin else 1.0
+  return {"margin": float(margin), "alpha": alpha, "confidence": 1.0 - 2.0 * alpha,
+          "interval": "paired t", "n": n, "mean_difference": mean_d, "sd_difference": sd,
+          "ci_low": low, "ci_high": high, "p_lower": p_lower, "p_upper": p_upper,
+          "p_tost": max(p_lower, p_upper), "verdict": verdict(low, high, margin),
+          "pairs_needed": pairs_needed(sd, margin, alpha) if sd > 0 else None}
+
+
+def tost_power(n: int, sd: float, margin: float, alpha: float = TOST_ALPHA,
+               true_difference: float = 0.0) -> float:
+  """Approximate power of the paired TOST with n pairs: the probability that the 90%
+  interval falls inside (-m, m) when the mean difference is `true_difference` and the
+  differences' sd is `sd` (Chow, Shao and Wang 2008, sec. 3.2):
+  max(0, F(( m - d) / se - t) + F((m + d) / se - t) - 1), se = sd / sqrt(n),
+  t = t_{1-alpha, n-1}, F the t_{n-1} cdf."""
+  if n < 2:
+    return 0.0
+  se = sd / math.sqrt(n)
+  t = sp_stats.t.ppf(1.0 - alpha, n - 1)
+  d = abs(true_difference)
+  power = (sp_stats.t.cdf((margin - d) / se - t, n - 1)
+           + sp_stats.t.cdf((margin + d) / se - t, n - 1) - 1.0)
+  return float(max(0.0, power))
+
+
+def pairs_needed(sd: float, margin: float, alpha: float = TOST_ALPHA, power: float = 0.8,
+                 true_difference: float = 0.0, max_pairs: int = 100_000) -> Optional[int]:
+  """The fewest pairs whose TOST reaches `power` (`tost_power`); None if none up to
+  `max_pairs` does (e.g. |true_difference| >= margin)."""
+  if not sd > 0 or not margin > 0:
+    raise ValueError(f"sd and margin must be > 0, got sd={sd}, margin={margin}")
+  lo, hi = 2, max_pairs
+  if tost_power(hi, sd, margin, alpha, true_difference) < power:
+    return None
+  while lo < hi:  # power grows with n
+    mid = (lo + hi) // 2
+    if tost_power(mid, sd, margin, alpha, true_difference) >= power:
+      hi = mid
+    else:
+      lo = mid + 1
+  return lo
+
+
+# ---------------------------------------------------------------------------------
 # Per-run figures and targets.
 # ---------------------------------------------------------------------------------
 def mean_of_last(returns: Sequence[float], n: int = LAST_EVALS) -> float:
@@ -228,7 +363,8 @@ def _ci(triple: Tuple[float, float, float]) -> Dict[str, float]:
 
 def aggregate(rows: Iterable[Mapping[str, Any]], target: Optional[float] = None,
               reference: str = REFERENCE, reps: int = REPS, confidence: float = CONFIDENCE,
-              seed: int = SEED) -> Dict[str, Any]:
+              seed: int = SEED, margin: Optional[float] = None,
+              metrics: Sequence[str] = METRICS) -> Dict[str, Any]:
   """The statistics of a sweep from its per-run rows.
 
   Args:
@@ -237,6 +373,10 @@ def aggregate(rows: Iterable[Mapping[str, Any]], target: Optional[float] = None,
     target: the target return (None: no target figures).
     reference: the precision the others are compared with, paired by seed.
     reps, confidence, seed: of every bootstrap interval.
+    margin: the equivalence margin (return units) declared before the runs: each
+      comparison's metrics then get a "tost" entry (`tost`) with its verdict (None: no
+      verdicts; fewer than 2 paired seeds: verdict "inconclusive", no interval).
+    metrics: the per-run scores aggregated (default: final_return and last3_return).
   Returns:
     {"bootstrap": {...}, "target", "reference",
      "precisions": {p: {"seeds", "n", <metric>: {<statistic>: {value, ci_low, ci_high}},
@@ -244,7 +384,8 @@ def aggregate(rows: Iterable[Mapping[str, Any]], target: Optional[float] = None,
      "comparisons": {p: {"reference", "seeds", "n",
                          <metric>: {"difference": {...}, "probability_of_improvement": {...}}}}}
     where metric is final_return or last3_return, statistic median, iqm or mean; the
-    difference is the mean over seeds of p's return minus the reference's.
+    difference is the mean over seeds of p's return minus the reference's; with a
+    margin, "margin" at the top and each comparison metric's "tost".
   Raises:
     ValueError: a (precision, seed) given twice, or a non-finite return.
   """
@@ -260,10 +401,14 @@ def aggregate(rows: Iterable[Mapping[str, Any]], target: Optional[float] = None,
       "bootstrap": {"method": "stratified percentile bootstrap (Agarwal et al. 2021)",
                     "reps": reps, "confidence": confidence, "seed": seed},
       "target": target, "reference": reference, "precisions": {}, "comparisons": {}}
+  if tuple(metrics) != METRICS:
+    out["metrics"] = list(metrics)
+  if margin is not None:
+    out["margin"] = float(margin)
   for p, runs in by_precision.items():
     seeds = sorted(runs)
     entry: Dict[str, Any] = {"seeds": seeds, "n": len(seeds)}
-    for metric in METRICS:
+    for metric in metrics:
       scores = [float(runs[s][metric]) for s in seeds]
       entry[metric] = {name: _ci(interval(scores, name, **kw)) for name in STATISTICS}
     if target is not None:
@@ -278,11 +423,15 @@ def aggregate(rows: Iterable[Mapping[str, Any]], target: Optional[float] = None,
     if not seeds:
       continue
     entry = {"reference": reference, "seeds": seeds, "n": len(seeds)}
-    for metric in METRICS:
+    for metric in metrics:
       x = [float(runs[s][metric]) for s in seeds]
       y = [float(ref[s][metric]) for s in seeds]
       entry[metric] = {"difference": _ci(paired_difference(x, y, **kw)),
                        "probability_of_improvement": _ci(probability_of_improvement(x, y, **kw))}
+      if margin is not None:
+        entry[metric]["tost"] = (tost(x, y, margin) if len(seeds) >= 2 else
+                                 {"margin": float(margin), "n": len(seeds),
+                                  "verdict": "inconclusive"})
     out["comparisons"][p] = entry
   return out
 
@@ -299,8 +448,9 @@ def flat_rows(result: Mapping[str, Any]) -> List[Dict[str, Any]]:
   """`aggregate()`'s result as rows of aggregate.csv: precision, vs (the reference, for
   paired comparisons), metric, statistic, value, ci_low, ci_high, n."""
   rows = []
+  metrics = result.get("metrics", METRICS)
   for p, entry in result["precisions"].items():
-    for metric in METRICS:
+    for metric in metrics:
       for name in STATISTICS:
         rows.append(dict(entry[metric][name], precision=p, vs="", metric=metric,
                          statistic=name, n=entry["n"]))
@@ -311,10 +461,16 @@ def flat_rows(result: Mapping[str, Any]) -> List[Dict[str, Any]]:
                      "statistic": name, "value": "" if t[name] is None else t[name],
                      "ci_low": "", "ci_high": "", "n": entry["n"]})
   for p, entry in result["comparisons"].items():
-    for metric in METRICS:
+    for metric in metrics:
       for name in ("difference", "probability_of_improvement"):
         rows.append(dict(entry[metric][name], precision=p, vs=entry["reference"], metric=metric,
                          statistic=name, n=entry["n"]))
+      t = entry[metric].get("tost")
+      if t is not None:  # the verdict's 90% paired t interval, in the statistic's name
+        rows.append({"precision": p, "vs": entry["reference"], "metric": metric,
+                     "statistic": f"tost_margin_{t['margin']:g}_{t['verdict']}",
+                     "value": t.get("mean_difference", ""), "ci_low": t.get("ci_low", ""),
+                     "ci_high": t.get("ci_high", ""), "n": t["n"]})
   return rows
 
 

@@ -35,7 +35,19 @@ Output files (in the sweep directory):
   curves.png     each seed's curve thin, the IQM over seeds with its 95% stratified
                  bootstrap interval thick, one colour per precision
   table.md       the table printed at the end
+  protocol.json  the margin and comparisons declared when the sweep first started
+                 (`declare`); a later start with another margin is refused
+  <run>/final_eval.json  the run's final policy at fp32 and at its actor precision,
+                 20 greedy episodes each from environment seed 12345 (`cross_eval`),
+                 written after the run; seeds.csv's final_at_fp32 / final_at_own
 `render(outdir)` rewrites all but sweep.json from sweep.json (no runs).
+
+With a record folder (`record`, `actorq sweep --record DIR`, e.g. under docs/results/ and
+committed), each finished run's run.json, eval.csv and final_eval.json are copied to
+DIR/runs/<run>/ as it finishes, and a sweep started where those runs are missing (another
+session, a fresh clone) restores them from there first (`restore`) and reuses them: a
+30-seed sweep spans sessions from what is committed. The report files are written to the
+record too.
 """
 from __future__ import annotations
 
@@ -51,17 +63,27 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from actorq import core
 from actorq.components import atomic, fault_points
 from actorq.launch import checkpointing, processes
 from actorq.launch import run_dir as run_dir_lib
 from actorq.launch import spec as spec_lib
 from actorq.studies import aggregate as ag
+from actorq.studies import cross_eval
 from actorq.studies import tables as ab
 
 SWEEP_JSON = "sweep.json"
 SEEDS_FIELDS = ("precision", "seed", "final_return", "last3_return", "best_return",
-                "first_step_at_target", "evaluations", "wall_seconds", "run_dir")
+                "first_step_at_target", "evaluations", "wall_seconds", "run_dir",
+                "final_at_fp32", "final_at_own")
+# The 2x2 (`cross_eval`): each run's final policy at fp32 and at its own actor precision.
+CROSS_METRICS = ("final_at_fp32", "final_at_own")
+PROTOCOL_JSON = "protocol.json"
+# What a record (`--record DIR`) keeps of each finished run: enough for the report and for
+# a later sweep (another session, a fresh clone) to reuse the run.
+RECORD_FILES = (run_dir_lib.RUN_INFO, run_dir_lib.EVAL_CSV, cross_eval.FINAL_EVAL_JSON)
 CURVE_REPS = 2_000  # bootstrap resamples per evaluation step of the curves' bands
 TABLE_STATISTICS = ("iqm", "median", "mean")  # the table's column order
 
@@ -214,6 +236,76 @@ def check_reusable(outdir: str, settings: Dict[str, Any]) -> None:
                          "give a new --logdir")
 
 
+def declare(outdir: str, settings: Dict[str, Any]) -> Dict[str, Any]:
+  """Writes DIR/protocol.json at the sweep's first start (the margin of its verdicts, the
+  reference, precisions, seeds and the time: declared before any run) and returns it; a
+  later start keeps the first declaration.
+
+  Raises:
+    ValueError: the sweep was declared with another margin (or with one, and none now).
+  """
+  path = os.path.join(outdir, PROTOCOL_JSON)
+  if os.path.isfile(path):
+    with open(path, encoding="utf-8") as f:
+      declared = json.load(f)
+    if declared.get("margin") != settings.get("margin"):
+      raise ValueError(f"{path} declares margin {declared.get('margin')} (at "
+                       f"{declared.get('declared')}), before its runs; this start gives "
+                       f"{settings.get('margin')}: a margin is fixed before the runs (use "
+                       "the declared one, or a new --logdir)")
+    return declared
+  declared = {"margin": settings.get("margin"), "reference": settings["reference"],
+              "precisions": list(settings["precisions"]), "seeds": list(settings["seeds"]),
+              "declared": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": command(settings)}
+  with atomic.atomic_write(path) as f:
+    json.dump(declared, f, indent=1)
+  return declared
+
+
+def restore(settings: Dict[str, Any], outdir: str, record: str,
+            log: Callable[[str], None] = print) -> List[str]:
+  """Copies into `outdir` each planned run that is unfinished there and finished in the
+  record (RECORD_FILES of DIR/runs/<run>/); returns their names. A run of other settings
+  is then refused by `check_reusable` as any finished run is."""
+  restored = []
+  for precision, seed in plan(settings["precisions"], settings["seeds"]):
+    name = run_name(precision, seed)
+    src, dst = os.path.join(record, "runs", name), os.path.join(outdir, name)
+    if finished(dst, settings["steps"]) or not finished(src, settings["steps"]):
+      continue
+    if os.path.exists(dst):  # an unfinished attempt: the recorded run replaces it
+      shutil.rmtree(dst)
+    os.makedirs(dst)
+    for f in RECORD_FILES:
+      if os.path.isfile(os.path.join(src, f)):
+        shutil.copy2(os.path.join(src, f), os.path.join(dst, f))
+    restored.append(name)
+    log(f"  {name}: restored from the record {record}")
+  return restored
+
+
+def keep(outdir: str, record: str, name: str) -> None:
+  """Copies a finished run's RECORD_FILES to RECORD/runs/<name>/ (each file atomically)."""
+  dst = os.path.join(record, "runs", name)
+  os.makedirs(dst, exist_ok=True)
+  for f in RECORD_FILES:
+    src = os.path.join(outdir, name, f)
+    if os.path.isfile(src):
+      with open(src, "rb") as fin, atomic.atomic_write(os.path.join(dst, f), "wb") as fout:
+        fout.write(fin.read())
+
+
+def cross_eval_argv(run_dir: str) -> List[str]:
+  """The child that writes a finished run's final_eval.json (`cross_eval`)."""
+  return [sys.executable, "-m", "actorq.studies.cross_eval", run_dir]
+
+
+def needs_cross_eval(run_dir: str) -> bool:
+  """A finished single-process run without final_eval.json but with a checkpoint."""
+  return (cross_eval.read(run_dir) is None and bool(checkpointing.list_checkpoints(
+      os.path.join(run_dir, run_dir_lib.CHECKPOINTS))))
+
+
 def resume_argv(settings: Dict[str, Any], run_dir: str) -> List[str]:
   """The child's command line that continues an interrupted run of this sweep from its
   newest checkpoint (`actorq train --resume`: agent, environment, seed, config and steps
@@ -267,6 +359,10 @@ def _run_one(settings, outdir, precision, seed, children: Optional[processes.Chi
     done = finished(run_dir, settings["steps"])
     return precision, seed, None if done else (
         f"{name} stopped by signal {children.stopping} (exit {proc.returncode})"), seconds
+  if proc.returncode == 0 and finished(run_dir, settings["steps"]):
+    proc = _cross_eval(run_dir, log_path, children)
+    if proc is None or children.stopping is not None:
+      return precision, seed, None, seconds  # the run is finished; its 2x2 comes on rerun
   if proc.returncode != 0 or not finished(run_dir, settings["steps"]):
     with open(log_path, encoding="utf-8") as f:
       tail = "".join(f.readlines()[-10:])
@@ -274,6 +370,22 @@ def _run_one(settings, outdir, precision, seed, children: Optional[processes.Chi
            f"exit 0 but no evaluation at step {settings['steps']} in its eval.csv")
     return precision, seed, f"{name} failed ({why}); last lines of {log_path}:\n{tail}", seconds
   return precision, seed, None, seconds
+
+
+def _cross_eval(run_dir: str, log_path: str, children: processes.ChildGroup):
+  """Runs the `cross_eval` child of a finished run (its output appended to the run's
+  log); the finished process, or None when the sweep was stopped before it started."""
+  with open(log_path, "a", encoding="utf-8") as logf:
+    proc = children.start(cross_eval_argv(run_dir), stdout=logf, stderr=subprocess.STDOUT,
+                          stdin=subprocess.DEVNULL,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    if proc is None:
+      return None
+    try:
+      proc.wait()
+    finally:
+      children.finished(proc)
+  return proc
 
 
 class Stopped(Exception):
@@ -288,7 +400,7 @@ class Stopped(Exception):
 
 
 def run_all(settings: Dict[str, Any], outdir: str, jobs: int = 1,
-            log: Callable[[str], None] = print) -> List[str]:
+            log: Callable[[str], None] = print, record: Optional[str] = None) -> List[str]:
   """Trains every (precision, seed) of the sweep not already finished in `outdir`,
   `jobs` at a time; returns the failures' messages (empty: all runs finished).
 
@@ -296,14 +408,27 @@ def run_all(settings: Dict[str, Any], outdir: str, jobs: int = 1,
   children, which checkpoint and exit as `actorq train` does; no new run starts, every
   child is waited for, and then `Stopped` is raised (case B11).
 
+  A reused single-process run without its final_eval.json (a run of an earlier version
+  of the sweep) gets it first (`cross_eval`). With `record`, every finished run is kept
+  there (`keep`).
+
   Raises:
     Stopped: the sweep was signalled.
   """
   todo, total = [], 0
   for precision, seed in plan(settings["precisions"], settings["seeds"]):
     total += 1
-    if finished(os.path.join(outdir, run_name(precision, seed)), settings["steps"]):
-      log(f"  {run_name(precision, seed)}: finished before, reused")
+    name = run_name(precision, seed)
+    run_dir = os.path.join(outdir, name)
+    if finished(run_dir, settings["steps"]):
+      log(f"  {name}: finished before, reused")
+      if settings.get("launch", "local") == "local" and needs_cross_eval(run_dir):
+        log(f"  {name}: evaluating its final policy at fp32 and {precision} (final_eval.json)")
+        subprocess.run(cross_eval_argv(run_dir), check=False, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+      if record:
+        keep(outdir, record, name)
     else:
       todo.append((precision, seed))
   failures, stopped = [], []
@@ -334,6 +459,8 @@ def run_all(settings: Dict[str, Any], outdir: str, jobs: int = 1,
         evals = read_evaluations(os.path.join(outdir, run_name(precision, seed)))
         log(f"[{done}/{total}] {run_name(precision, seed)}: final return "
             f"{evals[-1]['episode_return']:.1f} ({seconds:.0f} s)")
+        if record:
+          keep(outdir, record, run_name(precision, seed))
   if children.stopping is not None:
     ckpt = lambda p, s: checkpointing.list_checkpoints(
         os.path.join(outdir, run_name(p, s), "checkpoints"))
@@ -345,7 +472,8 @@ def run_all(settings: Dict[str, Any], outdir: str, jobs: int = 1,
 def collect(settings: Dict[str, Any], outdir: str) -> List[Dict[str, Any]]:
   """Every run's evaluations, in plan order, for sweep.json."""
   return [{"precision": p, "seed": s, "run_dir": run_name(p, s),
-           "evaluations": read_evaluations(os.path.join(outdir, run_name(p, s)))}
+           "evaluations": read_evaluations(os.path.join(outdir, run_name(p, s))),
+           "final_eval": cross_eval.read(os.path.join(outdir, run_name(p, s)))}
           for p, s in plan(settings["precisions"], settings["seeds"])]
 
 
@@ -359,8 +487,11 @@ def seed_rows(runs: Sequence[Dict[str, Any]], target: Optional[float]) -> List[D
     ev = r["evaluations"]
     scores = ag.run_scores([e["actor_steps"] for e in ev], [e["episode_return"] for e in ev],
                            target)
+    cross = (r.get("final_eval") or {}).get("mean", {})
     rows.append(dict(scores, precision=r["precision"], seed=r["seed"], evaluations=len(ev),
-                     wall_seconds=ev[-1].get("wall_seconds", math.nan), run_dir=r["run_dir"]))
+                     wall_seconds=ev[-1].get("wall_seconds", math.nan), run_dir=r["run_dir"],
+                     final_at_fp32=cross.get(core.FP32, math.nan),
+                     final_at_own=cross.get(r["precision"], math.nan)))
   order = {p: i for i, p in enumerate(dict.fromkeys(r["precision"] for r in runs))}
   return sorted(rows, key=lambda row: (order[row["precision"]], row["seed"]))
 
@@ -373,6 +504,8 @@ def read_seeds_csv(path: str) -> List[Dict[str, Any]]:
     row["seed"] = int(row["seed"])
     for key in ("final_return", "last3_return", "best_return", "wall_seconds"):
       row[key] = float(row[key])
+    for key in CROSS_METRICS:  # absent in a seeds.csv of an earlier version: NaN
+      row[key] = float(row.get(key) or "nan")
     row["evaluations"] = int(row["evaluations"])
     step = row["first_step_at_target"]
     row["first_step_at_target"] = int(step) if step else None
@@ -408,12 +541,22 @@ def format_table(result: Dict[str, Any], meta: Dict[str, Any]) -> str:
     header = ["paired by seed", "seeds", "final: mean difference [95% CI]",
               "final: P(X > ref) [95% CI]", f"last-{ag.LAST_EVALS}: mean difference [95% CI]",
               f"last-{ag.LAST_EVALS}: P(X > ref) [95% CI]"]
+    margin = result.get("margin")
+    if margin is not None:
+      header += [f"final: verdict at margin {margin:g} (90% paired t)",
+                 f"last-{ag.LAST_EVALS}: verdict at margin {margin:g} (90% paired t)",
+                 "final: pairs needed (sd)"]
     rows = []
     for p, c in result["comparisons"].items():
       row = [f"{p} vs {c['reference']}", str(c["n"])]
       for metric in ag.METRICS:
         row += [_ci_cell(c[metric]["difference"]),
                 _ci_cell(c[metric]["probability_of_improvement"], 2)]
+      if margin is not None:
+        row += [_verdict_cell(c[metric]["tost"]) for metric in ag.METRICS]
+        t = c["final_return"]["tost"]
+        row.append("-" if t.get("pairs_needed") is None else
+                   f"{t['pairs_needed']} ({t['sd_difference']:.1f})")
       rows.append(row)
     out += "\n\n" + ab.markdown_table(header, rows)
   b = result["bootstrap"]
@@ -433,9 +576,75 @@ def format_table(result: Dict[str, Any], meta: Dict[str, Any]) -> str:
           f"evaluation {at} step {meta['steps']:,}, last-{ag.LAST_EVALS} = mean of the last "
           f"{ag.LAST_EVALS}. Intervals: {b['confidence']:.0%} {b['method']}, {b['reps']:,} "
           f"resamples, generator seed {b['seed']}. P(X > ref): Agarwal et al. 2021, ties 0.5; "
-          f"difference: X - ref, mean over seeds. Machine: {m['nproc']} cores, {m['cpu_model']}"
+          f"difference: X - ref, mean over seeds."
+          + (f" Verdicts: two one-sided paired t-tests (Schuirmann 1987) at margin "
+             f"{result['margin']:g} declared before the runs: equivalent when the 90% paired t "
+             "interval of the mean difference lies inside (-margin, margin), worse / better "
+             "when it lies below / above 0 and is not inside, else inconclusive; pairs needed: "
+             "seeds for 80% power at a true difference 0 with the measured sd of the "
+             "differences (actorq.studies.aggregate)."
+             if result.get("margin") is not None else "")
+          + f" Machine: {m['nproc']} cores, {m['cpu_model']}"
           f"{cpu}.\n\nReproduce: {command(meta)}")
   return out
+
+
+def _verdict_cell(t: Dict[str, Any]) -> str:
+  """``worse: -53.2 [-110.4, 4.0]`` (verdict, mean difference, 90% paired t interval)."""
+  if "ci_low" not in t:
+    return f"{t['verdict']} ({t['n']} pair{'s' if t['n'] != 1 else ''})"
+  return (f"{t['verdict']}: {t['mean_difference']:.1f} "
+          f"[{t['ci_low']:.1f}, {t['ci_high']:.1f}]")
+
+
+def cross_precision(rows: Sequence[Dict[str, Any]], reference: str,
+                    margin: Optional[float]) -> Dict[str, Any]:
+  """The 2x2 statistics of the runs with a final_eval.json: `aggregate.aggregate` of
+  final_at_fp32 (each arm's final policy at fp32: the training effect against the
+  reference arm) and final_at_own (at the arm's own precision: training and deployment
+  together), and per arm the deployment effect final_at_own - final_at_fp32 (paired
+  within each run: same parameters, same episodes) with its 90% paired t interval."""
+  result = ag.aggregate(rows, reference=reference, margin=margin, metrics=CROSS_METRICS)
+  result["deployment"] = {}
+  for p in result["precisions"]:
+    own = [r["final_at_own"] for r in rows if r["precision"] == p]
+    at_fp32 = [r["final_at_fp32"] for r in rows if r["precision"] == p]
+    entry = {"n": len(own), "mean_difference": float(np.mean(np.subtract(own, at_fp32)))}
+    if len(own) >= 2:
+      _, low, high, sd = ag.paired_t_interval(own, at_fp32)
+      entry.update(ci_low=low, ci_high=high, sd_difference=sd, confidence=0.90)
+    result["deployment"][p] = entry
+  return result
+
+
+def format_cross_table(cross: Dict[str, Any]) -> str:
+  """Markdown: the 2x2 of actors during training x precision at evaluation."""
+  margin = cross.get("margin")
+  header = ["actors during training", "runs", "final policy at fp32: IQM [95% CI]",
+            "at its own precision: IQM [95% CI]",
+            "deployment effect (own - fp32), mean [90% paired t]",
+            "training effect (at fp32) vs " + cross["reference"],
+            "training + deployment (at own) vs " + cross["reference"]]
+  rows = []
+  for p, e in cross["precisions"].items():
+    d = cross["deployment"][p]
+    dep = (f"{d['mean_difference']:.1f} [{d['ci_low']:.1f}, {d['ci_high']:.1f}]"
+           if "ci_low" in d else f"{d['mean_difference']:.1f}")
+    c = cross["comparisons"].get(p)
+    if c is None:
+      effects = ["(reference)", "(reference)"]
+    elif margin is not None:
+      effects = [_verdict_cell(c[m]["tost"]) for m in CROSS_METRICS]
+    else:
+      effects = [_ci_cell(c[m]["difference"]) for m in CROSS_METRICS]
+    rows.append([p, str(e["n"]), _ci_cell(e["final_at_fp32"]["iqm"]),
+                 _ci_cell(e["final_at_own"]["iqm"]), dep] + effects)
+  return (ab.markdown_table(header, rows) + "\n\nThe 2x2: each run's final parameters, "
+          f"{cross_eval.EPISODES} greedy episodes from environment seed {cross_eval.SEED} at "
+          "fp32 and at the precision its actors trained with (`actorq.studies.cross_eval`; "
+          "int8 payloads bias-corrected on fp32 calibration episodes, as in training). The "
+          "effects against the reference are paired by seed"
+          + (f", verdicts at margin {margin:g} as above." if margin is not None else "."))
 
 
 def precisions_text(precisions: Sequence[str]) -> str:
@@ -459,6 +668,8 @@ def command(settings: Dict[str, Any]) -> str:
     argv += ["--set", assignment]
   if settings.get("target") is not None:
     argv += ["--target", f"{settings['target']:g}"]
+  if settings.get("margin") is not None:
+    argv += ["--margin", f"{settings['margin']:g}"]
   return shlex.join(argv)
 
 
@@ -515,13 +726,21 @@ def report(outdir: str, data: Dict[str, Any]) -> Tuple[Dict[str, Any], str]:
   ab.write_csv(os.path.join(outdir, "seeds.csv"), SEEDS_FIELDS, rows)
   # Aggregated from seeds.csv as written, so the files agree to the last digit.
   result = ag.aggregate(read_seeds_csv(os.path.join(outdir, "seeds.csv")),
-                        target=meta.get("target"), reference=meta["reference"])
+                        target=meta.get("target"), reference=meta["reference"],
+                        margin=meta.get("margin"))
+  cross = [r for r in read_seeds_csv(os.path.join(outdir, "seeds.csv"))
+           if all(math.isfinite(r[k]) for k in CROSS_METRICS)]
+  if cross:
+    result["cross_precision"] = cross_precision(cross, meta["reference"], meta.get("margin"))
   with atomic.atomic_write(os.path.join(outdir, "aggregate.json")) as f:
     json.dump(result, f, indent=1)
-  ab.write_csv(os.path.join(outdir, "aggregate.csv"), ag.CSV_FIELDS, ag.flat_rows(result))
+  ab.write_csv(os.path.join(outdir, "aggregate.csv"), ag.CSV_FIELDS, ag.flat_rows(result) + (
+      ag.flat_rows(result["cross_precision"]) if "cross_precision" in result else []))
   plot(os.path.join(outdir, "curves.png"), runs, meta)
   meta = dict(meta, machine=data["machine"])
   table = format_table(result, meta)
+  if "cross_precision" in result:
+    table += "\n\n" + format_cross_table(result["cross_precision"])
   with atomic.atomic_write(os.path.join(outdir, "table.md")) as f:
     f.write(table + "\n")
   return result, table

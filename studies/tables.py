@@ -8,7 +8,7 @@ from actorq.components import atomic
 
 # One colour per actor precision, shared by the bench and sweep plots.
 PRECISION_COLORS = {"fp32": "tab:blue", "fp16": "tab:orange", "bf16": "tab:purple",
-                    "int8": "tab:green"}
+                    "int8": "tab:green", "litert-fp32": "tab:red"}
 
 
 def markdown_table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> str:

@@ -5,6 +5,7 @@ dqn.make_networks, dqn.DQNLearner and its losses."""
 from actorq.agents.dqn.config import DQNConfig
 from actorq.agents.dqn.networks import DQNNetworks, dueling_network, dueling_q, make_networks
 from actorq.agents.dqn.learning import (
-    DQNLearner, PrioritizedReplay, TrainingState, annealed_exponent, dqn_loss, dqn_td_errors,
-    importance_sampling_weights, transition_td_errors, weighted_transition_loss)
+    TD_OPERATORS, DQNLearner, PrioritizedReplay, TDOperator, TrainingState, advantage_learning,
+    annealed_exponent, dqn_loss, dqn_td_errors, importance_sampling_weights,
+    munchausen_q_learning, transition_td_errors, weighted_transition_loss)
 from actorq.agents.dqn.builder import DQNBuilder, q_policy, q_value_selector

@@ -122,4 +122,6 @@ class DQNBuilder(builders.TransitionReplayBuilder):
     return learning.DQNLearner(
         networks.network, dataset, random_key, dummy, self.make_optimizer(), c.discount,
         c.target_update_period, c.huber_delta, c.double_q, transform,
-        logger=logger_fn("learner"), counter=counter, prioritized=prioritized)
+        logger=logger_fn("learner"), counter=counter, prioritized=prioritized,
+        td_operator=learning.TDOperator(c.td_operator, c.td_operator_alpha,
+                                        c.munchausen_temperature))

@@ -66,6 +66,18 @@ class DQNConfig(agent_config.OffPolicySettings, agent_config.EpsilonGreedySettin
     dueling: dueling head (Wang et al. 2016): the network's last layer outputs
       [V, A_1..A_n] and Q = V + A - mean_a A (actors still run one plain sequential
       spec); false: a plain Q head.
+    td_operator: the TD target the loss regresses on (`learning.TD_OPERATORS`):
+      "q_learning" ((double) Q-learning, the default), "advantage_learning" (Bellemare et
+      al. 2016: minus td_operator_alpha times the target network's action gap of the
+      taken action) or "munchausen" (Munchausen DQN, Vieillard et al. 2020: plus
+      td_operator_alpha times the clipped scaled log-policy of the taken action, soft
+      bootstrap at munchausen_temperature; double_q does not apply). Both widen the
+      action gap, which makes the greedy action robust to errors in the Q-values (such
+      as int8 rounding).
+    td_operator_alpha: advantage-learning coefficient / Munchausen scaling, in [0, 1)
+      (both papers: 0.9); unused by q_learning.
+    munchausen_temperature: Munchausen's entropy temperature tau (paper: 0.03), in
+      return units; > 0.
   """
   hidden_sizes: Tuple[int, ...] = checks.field((256, 256), ge=1)
   learning_rate: float = checks.field(1e-3, gt=0.0)
@@ -88,6 +100,10 @@ class DQNConfig(agent_config.OffPolicySettings, agent_config.EpsilonGreedySettin
   importance_sampling_annealing_steps: int = checks.field(25_000, ge=0)
   priority_epsilon: float = checks.field(1e-6, ge=0.0)
   dueling: bool = True
+  td_operator: str = checks.field("q_learning", choices=("q_learning", "advantage_learning",
+                                                         "munchausen"))
+  td_operator_alpha: float = checks.field(0.9, ge=0.0, lt=1.0)
+  munchausen_temperature: float = checks.field(0.03, gt=0.0)
 
   RULES = agent_config.OffPolicySettings.RULES + (
       agent_config.EpsilonGreedySettings.EPSILON_RULE,)

@@ -112,7 +112,9 @@ class DQNPopulation(population_lib.PopulationLearner):
     self._update = learning.DQNUpdate(
         networks.network, config.target_update_period, config.double_q,
         (lambda p: qat.fake_quant_params(p, bits=config.qat_bits)) if config.qat_bits
-        else None)
+        else None,
+        learning.TDOperator(config.td_operator, config.td_operator_alpha,
+                            config.munchausen_temperature))
     self._dummy = np.zeros(environment_spec.observations.shape,
                            environment_spec.observations.dtype)[None]
 

@@ -115,6 +115,11 @@ class FeedForwardActor(acme_core.Actor):
     """The parameter version the actor acts with (-1 before the first load)."""
     return int(self._runtime.version)
 
+  @property
+  def variable_client(self):
+    """The variable client refreshing the runtime (None: a fixed policy)."""
+    return self._client
+
   def select_action(self, observation) -> Any:
     """Raises NonFiniteOutputError when the network's outputs are not all finite."""
     start = time.perf_counter()

@@ -264,6 +264,17 @@ class VariableClient:
   def version(self) -> int:
     return self._runtime.version
 
+  def source_version(self) -> int:
+    """The newest parameter version the source holds now (its ``"version"``: the
+    learner's steps): one call to the source (a function call in process, a remote call
+    otherwise). `source_version() - version` is how many versions the actor lags."""
+    return int(self._source.get_variables([VERSION])[0])
+
+  def source_payload(self, precision: str) -> payload_lib.Payload:
+    """The source's newest payload at another `precision` (e.g. fp32 beside an int8
+    actor's own: a measurement of what the actor would do at fp32)."""
+    return self._source.get_variables([policy_name(precision)])[0]
+
   def _fetch(self):
     """(the payload, or None when `check_version` found the runtime's version current;
     seconds)."""

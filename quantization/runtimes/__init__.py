@@ -5,6 +5,7 @@
 | "fp32", "fp16", "bf16" | jax.jit of `forward.forward` | same precision |
 | "simulated-int8" | dequantize, jax fp32 (ACCURACY STUDIES ONLY, not fast) | "simulated-int8"/"int8" |
 | "int8" | LiteRT/XNNPACK dynamic-range int8, patched flatbuffer | "int8" |
+| "litert-fp32" | LiteRT/XNNPACK float32 kernels, the int8 path (int8's placebo) | fp32 arrays |
 | "mixed" (`make_mixed_runtime`) | LiteRT: int8 / float32 kernels per layer | `mixed.make_payload` |
 | "mixed:<choice>,..." (a per-layer policy by name) | the same | the same |
 
@@ -37,7 +38,8 @@ from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization.runtimes.base import PolicyRuntime
 from actorq.quantization.runtimes.jax_runtime import JaxRuntime, SimulatedInt8Runtime
-from actorq.quantization.runtimes.litert_runtime import LiteRTInt8Runtime, LiteRTMixedRuntime
+from actorq.quantization.runtimes.litert_runtime import (
+    LiteRTFloatRuntime, LiteRTInt8Runtime, LiteRTMixedRuntime, encode_litert_fp32)
 from actorq.quantization.runtimes.recurrent import RecurrentRuntime
 
 RUNTIME_PRECISIONS = core.PRECISIONS  # the built-in rows of `RUNTIMES`, in order
@@ -71,6 +73,7 @@ RUNTIMES: Dict[str, PrecisionEntry] = {
     core.FP16: PrecisionEntry(JaxRuntime, pl.make_payload),
     core.BF16: PrecisionEntry(JaxRuntime, pl.make_payload),
     core.INT8: PrecisionEntry(LiteRTInt8Runtime, pl.make_payload),
+    core.LITERT_FP32: PrecisionEntry(LiteRTFloatRuntime, encode_litert_fp32),
     core.SIMULATED_INT8: PrecisionEntry(SimulatedInt8Runtime, pl.make_payload, acting=False),
 }
 

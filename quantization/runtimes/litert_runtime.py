@@ -40,6 +40,7 @@ holding the narrower values: exact in value, with int8 speed (no int4/int2 kerne
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -363,6 +364,33 @@ class LiteRTMixedRuntime(LiteRTInt8Runtime):
         raise ValueError(f"layer {name!r} runs int8 kernels in this runtime; the payload "
                          "must give it int8 'w' and a 'scale'")
     self._install(payload)
+
+
+class LiteRTFloatRuntime(LiteRTMixedRuntime):
+  """fp32 weights on LiteRT/XNNPACK's float32 kernels (``"litert-fp32"``): the int8
+  runtime's path (one prebuilt flatbuffer patched in place per parameter version, a new
+  interpreter with its warm-up invocation at every `load`, the same asynchronous pulls)
+  with every layer in float32. It is int8's placebo: what differs from the fp32 (JAX)
+  policy is only the float kernels' summation order (differences of ~1e-7 relative in the
+  Q-values) and the runtime path, not quantization, so a training run's int8 - fp32
+  difference can be told from the chaos of any perturbation of the actors. Feed it
+  `encode_litert_fp32` payloads (the fp32 arrays, labelled ``"litert-fp32"``)."""
+  precision = "litert-fp32"
+  payload_precision = "litert-fp32"
+  accepted_payloads = ("litert-fp32",)
+
+  def __init__(self, spec: ns.NetworkSpec, num_threads: int = 1, warmup: bool = True):
+    super().__init__(spec, tuple(pl.expected_shapes(spec)), num_threads, warmup,
+                     payload_precision=self.payload_precision)
+
+
+def encode_litert_fp32(params, spec: ns.NetworkSpec, precision: str, version: int,
+                       per_channel: bool = True) -> pl.Payload:
+  """The fp32 payload (`payload.make_payload(..., "fp32", ...)`) labelled `precision`, what
+  `LiteRTFloatRuntime` loads. Raises ValueError for params that do not fit `spec`."""
+  del per_channel  # float weights have no scales
+  return dataclasses.replace(pl.make_payload(params, spec, "fp32", version),
+                             precision=precision)
 
 
 def standalone_model(params, spec: ns.NetworkSpec, precision: str = "int8") -> bytes:

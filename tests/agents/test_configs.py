@@ -1,7 +1,10 @@
 """Every registered agent's config, across the shared config bases (issue 38): the same
 defaults (run.json's "config"), field types, field checks and cross-field rules as before
 the bases were introduced. `data/config_defaults.json` was written from the configs at
-7a30947, before any of them changed; it is not regenerated."""
+7a30947, before any of them changed; it is not regenerated. Edited by hand since, for
+deliberate additions only: DQN's (and so IDQN's) td_operator, td_operator_alpha and
+munchausen_temperature (issue 53), and the acting precision litert-fp32 (int8's placebo,
+issue 53) in every actor_precision/evaluation_precision check's choices."""
 import dataclasses
 import json
 import os

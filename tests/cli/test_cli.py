@@ -23,7 +23,7 @@ def _run(argv, capsys):
     (["train", "--steps", "ten"], "--steps must be a positive integer, got 'ten'"),
     (["train", "--env", "dmc:cartpole-balance"], "DQN needs discrete actions"),
     (["train", "--actor-precision", "int3"], "--actor-precision 'int3' not allowed; allowed: "
-                                              "fp32, fp16, bf16, int8, a per-layer precision "
+                                              "fp32, fp16, bf16, int8, litert-fp32, a per-layer precision "
                                               "policy file"),
     (["train", "--actor-precision", "mixed:fp16,int8"],
      "--actor-precision mixed:fp16,int8: precision 'mixed:fp16,int8' gives 2 layer choice(s); "

@@ -8,7 +8,7 @@ import pytest
 
 from actorq.testing.cli import run_cli
 
-ALLOWED = ("must be one of fp32, fp16, bf16, int8 or mixed:<choice>,... (one per layer, e.g. "
+ALLOWED = ("must be one of fp32, fp16, bf16, int8, litert-fp32 or mixed:<choice>,... (one per layer, e.g. "
            "mixed:fp16,int8,int8)")
 B2 = ("DQNConfig: need min_replay_size <= max_replay_size (learning starts once the table "
       "holds min_replay_size transitions); got min_replay_size=1000, max_replay_size=500")

@@ -147,17 +147,17 @@ _QUEUE = ("need batch_size <= max_queue_size (a learner step takes batch_size ro
     ("dqn", {"final_learning_rate_fraction": 1.5},
      "DQNConfig.final_learning_rate_fraction must be in [0, 1], got 1.5"),
     ("dqn", {"actor_precision": "int4"},
-     "DQNConfig.actor_precision must be one of fp32, fp16, bf16, int8 or mixed:<choice>,... "
+     "DQNConfig.actor_precision must be one of fp32, fp16, bf16, int8, litert-fp32 or mixed:<choice>,... "
      "(one per layer, e.g. mixed:fp16,int8,int8); got 'int4'"),
     ("dqn", {"evaluation_precision": "fp8"},
-     "DQNConfig.evaluation_precision must be one of fp32, fp16, bf16, int8 or "
+     "DQNConfig.evaluation_precision must be one of fp32, fp16, bf16, int8, litert-fp32 or "
      "mixed:<choice>,... (one per layer, e.g. mixed:fp16,int8,int8) (or null); got 'fp8'"),
     ("sac", {"actor_precision": "mixed:fp16,int9"},
      "SACConfig.actor_precision: precision choice 'int9' not understood; allowed: fp32, fp16, "
      "bf16, int2..int8, optionally /tensor and +p<sparsity>, e.g. int4/tensor+p0.5"),
     # R2D2's recurrent runtime takes per-layer names too; their labels are checked here.
     ("r2d2", {"actor_precision": "int4"},
-     "R2D2Config.actor_precision must be one of fp32, fp16, bf16, int8 or mixed:<choice>,... "
+     "R2D2Config.actor_precision must be one of fp32, fp16, bf16, int8, litert-fp32 or mixed:<choice>,... "
      "(one per layer, e.g. mixed:fp16,int8,int8); got 'int4'"),
     ("r2d2", {"evaluation_precision": "mixed:int8,int9,fp32"},
      "R2D2Config.evaluation_precision: precision choice 'int9' not understood; allowed: fp32, "

@@ -28,7 +28,7 @@ def test_mixed_names_and_files_split_on_semicolons(tmp_path):
 
 @pytest.mark.parametrize("text,fragment", [
     ("fp32,mixed:fp16,int8", "separate the precisions with ';'"),
-    ("fp32,int3", "allowed precisions are fp32, fp16, bf16, int8, a precision policy file"),
+    ("fp32,int3", "allowed precisions are fp32, fp16, bf16, int8, litert-fp32, a precision policy file"),
     ("fp32;int3", "allowed precisions are fp32, fp16, bf16, int8"),
     ("int8;int8", "repeats a precision"),
     (f"{NAME};{NAME}", "repeats a precision"),

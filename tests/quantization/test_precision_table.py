@@ -20,7 +20,7 @@ from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization import runtimes
 from actorq.quantization.runtimes.jax_runtime import JaxRuntime, SimulatedInt8Runtime
-from actorq.quantization.runtimes.litert_runtime import LiteRTInt8Runtime
+from actorq.quantization.runtimes.litert_runtime import LiteRTFloatRuntime, LiteRTInt8Runtime
 from actorq.testing import fakes
 
 SPEC = ns.mlp(4, [8], 2)
@@ -80,7 +80,7 @@ def test_the_table_holds_the_built_in_precisions():
   assert runtimes.precisions() == core.PRECISIONS == runtimes.RUNTIME_PRECISIONS
   assert {p: e.runtime for p, e in runtimes.RUNTIMES.items()} == {
       "fp32": JaxRuntime, "fp16": JaxRuntime, "bf16": JaxRuntime, "int8": LiteRTInt8Runtime,
-      "simulated-int8": SimulatedInt8Runtime}
+      "litert-fp32": LiteRTFloatRuntime, "simulated-int8": SimulatedInt8Runtime}
   # Actors act with every row but the accuracy-study one.
   assert runtimes.ACTING_PRECISIONS == core.ACTOR_PRECISIONS
   assert "simulated-int8" not in runtimes.ACTING_PRECISIONS
@@ -90,15 +90,50 @@ def test_the_table_holds_the_built_in_precisions():
     assert runtime.precision == precision == runtime.payload_precision
 
 
+def test_litert_fp32_is_the_int8_path_with_float_kernels():
+  """The placebo of int8: fp32 weights through the int8 runtime's path (patched
+  flatbuffer, a new interpreter per version) on LiteRT's float kernels, so it computes
+  what the fp32 (JAX) runtime computes up to float summation order."""
+  rng = np.random.default_rng(0)
+  spec = ns.mlp(4, [64, 64], 3)
+  params = {n: {k: rng.normal(0, 0.5, s).astype(np.float32) for k, s in shp.items()}
+            for n, shp in pl.expected_shapes(spec).items()}
+  placebo = runtimes.make_runtime("litert-fp32", spec)
+  assert isinstance(placebo, LiteRTInt8Runtime)  # the int8 runtime's load path
+  assert placebo.float_layers == frozenset(pl.expected_shapes(spec))
+  payload = vc.make_payload(params, spec, "litert-fp32", 7)
+  assert payload.precision == "litert-fp32" and payload.version == 7
+  assert payload.nbytes == vc.make_payload(params, spec, "fp32", 7).nbytes
+  placebo.load(payload)
+  fp32 = runtimes.make_runtime("fp32", spec)
+  fp32.load(vc.make_payload(params, spec, "fp32", 7))
+  int8 = runtimes.make_runtime("int8", spec)
+  int8.load(vc.make_payload(params, spec, "int8", 7))
+  obs = rng.normal(size=(256, 4)).astype(np.float32)
+  q, q_fp32, q_int8 = placebo(obs), fp32(obs), int8(obs)
+  placebo_error = np.abs(q - q_fp32).max()
+  assert placebo.version == 7 and placebo_error < 1e-4 * np.abs(q_fp32).max()
+  # int8's perturbation is orders of magnitude larger than the placebo's.
+  assert np.abs(q_int8 - q_fp32).max() > 100 * placebo_error
+  with pytest.raises(ValueError, match="cannot be loaded here"):
+    placebo.load(vc.make_payload(params, spec, "int8", 8))
+  # Published as int8 is: a PolicyServer converts each version once for its pulls.
+  server = vc.PolicyServer(fakes.CountingLearner(spec), spec)
+  client = vc.VariableClient(server, runtimes.make_runtime("litert-fp32", spec), 1)
+  client.update_and_wait()
+  assert server.served()["litert-fp32"]["conversions"] == 1
+  assert client.payload.precision == "litert-fp32"
+
+
 def test_an_unknown_precision_keeps_its_errors():
   with pytest.raises(ValueError) as e:
     runtimes.make_runtime("int3", SPEC)
   assert str(e.value) == ("precision 'int3' unknown; allowed: ('fp32', 'fp16', 'bf16', "
-                          "'int8', 'simulated-int8')")
+                          "'int8', 'litert-fp32', 'simulated-int8')")
   with pytest.raises(ValueError) as e:
     vc.PolicyPublisher(fakes.CountingLearner(SPEC), SPEC, "int3")
   assert str(e.value).startswith("precision must be one of fp32, fp16, bf16, int8, "
-                                 "simulated-int8 or ")
+                                 "litert-fp32, simulated-int8 or ")
   assert str(e.value).endswith("; got 'int3'")
 
 
@@ -116,8 +151,8 @@ def test_register_precision_refuses_a_taken_or_malformed_name(table):
 def test_an_agent_config_refuses_an_unregistered_precision_in_one_line():
   with pytest.raises(ValueError) as e:
     dqn_config.DQNConfig(actor_precision="numpy-fp32")
-  assert str(e.value) == ("DQNConfig.actor_precision must be one of fp32, fp16, bf16, int8 "
-                          f"or {core.MIXED_FORM}; got 'numpy-fp32'")
+  assert str(e.value) == ("DQNConfig.actor_precision must be one of fp32, fp16, bf16, int8, "
+                          f"litert-fp32 or {core.MIXED_FORM}; got 'numpy-fp32'")
 
 
 def test_a_registered_precision_computes_what_fp32_computes(table):

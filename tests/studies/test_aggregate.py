@@ -116,3 +116,103 @@ def test_aggregate_of_rows_pairs_by_seed():
       ("fp32", "fraction_reached")}
   with pytest.raises(ValueError, match="appears twice"):
     ag.aggregate(rows + rows[:1])
+
+
+# ---------------------------------------------------------------------------------
+# Parity verdicts: two one-sided tests on the paired t interval (hand-computed).
+# ---------------------------------------------------------------------------------
+T_95_4 = 2.131847  # t_{0.95, 4}: a 90% two-sided interval with 5 pairs
+
+
+def _pairs(d):
+  y = np.full(len(d), 400.0)
+  return y + np.asarray(d, float), y
+
+
+def test_paired_t_interval_hand_computed():
+  # d = [10, -10, 0, 20, -20]: mean 0, sd sqrt(1000 / 4) = 15.8114, se = sd / sqrt(5)
+  x, y = _pairs([10, -10, 0, 20, -20])
+  mean, low, high, sd = ag.paired_t_interval(x, y)
+  half = T_95_4 * np.sqrt(250.0) / np.sqrt(5.0)  # 15.0745
+  assert mean == pytest.approx(0.0)
+  assert sd == pytest.approx(np.sqrt(250.0))
+  assert (low, high) == pytest.approx((-half, half), rel=1e-6)
+  with pytest.raises(ValueError, match="at least 2 pairs"):
+    ag.paired_t_interval([1.0], [2.0])
+  with pytest.raises(ValueError, match="one length"):
+    ag.paired_t_interval([1.0, 2.0], [2.0, 3.0, 4.0])
+
+
+@pytest.mark.parametrize("d, margin, expected, interval", [
+    # mean 0, [-15.07, 15.07]: inside (-50, 50); not inside (-10, 10)
+    ([10, -10, 0, 20, -20], 50.0, "equivalent", (-15.0745, 15.0745)),
+    ([10, -10, 0, 20, -20], 10.0, "inconclusive", (-15.0745, 15.0745)),
+    # mean -50, [-65.07, -34.93]: below 0, reaches past -50 -> worse; inside (-70, 70)
+    ([-60, -40, -50, -70, -30], 50.0, "worse", (-65.0745, -34.9255)),
+    ([-60, -40, -50, -70, -30], 70.0, "equivalent", (-65.0745, -34.9255)),
+    # mean 50, [34.93, 65.07]: above 0 -> better at 50
+    ([30, 40, 50, 60, 70], 50.0, "better", (34.9255, 65.0745)),
+    # mean 0, sd sqrt(25000 / 4) = 79.06, half 2.131847 * 35.355 = 75.37: holds 0, past 50
+    ([100, -100, 0, 50, -50], 50.0, "inconclusive", (-75.3730, 75.3730)),
+])
+def test_tost_verdicts_hand_computed(d, margin, expected, interval):
+  x, y = _pairs(d)
+  t = ag.tost(x, y, margin)
+  assert t["verdict"] == expected
+  assert (t["ci_low"], t["ci_high"]) == pytest.approx(interval, abs=1e-3)
+  assert t["interval"] == "paired t" and t["confidence"] == pytest.approx(0.90)
+  # Both one-sided tests reject at 5% exactly when the verdict is "equivalent".
+  assert (t["p_tost"] < 0.05) == (expected == "equivalent")
+
+
+def test_tost_p_values_hand_computed():
+  # d = [-60, -40, -50, -70, -30], m = 70: t- = (-50 + 70) / 7.0711 = 2.8284 on 4 df,
+  # P(T4 > t) = 1/2 - t (t^2 + 6) / (2 (t^2 + 4)^(3/2)) (the t_4 cdf in closed form)
+  # = 1/2 - 2.8284 * 14 / (2 * 12^1.5) = 0.02371; t+ = (-50 - 70) / 7.0711 = -16.97, tiny.
+  x, y = _pairs([-60, -40, -50, -70, -30])
+  t = ag.tost(x, y, 70.0)
+  assert t["p_lower"] == pytest.approx(0.02371, abs=1e-5)
+  assert t["p_upper"] < 1e-4
+  assert t["p_tost"] == t["p_lower"]
+
+
+def test_verdict_rules_and_a_constant_difference():
+  assert ag.verdict(-49.0, 49.0, 50.0) == "equivalent"
+  assert ag.verdict(-50.0, 10.0, 50.0) == "inconclusive"  # the bound itself is not inside
+  assert ag.verdict(-120.0, -1.0, 50.0) == "worse"
+  assert ag.verdict(1.0, 80.0, 50.0) == "better"
+  with pytest.raises(ValueError, match="margin must be > 0"):
+    ag.verdict(-1.0, 1.0, 0.0)
+  # Every pair differs by -5: sd 0, the interval is the point, equivalent at 50.
+  t = ag.tost([495.0, 495.0, 495.0], [500.0, 500.0, 500.0], 50.0)
+  assert (t["ci_low"], t["ci_high"], t["verdict"]) == (-5.0, -5.0, "equivalent")
+  assert t["pairs_needed"] is None
+
+
+def test_pairs_needed_for_the_measured_paired_sd():
+  # Normal approximation: n = (z_0.95 + z_0.90)^2 (sd / m)^2 = (1.6449 + 1.2816)^2 *
+  # (92 / 50)^2 = 29.0; with t quantiles a few pairs more.
+  n = ag.pairs_needed(92.0, 50.0)
+  assert 29 <= n <= 33
+  assert ag.tost_power(n, 92.0, 50.0) >= 0.8 > ag.tost_power(n - 1, 92.0, 50.0)
+  # Ten pairs have almost no power at this sd; a true difference past the margin never passes.
+  assert ag.tost_power(10, 92.0, 50.0) < 0.3
+  assert ag.pairs_needed(92.0, 50.0, true_difference=60.0) is None
+  # Halving the sd quarters the pairs (about).
+  assert ag.pairs_needed(46.0, 50.0) <= n / 3
+
+
+def test_aggregate_writes_the_verdicts_with_a_margin():
+  rows = []
+  for s, d in enumerate([-60, -40, -50, -70, -30]):
+    rows.append({"precision": "fp32", "seed": s, "final_return": 500.0, "last3_return": 500.0})
+    rows.append({"precision": "int8", "seed": s, "final_return": 500.0 + d,
+                 "last3_return": 500.0 + d})
+  r = ag.aggregate(rows, reps=200, margin=50.0)
+  assert r["margin"] == 50.0
+  t = r["comparisons"]["int8"]["final_return"]["tost"]
+  assert t["verdict"] == "worse" and t["n"] == 5
+  assert (t["ci_low"], t["ci_high"]) == pytest.approx((-65.0745, -34.9255), abs=1e-3)
+  assert ("int8", "tost_margin_50_worse") in {(x["precision"], x["statistic"])
+                                              for x in ag.flat_rows(r)}
+  assert "tost" not in ag.aggregate(rows, reps=200)["comparisons"]["int8"]["final_return"]

@@ -97,6 +97,46 @@ def test_a_run_is_reused_only_when_finished_with_the_sweep_settings(tmp_path):
     sweep.check_reusable(run_dir, settings)
 
 
+def test_a_record_restores_finished_runs_into_a_fresh_sweep_directory(tmp_path):
+  """A sweep spans sessions from what is committed: the record keeps each finished run's
+  run.json, eval.csv and final_eval.json, and a new sweep directory gets them back."""
+  settings = {"agent": "dqn", "env": "gym:CartPole-v1", "precisions": ["fp32", "int8"],
+              "seeds": [0, 1], "steps": 400, "eval_every": 200, "eval_episodes": 1,
+              "reference": "fp32",
+              "configs": {"fp32": {"actor_precision": "fp32"}, "int8": {"actor_precision": "int8"}}}
+  info = {"agent": "dqn", "env": "gym:CartPole-v1", "seed": 0,
+          "config": {"actor_precision": "fp32"},
+          "train": {"steps": 400, "eval_every": 200, "eval_episodes": 1}}
+  first, record = tmp_path / "session1", tmp_path / "docs" / "result"
+  _write_run(str(first / "fp32-s0"), [200, 400], info)
+  (first / "fp32-s0" / "final_eval.json").write_text('{"mean": {"fp32": 500.0}}')
+  (first / "fp32-s0" / "checkpoints").mkdir()  # not recorded
+  _write_run(str(first / "int8-s0"), [200], dict(info, config={"actor_precision": "int8"}))
+  sweep.keep(str(first), str(record), "fp32-s0")
+  assert sorted(os.listdir(record / "runs" / "fp32-s0")) == ["eval.csv", "final_eval.json",
+                                                             "run.json"]
+  fresh = tmp_path / "session2"
+  fresh.mkdir()
+  _write_run(str(fresh / "fp32-s0"), [200], info)  # an unfinished attempt: replaced
+  assert sweep.restore(settings, str(fresh), str(record), log=lambda m: None) == ["fp32-s0"]
+  assert sweep.finished(str(fresh / "fp32-s0"), 400)
+  assert (fresh / "fp32-s0" / "final_eval.json").read_text() == '{"mean": {"fp32": 500.0}}'
+  sweep.check_reusable(str(fresh), settings)  # the restored run has the sweep's settings
+  # Restoring again changes nothing (the run is finished there now).
+  assert sweep.restore(settings, str(fresh), str(record), log=lambda m: None) == []
+
+
+def test_the_margin_is_declared_at_the_first_start(tmp_path):
+  settings = {"agent": "dqn", "env": "gym:CartPole-v1", "precisions": ["fp32", "int8"],
+              "seeds": [0, 1], "steps": 400, "eval_every": 200, "eval_episodes": 1,
+              "reference": "fp32", "margin": 50.0, "target": None}
+  declared = sweep.declare(str(tmp_path), settings)
+  assert declared["margin"] == 50.0 and "--margin 50" in declared["command"]
+  assert sweep.declare(str(tmp_path), dict(settings, seeds=[0, 1, 2])) == declared
+  with pytest.raises(ValueError, match=r"declares margin 50.0 .* this start gives 25.0"):
+    sweep.declare(str(tmp_path), dict(settings, margin=25.0))
+
+
 def test_num_envs_reaches_each_run_and_its_reuse_check(tmp_path):
   settings = {"agent": "dqn", "env": "gym:CartPole-v1", "precisions": ["fp32"], "seeds": [0],
               "steps": 400, "eval_every": 200, "eval_episodes": 1, "num_envs": 8,
@@ -179,6 +219,7 @@ _run = run_cli
     (["--jobs", "0"], "--jobs must be a positive integer"),
     (["--num-envs", "0"], "--num-envs must be a positive integer"),
     (["--target", "high"], "--target must be a number"),
+    (["--margin", "0"], "--margin 0: the equivalence margin must be > 0"),
     (["--num-actors", "2"], "--num-actors needs --launch local_mt or local_mp"),
     (["--launch", "hosts"], "argument --launch: invalid choice: 'hosts'"),
 ])
@@ -204,13 +245,16 @@ def test_unwritable_logdir_and_render_without_sweep(capsys, tmp_path):
 @pytest.mark.slow
 def test_sweep_end_to_end_two_seeds_two_precisions(capsys, tmp_path):
   logdir = tmp_path / "sweep"
+  record = tmp_path / "record"
   argv = ["sweep", "--seeds", "0-1", "--precisions", "fp32,int8", "--jobs", "2",
-          "--logdir", str(logdir)] + TINY
+          "--logdir", str(logdir), "--margin", "50", "--record", str(record)] + TINY
   code, out, err = _run(argv, capsys)
   assert code == 0, err
   for name in ("sweep.json", "seeds.csv", "aggregate.csv", "aggregate.json", "curves.png",
-               "table.md"):
+               "table.md", "protocol.json"):
     assert (logdir / name).is_file(), name
+  for name in ("sweep.json", "seeds.csv", "aggregate.json", "table.md"):
+    assert (record / name).read_bytes() == (logdir / name).read_bytes(), name
   assert (logdir / "curves.png").stat().st_size > 10_000
   with open(logdir / "seeds.csv", newline="", encoding="utf-8") as f:
     raw = list(csv.DictReader(f))
@@ -230,7 +274,23 @@ def test_sweep_end_to_end_two_seeds_two_precisions(capsys, tmp_path):
   assert data["settings"]["configs"]["int8"]["actor_precision"] == "int8"
   assert data["settings"]["configs"]["fp32"]["hidden_sizes"] == [16]
   result = json.loads((logdir / "aggregate.json").read_text())
-  assert result == json.loads(json.dumps(ag.aggregate(rows, target=475.0)))
+  cross = result.pop("cross_precision")
+  assert result == json.loads(json.dumps(ag.aggregate(rows, target=475.0, margin=50.0)))
+  result["cross_precision"] = cross
+  # The 2x2: every run's final parameters at fp32 and at its own precision, 20 episodes.
+  for row in rows:
+    final = json.loads((logdir / row["run_dir"] / "final_eval.json").read_text())
+    assert sorted(final["returns"]) == sorted({"fp32", row["precision"]})
+    assert len(final["returns"]["fp32"]) == 20
+    assert row["final_at_fp32"] == pytest.approx(sum(final["returns"]["fp32"]) / 20)
+    assert row["final_at_own"] == final["mean"][row["precision"]]
+    assert sorted(os.listdir(record / "runs" / row["run_dir"])) == [
+        "eval.csv", "final_eval.json", "run.json"]
+  assert cross["precisions"]["fp32"]["n"] == 2 and set(cross["deployment"]) == {"fp32", "int8"}
+  assert cross["deployment"]["fp32"]["mean_difference"] == 0.0  # fp32 at fp32, twice
+  verdict = result["comparisons"]["int8"]["final_return"]["tost"]["verdict"]
+  assert verdict in ag.VERDICTS and "verdict at margin 50" in out
+  assert "actors during training" in out
   for p in ("fp32", "int8"):
     for metric in ag.METRICS:
       for name in ag.STATISTICS:
