@@ -85,10 +85,21 @@ Under `local_mt` a node thread that does not stop (e.g. an environment step that
 returns) cannot be killed: after `stop_grace_s` the launcher returns anyway, naming it in
 `DistributedResult.abandoned`, and `exit_now(result)` ends the process.
 
+Elastic actors (`local_mp`, `hosts`; `launch/elastic.py`): an actor or evaluator node whose
+process dies (an exception, a segfault, SIGKILL, the OOM killer) is first restarted in its
+place, after a backoff of 1, 2, 4, ... s, up to `options.max_actor_restarts` times per node
+(`--max-actor-restarts`, default 3), on a fresh seed, while the other nodes run on; only
+then does its death stop the program. Learner, replay, counter and limiter are never
+restarted. Restarts are counted in `DistributedResult.restarts`, the summary line and
+``<logdir>/restarts.csv``. Under `hosts`, an actor host that falls silent for
+`silent_after_s` is dropped and the run goes on with the other actors
+(`DistributedResult.dropped`; the stop comes when no actor is left).
+
 Stopping a `hosts` program: the launcher cannot signal nodes on other machines, so every
 stop goes through the counter node (`CounterNode.request_stop`), which every node and
 the launcher poll every `heartbeat_s`: a node that fails or ends on its own requests the
-stop itself; a host runner whose node died stops its host's other nodes and exits, and
+stop itself (an actor or evaluator that its runner restarts leaves it to the runner); a
+host runner whose node died (and is not restarted) stops its host's other nodes and exits, and
 the launcher requests the stop when a runner exits; the counter requests it when a
 participant has been silent for `silent_after_s` (a host died, or the launcher was
 killed); a node that cannot reach the counter for `silent_after_s` stops itself. After a
