@@ -456,7 +456,17 @@ def run_host(data: bytes, index: int, echo: bool = True) -> int:
         procs.stop(grace)
         return 128 + sigs.received
       for title in restarts.due():
-        procs.restart(title, {elastic.RESTART_ENV: str(restarts.count(title))})
+        try:
+          procs.restart(title, {elastic.RESTART_ENV: str(restarts.count(title))})
+        except OSError as e:  # e.g. no memory or no process slot for it
+          problem = f"node {title} could not be restarted: {e}"
+          print(f"actorq: host {index}: {problem}; stopping this host's nodes", flush=True)
+          try:
+            tell_counter("request_stop", f"host {index}: {problem}")
+          except Exception:  # pylint: disable=broad-except
+            pass  # the launcher still sees this runner exit
+          procs.stop(grace)
+          return 1
       codes = procs.exit_codes()
       for title, code in codes.items():
         if code in (None, 0) or restarts.pending(title):

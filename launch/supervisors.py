@@ -415,7 +415,10 @@ class Processes(_ProcessPerNode):
     (`elastic.Restarts`, at most `dp.max_actor_restarts` per node) or has been
     restarted; else the line that stops the program."""
     for title in self._restarts.due():
-      self.procs.restart(title, {elastic.RESTART_ENV: str(self._restarts.count(title))})
+      try:
+        self.procs.restart(title, {elastic.RESTART_ENV: str(self._restarts.count(title))})
+      except OSError as e:  # e.g. no memory or no process slot for it
+        return f"node {title} could not be restarted: {e}"
     for title, code in self.procs.exit_codes().items():
       if code is None or self._restarts.pending(title):
         continue
