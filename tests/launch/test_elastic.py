@@ -207,3 +207,22 @@ def test_a_sigkilled_actor_is_restarted_and_the_run_completes(tmp_path):
   assert f"actorq: actor/0 restart 1: seed {elastic.restart_seed(1, 1)} (first start: 1)" in log
   alive = [p for p in seen["nodes"] if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
   assert alive == [] and seen["killed"][0] in {p.pid for p in seen["nodes"]}
+
+
+def test_only_actor_nodes_that_take_a_fresh_seed_are_restarted(tmp_path, monkeypatch):
+  """The multi-agent actor node is an ActorNode (its environments and keys come from the
+  seed its restart draws): restarted like a single-agent one. An actor node class that does
+  not say `fresh_seed_on_restart` keeps the strict behaviour whatever the option says."""
+  from actorq.agents import ippo  # pylint: disable=g-import-not-at-top
+  from actorq.launch import multi_agent_nodes  # pylint: disable=g-import-not-at-top
+  config = experiment.ExperimentConfig(
+      ippo.IPPOBuilder(ippo.IPPOConfig(policy_hidden=(16,), value_hidden=(16,))),
+      "pz:mpe2/simple_spread_v3", num_steps=600, logdir=str(tmp_path), checkpoint_every=None)
+  options = distributed.DistributedOptions(max_actor_restarts=5)
+  assert distributed.make_program(config, num_actors=2, options=options).max_actor_restarts == 5
+  monkeypatch.setattr(multi_agent_nodes.MultiAgentActorNode, "fresh_seed_on_restart", False)
+  dp = distributed.make_program(config, num_actors=2, options=options)
+  assert dp.max_actor_restarts == 0
+  assert "restarted" not in distributed.describe(dp, "local_mp")
+  with pytest.raises(ValueError, match="max_actor_restarts must be an integer >= 0"):
+    distributed.DistributedOptions(max_actor_restarts=-1)
