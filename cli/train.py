@@ -24,6 +24,7 @@ from actorq import core
 from actorq.cli import main as cli
 from actorq.components import config_io
 from actorq.launch import checkpointing, distributed, distributed_nodes, experiment, hosts, local
+from actorq.launch import elastic
 from actorq.launch import multi_agent
 from actorq.launch import placement, precision_arg, registry, run_dir, supervisors
 from actorq.launch import spec as spec_lib
@@ -155,6 +156,11 @@ def add_parser(subparsers):
   train.add_argument("--num-actors", type=cli.positive_int("--num-actors"), default=None,
                      help=f"actor nodes with --launch {'/'.join(supervisors.launch_types())} "
                           f"(default: {DEFAULT_NUM_ACTORS})")
+  train.add_argument("--max-actor-restarts", type=cli.nonnegative_int("--max-actor-restarts"),
+                     default=None, metavar="K",
+                     help="(--launch local_mp, hosts) restart a dead actor or evaluator node in "
+                          "its place, with a fresh seed, up to K times per node (default: "
+                          f"{elastic.DEFAULT_MAX_RESTARTS}); 0: any node's death stops the run")
   where = train.add_mutually_exclusive_group()
   where.add_argument("--hosts", default=None, metavar="H1,H2,...",
                      help="(--launch hosts) machines, reachable from each other; the first "
@@ -218,8 +224,27 @@ def run(args) -> int:
     return _run(args)
 
 
+def _max_actor_restarts(args) -> int:
+  """`--max-actor-restarts` (its default when not given).
+
+  Raises:
+    cli.UsageError: given with a launch type that restarts no node.
+  """
+  given = getattr(args, "max_actor_restarts", None)
+  if given is None:
+    return elastic.DEFAULT_MAX_RESTARTS
+  if args.launch == spec_lib.LOCAL or not getattr(
+      supervisors.supervisor_for(args.launch), "restarts_nodes", False):
+    able = [n for n in supervisors.launch_types()
+            if getattr(supervisors.supervisor_for(n), "restarts_nodes", False)]
+    raise cli.UsageError(f"--max-actor-restarts needs --launch {' or '.join(able)} (--launch "
+                         f"{args.launch} runs its actors in one process and restarts none)")
+  return given
+
+
 def _run(args) -> int:
   _place(args)  # before anything starts a jax backend (launch and device are as parsed)
+  _max_actor_restarts(args)  # bad input before anything is written
   spec = spec_lib.RunSpec.from_args(args)
   config = (dataclasses.replace(spec, logdir=None) if args.dry_run else spec).build()
   if not args.dry_run:
@@ -321,7 +346,7 @@ def _run_local(args, spec: spec_lib.RunSpec, config) -> int:
 
 def _run_distributed(args, spec: spec_lib.RunSpec, config) -> int:
   try:
-    options = distributed.DistributedOptions()
+    options = distributed.DistributedOptions(max_actor_restarts=_max_actor_restarts(args))
     if spec.host_timeout is not None:
       options = dataclasses.replace(options, silent_after_s=spec.host_timeout)
     dp = distributed.make_program(config, spec.num_actors, name=f"actorq-{spec.agent}",

@@ -85,10 +85,21 @@ Under `local_mt` a node thread that does not stop (e.g. an environment step that
 returns) cannot be killed: after `stop_grace_s` the launcher returns anyway, naming it in
 `DistributedResult.abandoned`, and `exit_now(result)` ends the process.
 
+Elastic actors (`local_mp`, `hosts`; `launch/elastic.py`): an actor or evaluator node whose
+process dies (an exception, a segfault, SIGKILL, the OOM killer) is first restarted in its
+place, after a backoff of 1, 2, 4, ... s, up to `options.max_actor_restarts` times per node
+(`--max-actor-restarts`, default 3), on a fresh seed, while the other nodes run on; only
+then does its death stop the program. Learner, replay, counter and limiter are never
+restarted. Restarts are counted in `DistributedResult.restarts`, the summary line and
+``<logdir>/restarts.csv``. Under `hosts`, an actor host that falls silent for
+`silent_after_s` is dropped and the run goes on with the other actors
+(`DistributedResult.dropped`; the stop comes when no actor is left).
+
 Stopping a `hosts` program: the launcher cannot signal nodes on other machines, so every
 stop goes through the counter node (`CounterNode.request_stop`), which every node and
 the launcher poll every `heartbeat_s`: a node that fails or ends on its own requests the
-stop itself; a host runner whose node died stops its host's other nodes and exits, and
+stop itself (an actor or evaluator that its runner restarts leaves it to the runner); a
+host runner whose node died (and is not restarted) stops its host's other nodes and exits, and
 the launcher requests the stop when a runner exits; the counter requests it when a
 participant has been silent for `silent_after_s` (a host died, or the launcher was
 killed); a node that cannot reach the counter for `silent_after_s` stops itself. After a
@@ -111,6 +122,7 @@ from actorq import core
 from actorq.components import fault_points
 from actorq.launch import checkpointing
 from actorq.launch import distributed_nodes as nodes_lib
+from actorq.launch import elastic
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import hosts as hosts_lib
 from actorq.launch import multi_agent_nodes as ma_nodes
@@ -144,6 +156,10 @@ class DistributedOptions:
     final_eval_timeout_s: at the step limit, the longest the limiter waits for the
       evaluator's evaluation at the limit before it ends the run anyway (>= 0; 0: no wait,
       the last evaluation is whichever came before the limit).
+    max_actor_restarts: (`local_mp`, `hosts`) restarts allowed per actor or evaluator
+      node whose process dies (`launch/elastic.py`; >= 0; 0: any node's death stops the
+      program). Under `hosts` an actor host that falls silent for `silent_after_s` is
+      dropped and the run goes on with the other actors. `local_mt` restarts nothing.
   """
   reverb_timeout_s: float = 120.0
   courier_timeout_s: float = 60.0
@@ -154,8 +170,13 @@ class DistributedOptions:
   silent_after_s: float = 15.0
   startup_timeout_s: float = 180.0
   final_eval_timeout_s: float = 600.0
+  max_actor_restarts: int = elastic.DEFAULT_MAX_RESTARTS
 
   def __post_init__(self):
+    if (isinstance(self.max_actor_restarts, bool) or not isinstance(self.max_actor_restarts, int)
+        or self.max_actor_restarts < 0):
+      raise ValueError(f"max_actor_restarts must be an integer >= 0, got "
+                       f"{self.max_actor_restarts!r}")
     for name in ("reverb_timeout_s", "courier_timeout_s", "actor_stall_s", "actor_start_s",
                  "heartbeat_s", "startup_timeout_s"):
       if not getattr(self, name) > 0:
@@ -185,6 +206,9 @@ class DistributedProgram:
   resumed_from: Optional[str] = None  # the checkpoint a resumed program starts from
   resumed_counts: Optional[Dict[str, float]] = None  # its counter totals
   hosts: Optional[hosts_lib.HostsConfig] = None  # where a `hosts` launch places the nodes
+  # Restarts per actor/evaluator node: `options.max_actor_restarts`, or 0 when the program's
+  # actor node cannot take a fresh seed stream on a restart (`fresh_seed_on_restart`).
+  max_actor_restarts: int = 0
 
 
 @dataclasses.dataclass
@@ -202,6 +226,9 @@ class DistributedResult:
   abandoned: List[str] = dataclasses.field(default_factory=list)
   # CPU seconds (user + system) at the last poll before the stop (`Supervisor.cpu_seconds`).
   node_cpu_seconds: Dict[str, float] = dataclasses.field(default_factory=dict)
+  # Node title -> its restarts (`launch/elastic.py`), and the nodes dropped with their host.
+  restarts: Dict[str, int] = dataclasses.field(default_factory=dict)
+  dropped: List[str] = dataclasses.field(default_factory=list)
 
   @property
   def final_eval_return(self) -> float:
@@ -327,10 +354,15 @@ def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *
   # Under `hosts` every node but the counter, and the launcher, poll the counter node.
   participants = ([] if hosts is None else
                   [t for t in _titles(num_actors) if t != "counter/0"] + [hosts_lib.LAUNCHER])
+  # A restarted actor must not replay its predecessor's episodes: only an actor node that
+  # takes a fresh seed on a restart (`elastic.restart_seed`) is restarted.
+  max_restarts = (options.max_actor_restarts
+                  if getattr(kinds.actor, "fresh_seed_on_restart", False) else 0)
   with program.group("counter"):
     counter = _with_timeout(program.add_node(lp.CourierNode(
         nodes_lib.CounterNode, launcher_pid, counts, participants,
-        silent_after_s=options.silent_after_s, startup_timeout_s=options.startup_timeout_s)),
+        silent_after_s=options.silent_after_s, startup_timeout_s=options.startup_timeout_s,
+        droppable=[t for t in participants if max_restarts and elastic.restartable(t)])),
         options.courier_timeout_s)
   descriptions["counter"] = ["CourierNode: acme Counter" + (
       f" (from {int(actor_steps)} actor steps)" if counts else "")]
@@ -373,7 +405,7 @@ def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *
   assert [f"{label}/{i}" for label, nodes in program.groups.items()
           for i in range(len(nodes))] == _titles(num_actors)
   return DistributedProgram(program, c, num_actors, options, counter, replay, learner, actors,
-                            descriptions, resumed_from, counts, hosts)
+                            descriptions, resumed_from, counts, hosts, max_restarts)
 
 
 def describe(dp: DistributedProgram, launch_type: str = "local_mp") -> str:
@@ -397,6 +429,9 @@ def describe(dp: DistributedProgram, launch_type: str = "local_mp") -> str:
       text = descs[i] if i < len(descs) else type(node).__name__
       lines.append(f"    {label}/{i}{where.get(f'{label}/{i}', '')}: {text}")
   lines.extend(footer)
+  if getattr(supervisor_cls, "restarts_nodes", False) and dp.max_actor_restarts:
+    lines.append(f"  a dead actor or evaluator node is restarted (fresh seed, backoff 1, 2, 4, ... s),"
+                 f" up to {dp.max_actor_restarts} times each")
   return "\n".join(lines)
 
 
@@ -420,10 +455,13 @@ class _StallWatch:
     self._last = {i: (start_counts.get(nodes_lib.actor_steps_key(i), 0), now, False)
                   for i in range(num_actors)}
 
-  def check(self, counts: Dict[str, float]) -> Optional[str]:
-    """None while every actor steps; else which actor stopped answering."""
+  def check(self, counts: Dict[str, float], gone=()) -> Optional[str]:
+    """None while every actor steps; else which actor stopped answering. Actors whose
+    title (``actor/i``) is in `gone` (dropped with their host) are not expected to step."""
     now = time.time()
     for i, (value, since, stepped) in self._last.items():
+      if f"actor/{i}" in gone:
+        continue
       current = counts.get(nodes_lib.actor_steps_key(i), 0)
       if current != value:
         self._last[i] = (current, now, True)
@@ -532,7 +570,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
           if checkpoint:
             detail += f"; checkpoint {checkpoint}"
           break
-        problem = stall.check(counts)
+        problem = stall.check(counts, _gone(supervisor, counts))
         if problem is not None:
           reason, detail = "failed", problem
           break
@@ -552,8 +590,18 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
   if abandoned:
     detail += (f"; node threads that did not stop within {dp.options.stop_grace_s:g} s: "
                f"{', '.join(abandoned)}")
+  restarts = {**elastic.from_counts(counts), **(getattr(supervisor, "restarts", dict)())}
   return DistributedResult(code, reason, detail, counts, time.time() - start,
-                           run_dir.read_evaluations(c.logdir), checkpoint, abandoned, cpu)
+                           run_dir.read_evaluations(c.logdir), checkpoint, abandoned, cpu,
+                           restarts=restarts, dropped=sorted(_gone(supervisor, counts)))
+
+
+def _gone(supervisor, counts: Dict[str, float]) -> set:
+  """Node titles no longer expected to run: dropped by the counter node once silent (a
+  `hosts` program's vanished actor host) or gone with their host runner."""
+  dropped = {k[len(elastic.DROPPED_KEY_PREFIX):] for k, v in counts.items()
+             if k.startswith(elastic.DROPPED_KEY_PREFIX) and v}
+  return dropped | {t for t in getattr(supervisor, "gone", ()) if not t.startswith("host/")}
 
 
 def exit_now(result: DistributedResult) -> None:
@@ -572,7 +620,10 @@ def summary_line(result: DistributedResult) -> str:
   best = result.best_eval
   evals = (f"best evaluation return {best['episode_return']:.1f} at {int(best['actor_steps'])} "
            f"actor steps, final {result.final_eval_return:.1f}" if best else "no evaluation")
+  restarts = elastic.summarize(result.restarts)
+  faults = (f"; {restarts}" if restarts else "") + (
+      f"; dropped with their host: {', '.join(result.dropped)}" if result.dropped else "")
   return (f"actorq: {result.reason} in {result.wall_seconds:.0f} s ({result.detail}): "
           f"{int(c.get(nodes_lib.ACTOR_STEPS, 0))} actor steps, "
           f"{int(c.get(nodes_lib.LEARNER_STEPS, 0))} learner steps, "
-          f"{int(c.get(nodes_lib.ACTOR_EPISODES, 0))} episodes; {evals}")
+          f"{int(c.get(nodes_lib.ACTOR_EPISODES, 0))} episodes{faults}; {evals}")

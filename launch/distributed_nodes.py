@@ -31,6 +31,7 @@ from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
 from actorq.components.replay import reverb_timeouts
 from actorq.launch import checkpointing
+from actorq.launch import elastic
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import logging as logging_lib
 from actorq.launch import placement
@@ -129,8 +130,10 @@ def restored_counts(state: Dict[str, Any]) -> Dict[str, float]:
   """
   saved = state.get("counter") or {}
   counts = dict(saved.get("counts", {})) if isinstance(saved, dict) else {}
-  for key in _PER_LAUNCH_KEYS:
-    counts.pop(key, None)
+  for key in list(counts):  # a launch's own restarts and dropped nodes are not carried on
+    if key in _PER_LAUNCH_KEYS or key.startswith((elastic.RESTART_KEY_PREFIX,
+                                                  elastic.DROPPED_KEY_PREFIX)):
+      counts.pop(key)
   counts[ACTOR_STEPS] = int(state["actor_steps"])
   counts[ACTOR_EPISODES] = int(state.get("episodes", counts.get(ACTOR_EPISODES, 0)))
   counts[LEARNER_STEPS] = int(state["learner_steps"])
@@ -152,12 +155,21 @@ class CounterNode(counting.Counter):
   read the reason or left, at most `linger_s` seconds, and then ends. Without
   participants (`local_mt`, `local_mp`) none of this is active: the node ends on its
   stop event, as before.
+
+  Elastic actors (`launch/elastic.py`): a participant in `droppable` (actor and evaluator
+  nodes, when restarts are allowed) that falls silent is dropped instead (its host is
+  gone; counted under ``dropped/<title>``): the run goes on without it, and a dropped
+  node that polls again is told to stop. The stop is requested when no actor is left. A
+  host runner about to restart one of its nodes says so first (`restarting`): the node
+  then has `startup_timeout_s` to poll again, and the restart is counted under
+  ``restarts/<title>``.
   """
 
   def __init__(self, launcher_pid: Optional[int] = None,
                counts: Optional[Dict[str, float]] = None,
                participants: Sequence[str] = (), silent_after_s: float = 15.0,
-               startup_timeout_s: float = 180.0, linger_s: float = 5.0):
+               startup_timeout_s: float = 180.0, linger_s: float = 5.0,
+               droppable: Sequence[str] = ()):
     super().__init__()
     processes.watch_launcher(launcher_pid)
     if counts:
@@ -172,6 +184,9 @@ class CounterNode(counting.Counter):
     self._seen: Dict[str, float] = {}  # title -> time.monotonic() of its last poll
     self._left: set = set()
     self._started = time.monotonic()
+    self._droppable = set(droppable)
+    self._dropped: Dict[str, str] = {}  # title -> why it was dropped
+    self._restarting: Dict[str, float] = {}  # title -> time.monotonic() of its restart
 
   def request_stop(self, reason: str) -> None:
     """Asks every node of the program to stop; the first reason is kept."""
@@ -185,11 +200,25 @@ class CounterNode(counting.Counter):
     """A participant's poll: records that `title` is alive; returns the stop reason
     (None while the program runs)."""
     with self._stop_lock:
+      if title in self._dropped:
+        return self._dropped[title]
       if title not in self._seen:
         print(f"actorq: {title} joined {time.monotonic() - self._started:.1f} s after the "
               "counter node started", flush=True)
       self._seen[str(title)] = time.monotonic()
+      self._restarting.pop(title, None)
       return self._stop_reason
+
+  def restarting(self, title: str) -> Optional[str]:
+    """A host runner restarts node `title` (its process died): counts the restart and
+    gives the new process `startup_timeout_s` to poll. Returns the stop reason (None
+    while the program runs: then restart it)."""
+    with self._stop_lock:
+      self._seen.pop(str(title), None)
+      self._restarting[str(title)] = time.monotonic()
+      reason = self._stop_reason
+    self.increment(**{elastic.RESTART_KEY_PREFIX + str(title): 1})
+    return reason
 
   def stop_reason(self) -> Optional[str]:
     """The stop's reason (None while the program runs), without counting as a poll."""
@@ -212,15 +241,34 @@ class CounterNode(counting.Counter):
   def _check_participants(self) -> None:
     now = time.monotonic()
     with self._stop_lock:
-      seen, left = dict(self._seen), set(self._left)
+      seen, left, restarting = dict(self._seen), set(self._left), dict(self._restarting)
     for title in self._participants:
       if title in left:
         continue
       if title in seen and now - seen[title] > self._silent_after_s:
-        self.request_stop(f"{title} silent for {now - seen[title]:.0f} s "
-                          "(its process or host is gone)")
-      elif title not in seen and now - self._started > self._startup_timeout_s:
-        self.request_stop(f"{title} did not start within {self._startup_timeout_s:.0f} s")
+        why = f"{title} silent for {now - seen[title]:.0f} s (its process or host is gone)"
+        if title in self._droppable:
+          self._drop(title, why)
+        else:
+          self.request_stop(why)
+      elif title not in seen and now - restarting.get(title, self._started) > \
+          self._startup_timeout_s:
+        self.request_stop(f"{title} did not start within {self._startup_timeout_s:.0f} s"
+                          + (" of its restart" if title in restarting else ""))
+
+  def _drop(self, title: str, why: str) -> None:
+    """The run goes on without `title` (a droppable participant fell silent); the stop is
+    requested when no actor participant is left."""
+    with self._stop_lock:
+      self._left.add(title)
+      self._dropped[title] = f"{title} was dropped from the run: {why}"
+      actors = [t for t in self._participants if t.startswith("actor/")]
+      left = [t for t in actors if t not in self._dropped]
+    self.increment(**{elastic.DROPPED_KEY_PREFIX + title: 1})
+    print(f"actorq: {why}: dropped, the run goes on with {len(left)} actor"
+          f"{'s' if len(left) != 1 else ''}", flush=True)
+    if not left:
+      self.request_stop(f"{why}; no actor is left")
 
   def _all_told(self) -> bool:
     with self._stop_lock:
@@ -417,7 +465,14 @@ class ActorNode:
   its actor's timings).
   Its policy runtime computes on the CPU; in `local_mp` its process cannot see a GPU
   (`placement.node_env`: ``JAX_PLATFORMS=cpu``, ``CUDA_VISIBLE_DEVICES=""``, one thread).
+
+  A restarted actor (its process died and the supervisor started it again,
+  `launch/elastic.py`; restart number k > 0 in `elastic.RESTART_ENV`) acts on
+  `elastic.restart_seed(seed, k)` (environment and PRNG key: never its predecessor's
+  stream) and continues the exploration schedule from the run's summed actor steps
+  (the counter's, as a resumed actor does), connecting anew to replay, learner and counter.
   """
+  fresh_seed_on_restart = True  # make_program lets supervisors restart this node
 
   def __init__(self, config: experiment_lib.ExperimentConfig, actor_id: int, seed: int,
                replay, learner, counter, reverb_timeout_s: float,
@@ -428,10 +483,17 @@ class ActorNode:
     self._config = config
     self._env_id, self._actor_id = config.env_id, actor_id
     learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
+    restart = elastic.restart_number()
+    if restart:
+      first, seed = seed, elastic.restart_seed(seed, restart)
+      print(f"actorq: actor/{actor_id} restart {restart}: seed {seed} (first start: {first})",
+            flush=True)
     self._prepare(seed, num_actors)
     self._loop = None
     try:
       wait_for_learner(learner, self._stop)
+      if restart:  # the schedule goes on from the run's steps, not the launch's start
+        initial_steps = int(counter.get_counts().get(ACTOR_STEPS, 0)) // int(num_actors)
     except NodeStopping:
       return
     client = reverb_timeouts.TimeoutClient(replay, reverb_timeout_s, should_stop=self._stop.is_set)

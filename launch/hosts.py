@@ -43,7 +43,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from actorq.components import atomic
-from actorq.launch import processes
+from actorq.launch import elastic, processes
 
 DEFAULT_PORT_BASE = 29150
 FORMAT = "actorq-program/1"
@@ -421,12 +421,15 @@ def node_environment(task: Dict[str, Any], environ: Mapping[str, str] = os.envir
 def run_host(data: bytes, index: int, echo: bool = True) -> int:
   """Runs the nodes of host `index`, each as ``actorq node --program - --task N`` (a
   child of this process, which it stops itself when this runner dies), until all have
-  ended.
+  ended. An actor or evaluator node that dies is restarted (`elastic.Restarts`, the
+  header's ``max_actor_restarts`` per node, rows in ``<logdir>/restarts_host_<index>.csv``)
+  after telling the counter node (`CounterNode.restarting`).
 
   Returns:
-    0 when every node ended cleanly; 1 when one failed (the others are stopped: a
-    node that fails requests the program's stop itself, one that was killed cannot);
-    128 + signal when this runner was signalled (its nodes are stopped first).
+    0 when every node ended cleanly; 1 when one failed and was not restarted (the others
+    are stopped: a node that fails requests the program's stop itself, one that was
+    killed cannot, so this runner does); 128 + signal when this runner was signalled (its
+    nodes are stopped first).
   """
   header = decode_header(data)
   tasks = host_tasks(header, index)
@@ -436,6 +439,15 @@ def run_host(data: bytes, index: int, echo: bool = True) -> int:
       [sys.executable, "-m", "actorq.cli.main", "node", "--program", "-", "--task", str(k)],
       node_environment(header["tasks"][k]), data) for k in tasks]
   grace = float(header["stop_grace_s"])
+  restarts = elastic.Restarts(int(header.get("max_actor_restarts", 0)), logdir,
+                              prefix=f"host {index}: ", filename=f"restarts_host_{index}.csv")
+  counter = []  # the counter node's client, made at the first restart
+
+  def tell_counter(method, *args):
+    if not counter:
+      counter.append(stop_poll(header, f"host/{index}").client)
+    return getattr(counter[0], method)(*args)
+
   with processes.Signals((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as sigs:
     procs = processes.NodeProcesses(
         commands, None if logdir is None else os.path.join(logdir, "logs"), echo=echo)
@@ -443,11 +455,43 @@ def run_host(data: bytes, index: int, echo: bool = True) -> int:
       if sigs.received is not None:
         procs.stop(grace)
         return 128 + sigs.received
+      for title in restarts.due():
+        try:
+          procs.restart(title, {elastic.RESTART_ENV: str(restarts.count(title))})
+        except OSError as e:  # e.g. no memory or no process slot for it
+          problem = f"node {title} could not be restarted: {e}"
+          print(f"actorq: host {index}: {problem}; stopping this host's nodes", flush=True)
+          try:
+            tell_counter("request_stop", f"host {index}: {problem}")
+          except Exception:  # pylint: disable=broad-except
+            pass  # the launcher still sees this runner exit
+          procs.stop(grace)
+          return 1
       codes = procs.exit_codes()
-      failed = [t for t, c in codes.items() if c not in (None, 0)]
-      if failed:
-        print(f"actorq: host {index}: node {failed[0]} exited with code "
-              f"{codes[failed[0]]}; stopping this host's nodes", flush=True)
+      for title, code in codes.items():
+        if code in (None, 0) or restarts.pending(title):
+          continue
+        problem = None
+        if elastic.restartable(title) and restarts.max_restarts:
+          problem = restarts.exited(title, code, procs.last_error(title))
+          if problem is None:
+            # From now the counter node waits up to its start-up timeout for the node's
+            # next poll (the backoff included), instead of taking its silence for death.
+            try:
+              stopping = tell_counter("restarting", title)
+            except Exception as e:  # pylint: disable=broad-except
+              stopping = f"the counter node did not answer ({type(e).__name__})"
+            if stopping is None:
+              continue
+            print(f"actorq: host {index}: {title} not restarted: {stopping}", flush=True)
+            procs.stop(grace)
+            return 1
+          try:  # the node did not request the stop itself (it expected a restart)
+            tell_counter("request_stop", f"host {index}: {problem}")
+          except Exception:  # pylint: disable=broad-except
+            pass  # the launcher still sees this runner exit
+        print(f"actorq: host {index}: {problem or f'node {title} exited with code {code}'}; "
+              "stopping this host's nodes", flush=True)
         procs.stop(grace)
         return 1
       if all(c == 0 for c in codes.values()):
@@ -517,6 +561,9 @@ def run_task(data: bytes, task: int) -> int:
     faulthandler.dump_traceback_later(STACK_DUMP_AFTER_S, exit=False)
 
   threading.Thread(target=note_stop, name="stop-clock", daemon=True).start()
+  # A node its host runner restarts (`elastic`) leaves the decision to the runner.
+  restarted_by_runner = (elastic.restartable(title)
+                         and int(header.get("max_actor_restarts", 0)) > 0)
   try:
     functions[task]()
   except BaseException as e:  # pylint: disable=broad-except
@@ -531,13 +578,17 @@ def run_task(data: bytes, task: int) -> int:
     else:
       import traceback  # pylint: disable=g-import-not-at-top
       traceback.print_exc()
-      request_stop(f"failed: {e!r}")
+      if not restarted_by_runner:
+        request_stop(f"failed: {e!r}")
       return 1
   else:
     faulthandler.cancel_dump_traceback_later()
     _disarm_kill()
     if not (stop.is_set() or is_counter or title.startswith("limiter/")):
-      request_stop("ended without a stop request")
+      if restarted_by_runner:
+        print(f"actorq: {title}: ended without a stop request", flush=True)
+      else:
+        request_stop("ended without a stop request")
       return 1
   if not is_counter:
     try:

@@ -82,27 +82,55 @@ class NodeProcesses:
     if log_dir is not None:
       os.makedirs(log_dir, exist_ok=True)
     self._echo = echo
-    lock = threading.Lock()
+    self._log_dir = log_dir
+    self._lock = threading.Lock()
+    self._commands: List[Command] = []
+    self._pumps: Dict[str, threading.Thread] = {}  # title -> its current child's output pump
     for command in commands:
-      proc = subprocess.Popen(
-          list(command.argv), env={**os.environ, **command.env}, stdout=subprocess.PIPE,
-          stderr=subprocess.STDOUT,
-          stdin=subprocess.DEVNULL if command.stdin is None else subprocess.PIPE,
-          start_new_session=True)
-      self.procs.append(proc)
+      self.procs.append(self._start(command, {}, "w"))
       self.titles.append(command.title)
-      path = (None if log_dir is None
-              else os.path.join(log_dir, command.title.replace("/", "_") + ".log"))
-      self._thread(self._pump, proc, command.title, path, lock)
-      if command.stdin is not None:
-        # A child reads its input only once it has started (seconds, for a node): a
-        # thread writes it so that a large program does not hold up the next start.
-        self._thread(self._feed, proc, command.stdin)
+      self._commands.append(command)
+
+  def _start(self, command: Command, env: Mapping[str, str], mode: str) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        list(command.argv), env={**os.environ, **command.env, **env}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL if command.stdin is None else subprocess.PIPE,
+        start_new_session=True)
+    path = (None if self._log_dir is None
+            else os.path.join(self._log_dir, command.title.replace("/", "_") + ".log"))
+    self._pumps[command.title] = self._thread(self._pump, proc, command.title, path,
+                                              self._lock, mode)
+    if command.stdin is not None:
+      # A child reads its input only once it has started (seconds, for a node): a
+      # thread writes it so that a large program does not hold up the next start.
+      self._thread(self._feed, proc, command.stdin)
+    return proc
+
+  def restart(self, title: str, env: Mapping[str, str]) -> None:
+    """Starts child `title` (which has exited) again with the same command and `env` on
+    top of its own; its output is appended to its log file. What is left of the old
+    child's process group (processes it started) is killed first.
+
+    Raises:
+      ValueError: `title` is unknown or still running.
+    """
+    k = self.titles.index(title)
+    old = self.procs[k]
+    if old.poll() is None:
+      raise ValueError(f"{title} is still running")
+    try:
+      os.killpg(old.pid, signal.SIGKILL)  # its own session: the group is its pid
+    except (ProcessLookupError, PermissionError):
+      pass
+    self.errors.pop(title, None)
+    self.procs[k] = self._start(self._commands[k], env, "a")
 
   def _thread(self, target, *args):
     t = threading.Thread(target=target, args=args, daemon=True)
     t.start()
     self._threads.append(t)
+    return t
 
   @staticmethod
   def _feed(proc, data: bytes):
@@ -112,8 +140,8 @@ class NodeProcesses:
     except (BrokenPipeError, OSError, ValueError):
       pass  # the child ended first; its exit code says why
 
-  def _pump(self, proc, title, path, lock):
-    out = open(path, "w", encoding="utf-8", errors="replace") if path else None
+  def _pump(self, proc, title, path, lock, mode="w"):
+    out = open(path, mode, encoding="utf-8", errors="replace") if path else None
     exceptions = ExceptionLines()
     try:
       for raw in iter(proc.stdout.readline, b""):
@@ -147,13 +175,22 @@ class NodeProcesses:
         continue
       if code == 0 and finish_title_prefix and title.startswith(finish_title_prefix):
         continue
-      if not code:
-        return f"node {title} exited early"
-      for t in self._threads:  # its output up to the exit (the pump ends at EOF)
-        t.join(timeout=1.0)
-      cause = self.errors.get(title)
-      return f"node {title} exited with code {code}" + (f": {cause}" if cause else "")
+      return self.problem(title, code)
     return None
+
+  def last_error(self, title: str) -> Optional[str]:
+    """The last exception line child `title` printed (None if none), once its output up
+    to its exit has been read (its pump ends at EOF; waited for at most 1 s)."""
+    self._pumps[title].join(timeout=1.0)
+    return self.errors.get(title)
+
+  def problem(self, title: str, code: int) -> str:
+    """Why the program must end when child `title` exited with `code`: one line, with the
+    child's last exception line if it printed one."""
+    if not code:
+      return f"node {title} exited early"
+    cause = self.last_error(title)
+    return f"node {title} exited with code {code}" + (f": {cause}" if cause else "")
 
   def running(self) -> bool:
     return any(p.poll() is None for p in self.procs)

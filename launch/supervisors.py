@@ -40,6 +40,7 @@ from launchpad import address as lp_address
 
 from actorq import core
 from actorq.launch import hosts as hosts_lib
+from actorq.launch import elastic
 from actorq.launch import placement
 from actorq.launch import processes, registry
 
@@ -69,6 +70,9 @@ class Supervisor(Protocol):
   one_process_per_node: bool
   summary: str
   abandoned: List[str]  # group names of nodes that did not stop within stop_grace_s
+  # Optional (read with getattr; a supervisor without them restarts nothing):
+  #   restarts() -> {node title: restarts so far} (`launch/elastic.py`);
+  #   gone: set of node titles that are no longer expected to run (their host vanished).
 
   def check(self) -> Optional[str]:
     """None while every node runs; else one line: why the program must stop (a node
@@ -198,6 +202,7 @@ class _ProcessPerNode:
   is seen per process."""
   in_process = False
   one_process_per_node = True
+  restarts_nodes = True  # a dead actor or evaluator process is restarted (launch/elastic.py)
 
 
 class Hosts(_ProcessPerNode):
@@ -231,7 +236,7 @@ class Hosts(_ProcessPerNode):
               "counter": dp.counter._address.resolve(),  # pylint: disable=protected-access
               "counter_task": titles.index("counter/0"), "heartbeat_s": opts.heartbeat_s,
               "silent_after_s": opts.silent_after_s, "startup_timeout_s": opts.startup_timeout_s,
-              "stop_grace_s": opts.stop_grace_s,
+              "stop_grace_s": opts.stop_grace_s, "max_actor_restarts": dp.max_actor_restarts,
               "logdir": None if dp.config.logdir is None else os.path.abspath(dp.config.logdir)}
     data = hosts_lib.encode_program(header, [node.function for node in nodes])
     if dp.config.logdir is not None:
@@ -241,6 +246,12 @@ class Hosts(_ProcessPerNode):
       path = "-"
     used = sorted({s["host"] for s in slots})
     self._grace = opts.stop_grace_s
+    # Elastic: a runner whose nodes are all restartable may vanish with its host; the run
+    # goes on without its nodes (`gone`), as the counter node drops them once silent.
+    self._elastic = dp.max_actor_restarts > 0
+    self._nodes_of = {f"host/{i}": [s["title"] for s in slots if s["host"] == i] for i in used}
+    self._actors = {t for t in titles if t.startswith("actor/")}
+    self.gone: set = set()
     self._poll = hosts_lib.stop_poll(header, hosts_lib.LAUNCHER)
     if cfg.start == "print":
       last_port = max(p for s in slots for p in s["ports"])
@@ -262,10 +273,22 @@ class Hosts(_ProcessPerNode):
     reason = self._poll()
     if reason is not None:
       return f"stop requested: {reason}"
-    problem = self.procs.check()
-    if problem is not None:  # a node that failed may have said why
-      reason = self._poll()
-      return problem if reason is None else f"stop requested: {reason}"
+    for runner, code in self.procs.exit_codes().items():
+      if code is None or runner in self.gone:
+        continue
+      reason = self._poll()  # a node that failed may have said why
+      if reason is not None:
+        return f"stop requested: {reason}"
+      nodes = self._nodes_of[runner]
+      if not (code and self._elastic and all(elastic.restartable(t) for t in nodes)):
+        return self.procs.problem(runner, code)
+      self.gone.update([runner] + nodes)
+      left = sorted(self._actors - self.gone)
+      print(f"actorq: {runner} ended with {elastic.exit_cause(code)}: its nodes "
+            f"{', '.join(nodes)} are gone; the run goes on with {len(left)} actor"
+            f"{'s' if len(left) != 1 else ''}", file=sys.stderr, flush=True)
+      if not left:
+        return f"node {runner} exited with code {code}: no actor is left"
     return None
 
   def stop(self, detail: str) -> None:
@@ -380,13 +403,37 @@ class Processes(_ProcessPerNode):
     del launch_type
     c = dp.config
     self._grace = dp.options.stop_grace_s
+    self._restarts = elastic.Restarts(dp.max_actor_restarts, c.logdir)
     self.procs = processes.NodeProcesses(_local_mp_commands(
         dp.program, node_env=lambda group: placement.node_env(
             group, c.learner_device, dp.num_actors)), log_dir, echo=echo)
     self.abandoned: List[str] = []
 
   def check(self) -> Optional[str]:
-    return self.procs.check(finish_title_prefix="limiter/")
+    """None while the program runs: every node process runs, the limiter may have
+    finished, and an actor or evaluator that died waits for its restart
+    (`elastic.Restarts`, at most `dp.max_actor_restarts` per node) or has been
+    restarted; else the line that stops the program."""
+    for title in self._restarts.due():
+      try:
+        self.procs.restart(title, {elastic.RESTART_ENV: str(self._restarts.count(title))})
+      except OSError as e:  # e.g. no memory or no process slot for it
+        return f"node {title} could not be restarted: {e}"
+    for title, code in self.procs.exit_codes().items():
+      if code is None or self._restarts.pending(title):
+        continue
+      if code == 0 and title.startswith("limiter/"):
+        continue
+      if not (elastic.restartable(title) and self._restarts.max_restarts):
+        return self.procs.problem(title, code)
+      problem = self._restarts.exited(title, code, self.procs.last_error(title))
+      if problem is not None:
+        return problem
+    return None
+
+  def restarts(self) -> Dict[str, int]:
+    """Node title -> its restarts so far."""
+    return self._restarts.per_node()
 
   def ready(self) -> bool:
     return True

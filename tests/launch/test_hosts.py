@@ -16,6 +16,7 @@ from actorq.agents.dqn import config as dqn_config
 from actorq.cli import main as cli
 from actorq.launch import distributed
 from actorq.launch import distributed_nodes
+from actorq.launch import elastic
 from actorq.launch import experiment
 from actorq.launch import hosts
 from actorq.launch import placement
@@ -438,6 +439,39 @@ def test_sigterm_to_the_launcher_leaves_nothing_on_either_host(pair, tmp_path):
     # slack for a loaded machine.
     assert time.time() - sent_at < 45
     assert _nothing_left(pair, timeout_s=2)
+  finally:
+    if launcher.poll() is None:
+      launcher.kill()
+
+
+@pytest.mark.slow  # two-host programs in namespaces
+def test_a_sigkilled_actor_node_is_restarted_by_its_host_runner(pair, tmp_path):
+  """Elastic actors across hosts (issue 56): the one actor's node process on the second
+  host is SIGKILLed once the learner steps; its host runner restarts it (telling the
+  counter node, so its silence is not a dead host) and the program completes its steps,
+  the restart counted in the launcher's summary and in the runner's restarts file."""
+  launcher = subprocess.Popen(
+      _train_argv(pair, tmp_path, "--steps", "3000", "--eval-every", "100000", "--start",
+                  _template(pair), "--host-timeout", "5"),
+      cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  try:
+    _wait_for_learning(tmp_path, launcher)
+    task = str(distributed._titles(1).index("actor/0"))
+    [pid] = [p for p in pair.pids(1)
+             if "--task" in _cmdline(p) and _cmdline(p)[_cmdline(p).index("--task") + 1] == task]
+    os.kill(pid, signal.SIGKILL)
+    code = launcher.wait(timeout=240)
+    out = launcher.stdout.read()
+    assert code == 0, out[-3000:]
+    assert "; 1 restart (actor/0 x1);" in out, out[-3000:]  # the launcher's summary line
+    runner_log = (tmp_path / "logs" / "host_1.log").read_text()  # --no-progress: no echo
+    assert "actorq: host 1: node actor/0 exited with signal SIGKILL; restart 1 of 3 in 1 s" in \
+        runner_log
+    assert f"actorq: actor/0 restart 1: seed {elastic.restart_seed(1, 1)} (first start: 1)" in \
+        runner_log
+    [row] = elastic.read_restarts(str(tmp_path), "restarts_host_1.csv")
+    assert (row["node"], row["cause"]) == ("actor/0", "signal SIGKILL")
+    assert _nothing_left(pair)
   finally:
     if launcher.poll() is None:
       launcher.kill()
