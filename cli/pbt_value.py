@@ -1,4 +1,5 @@
-"""PBT populations against independent seeds at the same actor steps (issue 43's value figure).
+"""PBT populations against independent seeds at the same actor steps (issue 43's value figure):
+the command line of `scripts/pbt_value.py`.
 
     .venv/bin/python scripts/pbt_value.py --pbt runs/pbt-s0 runs/pbt-s1 runs/pbt-s2 \
         --seeds runs/sweep/fp32-s0 ... runs/sweep/fp32-s9 --target 475 --out DIR
