@@ -3,17 +3,14 @@ the benchmark's flags, parsed here, and the calls of its functions with typed
 arguments (argparse lives in cli/)."""
 from __future__ import annotations
 
-import argparse
 import sys
 
 from actorq.benchmarks.actorq_bench import _child_main
+from actorq.cli.benchmarks import child_parser
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description="child process of 'actorq bench'")
-  parser.add_argument("--child", required=True)
-  parser.add_argument("--out", required=True)
-  args = parser.parse_args(argv)
+  args = child_parser("child process of 'actorq bench'", "--child", helps=False).parse_args(argv)
   return _child_main(args.child, args.out)
 
 

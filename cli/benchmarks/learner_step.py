@@ -3,19 +3,16 @@ the benchmark's flags, parsed here, and the calls of its functions with typed
 arguments (argparse lives in cli/)."""
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from actorq.benchmarks import learner_step as benchmark
 from actorq.benchmarks.learner_step import measure
+from actorq.cli.benchmarks import child_parser
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=benchmark.__doc__.splitlines()[0])
-  parser.add_argument("--job", required=True, help="job JSON (internal)")
-  parser.add_argument("--out", required=True, help="result JSON (internal)")
-  args = parser.parse_args(argv)
+  args = child_parser(benchmark.__doc__.splitlines()[0], "--job").parse_args(argv)
   with open(args.job, encoding="utf-8") as f:
     job = json.load(f)
   try:
