@@ -16,6 +16,7 @@ from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments
 from actorq.launch import experiment
 from actorq.launch import local
+from actorq.quantization import forward
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization import runtimes
@@ -37,16 +38,14 @@ def table():
 
 # --- The worked example of docs/guides/add-a-precision.md ---------------------------------
 class NumpyRuntime(runtimes.PolicyRuntime):
-  """fp32 in plain numpy (Dense and Flatten layers): the precision ``numpy-fp32``, whose
-  payload is the fp32 arrays under that name."""
+  """fp32 in numpy: the precision ``numpy-fp32``, whose payload is the fp32 arrays under
+  that name. It computes the one forward pass (`forward.apply`) on numpy arrays."""
   precision = "numpy-fp32"
   payload_precision = "numpy-fp32"
   accepted_payloads = ("numpy-fp32",)
 
   def __init__(self, spec, num_threads=1):
     super().__init__(spec, num_threads)
-    if any(isinstance(layer, ns.Conv2D) for layer in spec.layers):
-      raise ValueError("numpy-fp32 runs Dense and Flatten layers only")
     self._layers = None
 
   def _load(self, payload):
@@ -54,16 +53,10 @@ class NumpyRuntime(runtimes.PolicyRuntime):
     self._layers = payload.layers
 
   def __call__(self, observation):
-    x = self._check_observation(observation) * np.float32(self.spec.input_scale)
+    x = forward.scaled_input(self.spec, np.asarray(self._check_observation(observation)))
     self.timings["calls"] += 1
-    for layer in self.spec.layers:
-      if isinstance(layer, ns.Flatten):
-        x = x.reshape(x.shape[0], -1)
-        continue
-      x = x @ self._layers[layer.name]["w"] + self._layers[layer.name]["b"]
-      x = {"relu": lambda v: np.maximum(v, 0), "tanh": np.tanh,
-           "none": lambda v: v}[layer.activation](x)
-    return x.astype(np.float32)
+    y = forward.apply(self.spec.layers, x, forward.params_layer(self._layers, np.float32))
+    return y.astype(np.float32)
 
 
 def encode_numpy_fp32(params, spec, precision, version, per_channel=True):
