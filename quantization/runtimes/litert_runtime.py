@@ -347,6 +347,19 @@ class LiteRTMixedRuntime(LiteRTInt8Runtime):
   payload_precision = "mixed"
   accepted_payloads = ("mixed",)
 
+  @classmethod
+  def for_precision(cls, precision: str, spec: ns.NetworkSpec,
+                    num_threads: int = 1) -> "LiteRTMixedRuntime":
+    """The runtime of a per-layer policy's ``"mixed:<choice>,..."`` name (the precision
+    table's ``mixed:`` row): its float layers run float32 kernels, and it pulls the payload
+    named by the precision itself (so a `PolicyServer` knows which policy to publish).
+
+    Raises:
+      ValueError: a name `mixed.policy_of` refuses for `spec`.
+    """
+    policy = mixed.policy_of(precision, spec)
+    return cls(spec, policy.float_layers, num_threads, payload_precision=precision)
+
   def __init__(self, spec: ns.NetworkSpec, float_layers=(), num_threads: int = 1,
                warmup: bool = True, payload_precision: str = "mixed"):
     super().__init__(spec, num_threads, warmup, float_layers)

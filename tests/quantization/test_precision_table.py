@@ -21,7 +21,7 @@ from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization import runtimes
 from actorq.quantization.runtimes.jax_runtime import JaxRuntime, SimulatedInt8Runtime
-from actorq.quantization.runtimes.litert_runtime import LiteRTInt8Runtime
+from actorq.quantization.runtimes.litert_runtime import LiteRTInt8Runtime, LiteRTMixedRuntime
 from actorq.testing import fakes
 
 SPEC = ns.mlp(4, [8], 2)
@@ -73,7 +73,20 @@ def test_the_table_holds_the_built_in_precisions():
   assert runtimes.precisions() == core.PRECISIONS == runtimes.RUNTIME_PRECISIONS
   assert {p: e.runtime for p, e in runtimes.RUNTIMES.items()} == {
       "fp32": JaxRuntime, "fp16": JaxRuntime, "bf16": JaxRuntime, "int8": LiteRTInt8Runtime,
-      "simulated-int8": SimulatedInt8Runtime}
+      "simulated-int8": SimulatedInt8Runtime, "mixed:": LiteRTMixedRuntime}
+  # The per-layer policies are one family row, found by their names' prefix.
+  assert [p for p, e in runtimes.RUNTIMES.items() if e.family] == [core.MIXED_PREFIX]
+  name = "mixed:int8,fp32"
+  assert runtimes.family_of(name) == "mixed:" and runtimes.family_of("mixed:") is None
+  assert runtimes.entry_for(name) is runtimes.RUNTIMES["mixed:"]
+  runtime = runtimes.make_runtime(name, SPEC)
+  assert type(runtime) is LiteRTMixedRuntime and runtime.payload_precision == name
+  assert runtime.float_layers == frozenset({"dense_1"})
+  params = {n: {k: np.ones(shape, np.float32) for k, shape in shapes.items()}
+            for n, shapes in pl.expected_shapes(SPEC).items()}
+  assert runtimes.make_payload(params, SPEC, name).precision == "mixed"
+  with pytest.raises(ValueError, match="precision 'mixed:' unknown"):
+    runtimes.entry_for("mixed:")
   # Actors act with every row but the accuracy-study one.
   assert runtimes.ACTING_PRECISIONS == core.ACTOR_PRECISIONS
   assert "simulated-int8" not in runtimes.ACTING_PRECISIONS
