@@ -14,8 +14,6 @@ int8 path is flagged (case Q4).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
@@ -98,20 +96,6 @@ def print_network(name, res):
     print(f"   target batch-1 speedup >= {TARGETS[name]}x: {ok} ({sp:.2f}x)")
 
 
-def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--quick", action="store_true", help="fewer repeats")
-  parser.add_argument("--json", metavar="FILE", help="write the figures as JSON")
-  args = parser.parse_args(argv)
-  results = run(args.quick)
-  r = results["mlp_3x2048"]
-  print(f"\ntargets: payload <= 0.27x (3x2048: {r['payload_ratio']:.3f}x), "
-        f"refresh <= 50 ms at 3x2048 ({r['refresh_ms']:.1f} ms)")
-  if args.json:
-    with open(args.json, "w", encoding="utf-8") as f:
-      json.dump(results, f, indent=2)
-  return 0
-
-
 if __name__ == "__main__":
-  sys.exit(main())
+  from actorq.cli.benchmarks import actor_inference as command_line  # its flags: cli/
+  sys.exit(command_line.main())

@@ -51,7 +51,6 @@ runs on a GPU) x `watts_per_gpu`. Idle power, DRAM, uncore and cooling are not c
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -716,13 +715,6 @@ def render(outdir):
   return report(outdir, data["runs"], data["peers"], data["meta"])
 
 
-def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description="child process of 'actorq bench'")
-  parser.add_argument("--child", required=True)
-  parser.add_argument("--out", required=True)
-  args = parser.parse_args(argv)
-  return _child_main(args.child, args.out)
-
-
 if __name__ == "__main__":
-  sys.exit(main())
+  from actorq.cli.benchmarks import actorq_bench as command_line  # its flags: cli/
+  sys.exit(command_line.main())

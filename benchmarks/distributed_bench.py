@@ -56,7 +56,6 @@ idle (window minus step time: the learner waiting outside step), cpu.
 """
 from __future__ import annotations
 
-import argparse
 import bisect
 import json
 import math
@@ -596,13 +595,6 @@ def render(outdir: str):
   return data, write_files(outdir, data)
 
 
-def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--child", required=True, help="job JSON (internal)")
-  parser.add_argument("--out", required=True, help="result JSON (internal)")
-  args = parser.parse_args(argv)
-  return _child_main(args.child, args.out)
-
-
 if __name__ == "__main__":
-  sys.exit(main())
+  from actorq.cli.benchmarks import distributed_bench as command_line  # its flags: cli/
+  sys.exit(command_line.main())

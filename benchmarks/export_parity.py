@@ -25,18 +25,12 @@ greedy-action agreement, and the model bytes.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 from typing import Any, Dict, List, Sequence
 
-from actorq.cli import main as cli
-from actorq.launch import precision_arg
 from actorq.studies import aggregate
-from actorq.studies import export as export_cmd
 
 
 def export_argv(run: str, precision: str, episodes: int, seed: int) -> List[str]:
@@ -110,51 +104,6 @@ def table(rows: Sequence[Dict[str, Any]], summary: Dict[str, Dict[str, Any]]) ->
   return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  p.add_argument("--runs", nargs="+", required=True, help="run directories of 'actorq train'")
-  p.add_argument("--precisions", default="int8,fp32",
-                 help="export precisions (default: int8,fp32); per-layer policies as files or "
-                      "mixed:<choice>,... names, the items then separated by ';' (e.g. "
-                      "'int8;precision_policy.json')")
-  p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=20,
-                 help="greedy episodes per parity report")
-  p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=12345,
-                 help="seed of the parity environments")
-  p.add_argument("--out", required=True, help="directory for parity.json and table.md")
-  args = p.parse_args(argv)
-  try:
-    precisions = list(precision_arg.precision_items("--precisions", args.precisions))
-    for precision in precisions:
-      export_cmd.export_precision(precision, "--precisions")
-  except cli.UsageError as e:
-    p.error(str(e))
-  rows, reports = [], []
-  for run in args.runs:
-    for precision in precisions:
-      subprocess.run(export_argv(run, precision, args.episodes, args.seed), check=True)
-      model = os.path.join(run, "export", export_cmd.default_file_name(precision))
-      with open(export_cmd.report_path(model), encoding="utf-8") as f:
-        report = json.load(f)
-      report.pop("scales", None)
-      src = report["source"]  # machine paths out: the run's folder name is what identifies it
-      src["checkpoint"] = os.path.relpath(src["checkpoint"], src["run"])
-      src["run"] = run_name(src["run"])
-      reports.append(report)
-      rows.append(report_row(report))
-  summary = summarize(rows)
-  os.makedirs(args.out, exist_ok=True)
-  settings = {"runs": [run_name(r) for r in args.runs],
-              "precisions": precisions, "episodes": args.episodes, "env_seed": args.seed}
-  with open(os.path.join(args.out, "parity.json"), "w", encoding="utf-8") as f:
-    json.dump({"settings": settings, "rows": rows, "summary": summary, "reports": reports}, f,
-              indent=1)
-  text = table(rows, summary)
-  with open(os.path.join(args.out, "table.md"), "w", encoding="utf-8") as f:
-    f.write(text)
-  print(text)
-  return 0
-
-
 if __name__ == "__main__":
-  sys.exit(main())
+  from actorq.cli.benchmarks import export_parity as command_line  # its flags: cli/
+  sys.exit(command_line.main())

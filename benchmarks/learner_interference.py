@@ -21,14 +21,13 @@ wall and process-CPU milliseconds per learner step; the neighbour's CPU per step
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -149,32 +148,6 @@ def measure(rounds: int, steps: int, rate: float, modes: Sequence[str] = MODES,
   return out
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--rounds", type=int, default=2)
-  parser.add_argument("--steps", type=int, default=15, help="learner steps per block")
-  parser.add_argument("--rate", type=float, default=40.0, help="neighbour steps per second")
-  parser.add_argument("--out", default=None, help="write the blocks as JSON here")
-  parser.add_argument("--neighbour", choices=MODES, default=None, help=argparse.SUPPRESS)
-  parser.add_argument("--cpu-s", type=float, default=0.004, help=argparse.SUPPRESS)
-  args = parser.parse_args(argv)
-  if args.neighbour is not None:
-    neighbour(args.neighbour, args.rate, args.cpu_s)
-    return 0
-  if args.rounds < 1 or args.steps < 1 or not args.rate > 0:
-    print("learner_interference: --rounds and --steps must be >= 1, --rate > 0", file=sys.stderr)
-    return 2
-  blocks = measure(args.rounds, args.steps, args.rate)
-  alone = statistics.fmean(b["wall_ms"] for b in blocks["alone"])
-  for mode, rows in blocks.items():
-    wall = statistics.fmean(b["wall_ms"] for b in rows)
-    print(f"{mode}: learner step {wall:.1f} ms = {wall / alone:.3f}x alone "
-          f"(CPU {statistics.fmean(b['cpu_ms'] for b in rows):.1f} ms)")
-  if args.out:
-    with open(args.out, "w", encoding="utf-8") as f:
-      json.dump({"rate": args.rate, "steps": args.steps, "blocks": blocks}, f, indent=1)
-  return 0
-
-
 if __name__ == "__main__":
-  sys.exit(main())
+  from actorq.cli.benchmarks import learner_interference as command_line  # its flags: cli/
+  sys.exit(command_line.main())

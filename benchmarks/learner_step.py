@@ -20,7 +20,6 @@ here does not refill, say), {"error": one line}.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -159,21 +158,6 @@ def combine(before: Dict[str, Any], after: Dict[str, Any]) -> Dict[str, Any]:
   return out
 
 
-def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--job", required=True, help="job JSON (internal)")
-  parser.add_argument("--out", required=True, help="result JSON (internal)")
-  args = parser.parse_args(argv)
-  with open(args.job, encoding="utf-8") as f:
-    job = json.load(f)
-  try:
-    result = measure(job["agent"], job["env"], job["overrides"], job["seed"], job["steps"])
-  except Exception as e:  # pylint: disable=broad-except
-    result = {"error": f"{type(e).__name__}: {e}".splitlines()[0]}
-  with open(args.out, "w", encoding="utf-8") as f:
-    json.dump(result, f, indent=1)
-  return 0
-
-
 if __name__ == "__main__":
-  sys.exit(main())
+  from actorq.cli.benchmarks import learner_step as command_line  # its flags: cli/
+  sys.exit(command_line.main())

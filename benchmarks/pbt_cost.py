@@ -27,12 +27,12 @@ cases run in one process and print as one table.
 """
 from __future__ import annotations
 
-import argparse
+import sys
+
 import dataclasses
-import json
 import os
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -113,37 +113,15 @@ def table(rows: List[Dict[str, Any]]) -> str:
   return "\n".join(lines)
 
 
-def cases_of(args) -> List[Tuple[str, str]]:
-  """(agent, env id) pairs to measure: `--agent`/`--env` (one case, defaults dqn and
-  gym:CartPole-v1) when either is given, else `--cases` (comma-separated agent:env)."""
-  if args.agent is not None or args.env is not None:
-    return [(args.agent or "dqn", args.env or "gym:CartPole-v1")]
-  return [tuple(case.split(":", 1)) for case in args.cases.split(",")]
-
-
-def main():
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--cases", default=DEFAULT_CASES,
-                 help="comma-separated agent:env cases, measured in this order")
-  p.add_argument("--agent", default=None, help="one case's agent (instead of --cases)")
-  p.add_argument("--env", default=None, help="one case's environment (instead of --cases)")
-  p.add_argument("--steps", type=int, default=1000, help="actor steps per member")
-  p.add_argument("--populations", default="8,16")
-  p.add_argument("--min-replay-size", type=int, default=200)
-  p.add_argument("--eval-episodes", type=int, default=1)
-  p.add_argument("--seed", type=int, default=0)
-  p.add_argument("--json", default=None, help="also write the rows to this JSON file")
-  args = p.parse_args()
-  rows = []
-  for agent, env_id in cases_of(args):
-    rows += measure(agent, env_id, args.steps,
-                    [int(x) for x in args.populations.split(",")], args.min_replay_size,
-                    args.eval_episodes, args.seed)
-  print(table(rows))
-  if args.json:
-    with open(args.json, "w", encoding="utf-8") as f:
-      json.dump({"args": vars(args), "rows": rows}, f, indent=1)
+def cases_of(cases: str = DEFAULT_CASES, agent: Optional[str] = None,
+             env: Optional[str] = None) -> List[Tuple[str, str]]:
+  """(agent, env id) pairs to measure: `agent`/`env` (one case, defaults dqn and
+  gym:CartPole-v1) when either is given, else `cases` (comma-separated agent:env)."""
+  if agent is not None or env is not None:
+    return [(agent or "dqn", env or "gym:CartPole-v1")]
+  return [tuple(case.split(":", 1)) for case in cases.split(",")]
 
 
 if __name__ == "__main__":
-  main()
+  from actorq.cli.benchmarks import pbt_cost as command_line  # its flags: cli/
+  sys.exit(command_line.main())

@@ -23,9 +23,9 @@ other processes shifts both alike.
 """
 from __future__ import annotations
 
-import argparse
+import sys
+
 import gc
-import json
 import os
 import time
 
@@ -163,14 +163,16 @@ def measure(path: str, steps: int, batches: int, batch_size: int, obs_dim: int,
   return out
 
 
-def report(results, args) -> dict:
-  """Prints each figure's median over the repeats, side by side; returns them."""
+def report(results, steps: int, batches: int, batch_size: int, obs_dim: int, num_envs: int,
+           repeats: int) -> dict:
+  """Prints each figure's median over the repeats, side by side (the settings `measure`
+  ran with in the title); returns them."""
   rows = [
       ("insert per step, median wall", lambda r: np.median(r["insert"])),
       ("insert per step, process CPU", lambda r: r["insert_cpu"]),
-      (f"batched insert (B={args.num_envs}) per transition, median wall",
+      (f"batched insert (B={num_envs}) per transition, median wall",
        lambda r: np.median(r["insert_batched"])),
-      (f"batched insert (B={args.num_envs}) per transition, process CPU",
+      (f"batched insert (B={num_envs}) per transition, process CPU",
        lambda r: r["insert_batched_cpu"]),
       ("sample uniform per batch, median wall", lambda r: np.median(r["sample_uniform"])),
       ("sample uniform per batch, process CPU", lambda r: r["sample_uniform_cpu"]),
@@ -179,8 +181,8 @@ def report(results, args) -> dict:
       ("sample prioritized per batch, process CPU", lambda r: r["sample_prioritized_cpu"]),
       ("priority update per batch, median", lambda r: np.median(r["update"])),
   ]
-  print(f"replay cost: obs float32[{args.obs_dim}], n-step {N_STEP}, {args.steps} steps per "
-        f"table, {args.batches} batches of {args.batch_size}, median of {args.repeats} "
+  print(f"replay cost: obs float32[{obs_dim}], n-step {N_STEP}, {steps} steps per "
+        f"table, {batches} batches of {batch_size}, median of {repeats} "
         "alternating repeats; microseconds")
   print(f"{'':44s} {'reverb':>10s} {'local':>10s} {'local/reverb':>13s}")
   summary = {}
@@ -194,28 +196,6 @@ def report(results, args) -> dict:
   return summary
 
 
-def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--steps", type=int, default=2_000)
-  parser.add_argument("--batches", type=int, default=200)
-  parser.add_argument("--batch-size", type=int, default=256)
-  parser.add_argument("--obs-dim", type=int, default=24)
-  parser.add_argument("--num-envs", type=int, default=32,
-                      help="rows per call of the batched adder (vectorized actors)")
-  parser.add_argument("--repeats", type=int, default=3,
-                      help="rounds of reverb then local (a loaded machine shifts both alike)")
-  parser.add_argument("--json", default=None, help="also write the figures to this file")
-  args = parser.parse_args(argv)
-  results = {"reverb": [], "local": []}
-  for _ in range(args.repeats):
-    for path in ("reverb", "local"):
-      results[path].append(measure(path, args.steps, args.batches, args.batch_size,
-                                   args.obs_dim, args.num_envs))
-  summary = report(results, args)
-  if args.json:
-    with open(args.json, "w") as f:
-      json.dump({"settings": vars(args), "figures": summary}, f, indent=2)
-
-
 if __name__ == "__main__":
-  main()
+  from actorq.cli.benchmarks import replay_cost as command_line  # its flags: cli/
+  sys.exit(command_line.main())

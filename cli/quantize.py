@@ -18,6 +18,8 @@ plain comparison) prints one line and exits 2 before anything is written.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from actorq import core
 from actorq.cli import main as cli
 from actorq.components.envs import environments
@@ -112,7 +114,9 @@ def add_parser(subparsers):
 
 def run(args) -> int:
   if args.sweep is not None or args.search or args.sensitivity:
-    return quantize_study.run(args)
+    return quantize_study.run(quantize_study.StudySettings(**{
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(quantize_study.StudySettings)}))
   if len(args.checkpoint) != 1:
     raise cli.UsageError("--checkpoint takes one run directory unless --sweep is given")
   run, state, path = spec_lib.load_run(args.checkpoint[0])

@@ -64,6 +64,13 @@ class ActorSettings(AgentConfig):
   evaluation_precision: Optional[str] = checks.precision_field(None)
   replay_table_name: str = checks.field("priority_table", nonempty=True)
 
+  def policy_precision(self, evaluation: bool) -> str:
+    """The precision a policy acts at, resolved here for every builder:
+    `evaluation_precision` (None: `actor_precision`) for evaluation, else
+    `actor_precision`."""
+    return (self.evaluation_precision or self.actor_precision) if evaluation \
+        else self.actor_precision
+
 
 @dataclasses.dataclass
 class OffPolicySettings(ActorSettings):

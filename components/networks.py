@@ -1,7 +1,8 @@
 """Haiku networks built from a `NetworkSpec`.
 
 The learner trains the Haiku network; actors execute the same architecture through
-a policy runtime (`actorq.quantization.runtimes`). Module names equal layer names so
+a policy runtime (`actorq.quantization.runtimes`). Both compute the one forward pass of
+`actorq.quantization.forward`. Module names equal layer names so
 the params tree is `{layer.name: {"w", "b"}}` for both.
 """
 from __future__ import annotations
@@ -11,10 +12,32 @@ from typing import Optional
 import haiku as hk
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from actorq.quantization import forward
 from actorq.quantization import network_spec as ns
 
-_ACT = {"relu": jax.nn.relu, "tanh": jnp.tanh, "none": lambda x: x}
+
+class _LayerParams(hk.Module):
+  """The `w` and `b` of one Dense / Conv2D layer, as `hk.Linear` / `hk.Conv2D` make them:
+  w from a truncated normal of std 1/sqrt(fan_in) (or `w_init`), b zeros."""
+
+  def __init__(self, layer, w_init=None, name=None):
+    super().__init__(name=name)
+    self._layer = layer
+    self._w_init = w_init
+
+  def __call__(self, x):
+    layer = self._layer
+    if isinstance(layer, ns.Dense):
+      shape, units = [x.shape[-1], layer.units], layer.units
+    else:
+      shape, units = (layer.kernel, layer.kernel, x.shape[-1], layer.channels), layer.channels
+    w_init = self._w_init or hk.initializers.TruncatedNormal(
+        stddev=1. / np.sqrt(np.prod(shape[:-1])))
+    w = hk.get_parameter("w", shape, x.dtype, init=w_init)
+    b = hk.get_parameter("b", [units], x.dtype, init=jnp.zeros)
+    return w, b
 
 
 def haiku_network(spec: ns.NetworkSpec,
@@ -37,23 +60,20 @@ def haiku_network(spec: ns.NetworkSpec,
   """
   if output_init_scale is not None and not output_init_scale > 0:
     raise ValueError(f"output_init_scale must be > 0 or None, got {output_init_scale}")
-  last = len(spec.layers) - 1
+  last = spec.parameter_layers[-1].name
+
+  def layer_fn(layer, x):
+    # The parameters hk.Linear / hk.Conv2D would create (same module names, shapes,
+    # initialisers and rng order), computed by the one forward pass (`forward`).
+    w_init = None
+    if layer.name == last and output_init_scale is not None:
+      w_init = hk.initializers.VarianceScaling(output_init_scale)
+    w, b = _LayerParams(layer, w_init, name=layer.name)(x)
+    return forward.pre_activation(layer, x, w, b)
 
   def fn(observation):
-    x = observation.astype(jnp.float32) * spec.input_scale
-    for i, layer in enumerate(spec.layers):
-      w_init = None
-      if i == last and output_init_scale is not None:
-        w_init = hk.initializers.VarianceScaling(output_init_scale)
-      if isinstance(layer, ns.Flatten):
-        x = hk.Flatten(name=layer.name)(x)
-      elif isinstance(layer, ns.Dense):
-        x = _ACT[layer.activation](hk.Linear(layer.units, w_init=w_init, name=layer.name)(x))
-      else:
-        conv = hk.Conv2D(layer.channels, layer.kernel, stride=layer.stride,
-                         padding="VALID", w_init=w_init, name=layer.name)
-        x = _ACT[layer.activation](conv(x))
-    return x
+    return forward.apply(spec.layers,
+                         forward.scaled_input(spec, jnp.asarray(observation)), layer_fn)
 
   return hk.without_apply_rng(hk.transform(fn))
 

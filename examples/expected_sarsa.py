@@ -19,7 +19,6 @@ launch layer needs nothing from this file but the builder. Run both with:
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from typing import Optional, Tuple
 
@@ -31,6 +30,7 @@ from acme import core as acme_core
 from acme.utils import counting
 
 from actorq import core
+from actorq.cli import main as cli
 from actorq.components import builders, networks
 from actorq.components import config_checks as checks
 from actorq.components.acting import actors
@@ -148,7 +148,7 @@ def make_experiment(steps: int, actor_precision: str = "fp32") -> experiment.Exp
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = cli.Parser(description=__doc__.splitlines()[0])  # actorq's one-line errors
   parser.add_argument("--steps", type=int, default=20_000)
   parser.add_argument("--actor-precision", default="fp32", choices=("fp32", "int8"))
   args = parser.parse_args()

@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional
 
 import numpy as np
 
+from actorq.quantization import forward
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 
@@ -40,24 +41,6 @@ from actorq.quantization import payload as pl
 # 2,500 rows to within 0.3 points of greedy agreement on the DQN CartPole policies (16 rows
 # lost up to 5 points), and 64 rows keep a 3x2048 network's correction to tens of ms.
 DEFAULT_CALIBRATION_SIZE = 64
-
-
-def _apply(layer, x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-  """Pre-activation of one `Dense` / `Conv2D` layer on float32 `x` (NHWC for Conv2D)."""
-  if isinstance(layer, ns.Dense):
-    return x @ w + b
-  import jax  # pylint: disable=g-import-not-at-top
-  y = jax.lax.conv_general_dilated(x, w, (layer.stride, layer.stride), "VALID",
-                                   dimension_numbers=("NHWC", "HWIO", "NHWC"))
-  return np.asarray(y) + b
-
-
-def _activate(layer, y: np.ndarray) -> np.ndarray:
-  if layer.activation == "relu":
-    return np.maximum(y, 0)
-  if layer.activation == "tanh":
-    return np.tanh(y)
-  return y
 
 
 def corrected_biases(params: Mapping[str, Mapping[str, Any]],
@@ -87,22 +70,28 @@ def corrected_biases(params: Mapping[str, Mapping[str, Any]],
       or x.shape[0] < 1:
     raise ValueError(f"calibration observations of shape {x.shape}; allowed: [N >= 1, "
                      f"{', '.join(map(str, spec.input_shape))}]")
-  x = x * np.float32(spec.input_scale)
-  x_q = x
+  x = forward.scaled_input(spec, x)
+  # The float network's pre-activations, then the quantized network's, each layer's
+  # corrected (its bias shifted by the mean difference) before it feeds the next.
+  float_pre = {}
+
+  def float_layer(layer, x_in):
+    float_pre[layer.name] = y = forward.params_layer(params, np.float32)(layer, x_in)
+    return y
+
   out = {}
-  for layer in spec.layers:
-    if isinstance(layer, ns.Flatten):
-      x, x_q = x.reshape(x.shape[0], -1), x_q.reshape(x_q.shape[0], -1)
-      continue
-    w, b = (np.asarray(params[layer.name][k], np.float32) for k in ("w", "b"))
+
+  def corrected_layer(layer, x_in):
+    y = float_pre[layer.name]
     w_q, b_q = (np.asarray(quantized[layer.name][k], np.float32) for k in ("w", "b"))
-    y = _apply(layer, x, w, b)
-    y_q = _apply(layer, x_q, w_q, b_q)
+    y_q = forward.pre_activation(layer, x_in, w_q, b_q)
     shift = (y_q - y).reshape(-1, y.shape[-1]).mean(axis=0)
     out[layer.name] = (b_q - shift).astype(np.float32).reshape(
         np.shape(quantized[layer.name]["b"]))
-    x = _activate(layer, y)
-    x_q = _activate(layer, y_q - shift)  # the corrected layer's output, no second matmul
+    return y_q - shift  # the corrected layer's pre-activation, no second matmul
+
+  forward.apply(spec.layers, x, float_layer)
+  forward.apply(spec.layers, x, corrected_layer)
   return out
 
 

@@ -59,7 +59,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from actorq.quantization import bias_correction
 from actorq.quantization import forward
 from actorq.quantization import network_spec as ns
 
@@ -126,11 +125,7 @@ def output_hessian(params: Mapping[str, Mapping[str, Any]], spec: ns.NetworkSpec
 
   def f(w, xi):
     p = dict(fparams, **{layer_name: {"w": w, "b": fparams[layer_name]["b"]}})
-    y = xi[None]
-    for l in tail:
-      y = y.reshape(1, -1) if isinstance(l, ns.Flatten) else forward.forward_layer(
-          p, l, y, jnp.float32)
-    return target(y)[0]
+    return target(forward.apply(tail, xi[None], forward.params_layer(p, jnp.float32)))[0]
 
   w0 = fparams[layer_name]["w"]
   g = jax.vmap(jax.jacrev(f), in_axes=(None, 0))(w0, jnp.asarray(x, jnp.float32))
@@ -207,14 +202,6 @@ def output_aware_values(w: np.ndarray, scale: np.ndarray, h: np.ndarray, bits: i
   return q.reshape(w.shape).astype(np.int8)
 
 
-def _activate(layer, y: np.ndarray) -> np.ndarray:
-  if layer.activation == "relu":
-    return np.maximum(y, 0)
-  if layer.activation == "tanh":
-    return np.tanh(y)
-  return y
-
-
 def compensated_layers(params: Mapping[str, Mapping[str, Any]], layers: Mapping[str, Any],
                        spec: ns.NetworkSpec, observations: np.ndarray,
                        target: Optional[Callable[[Any], Any]] = None) -> Dict[str, Any]:
@@ -249,13 +236,10 @@ def compensated_layers(params: Mapping[str, Mapping[str, Any]], layers: Mapping[
       or x.shape[0] < 1:
     raise ValueError(f"calibration observations of shape {x.shape}; allowed: [N >= 1, "
                      f"{', '.join(map(str, spec.input_shape))}]")
-  x = x * np.float32(spec.input_scale)
   out = dict(layers)
   first = spec.parameter_layers[0].name
-  for layer in spec.layers:
-    if isinstance(layer, ns.Flatten):
-      x = x.reshape(x.shape[0], -1)
-      continue
+
+  def compensated_layer(layer, x):
     c = out[layer.name]
     if isinstance(layer, ns.Dense) and c.scale is not None and c.choice.sparsity == 0:
       w = params[layer.name]["w"]
@@ -268,6 +252,7 @@ def compensated_layers(params: Mapping[str, Mapping[str, Any]], layers: Mapping[
       if values is not None:
         c = dataclasses.replace(c, values=values)
         out[layer.name] = c
-    x = _activate(layer, bias_correction._apply(  # pylint: disable=protected-access
-        layer, x, c.dequantized(), np.asarray(c.b, np.float32)))
+    return forward.pre_activation(layer, x, c.dequantized(), np.asarray(c.b, np.float32))
+
+  forward.apply(spec.layers, forward.scaled_input(spec, x), compensated_layer)
   return out

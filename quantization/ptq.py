@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from actorq.quantization import calibration
+from actorq.quantization import forward
 from actorq.quantization import network_spec as ns
 from actorq.quantization import ops
 
@@ -286,23 +287,12 @@ def error_report(params, qparams: QuantizedParams) -> dict:
 
 def layer_activations(params, spec: ns.NetworkSpec, observation) -> Dict[str, jnp.ndarray]:
   """Output of every layer (after its activation) for `observation [B, *input_shape]`,
-  following `forward.forward`'s semantics; includes `"input"` (scaled observation)."""
-  x = jnp.asarray(observation, jnp.float32) * spec.input_scale
+  by the one forward pass (`forward.layer_outputs`); includes `"input"` (scaled
+  observation)."""
+  x = forward.scaled_input(spec, jnp.asarray(observation, jnp.float32))
   acts = {"input": x}
-  act_fn = {"relu": jax.nn.relu, "tanh": jnp.tanh, "none": lambda v: v}
-  for layer in spec.layers:
-    if isinstance(layer, ns.Flatten):
-      x = x.reshape(x.shape[0], -1)
-    else:
-      w = jnp.asarray(params[layer.name]["w"], jnp.float32)
-      b = jnp.asarray(params[layer.name]["b"], jnp.float32)
-      if isinstance(layer, ns.Dense):
-        x = x @ w + b
-      else:
-        x = jax.lax.conv_general_dilated(
-            x, w, (layer.stride, layer.stride), "VALID",
-            dimension_numbers=("NHWC", "HWIO", "NHWC")) + b
-      x = act_fn[layer.activation](x)
+  for layer, x in forward.layer_outputs(spec.layers, x,
+                                        forward.params_layer(params, jnp.float32)):
     acts[layer.name] = x
   return acts
 

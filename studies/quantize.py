@@ -233,20 +233,76 @@ def _default_out(runs: Sequence[str], out: Optional[str], name: str) -> str:
   return os.path.join(runs[0], name)
 
 
+@dataclasses.dataclass(frozen=True)
+class StudySettings:
+  """What a study of `run` does (`actorq quantize --sweep/--search/--sensitivity` fills it
+  from its flags, `cli/quantize.py`; the defaults are the flags' defaults).
+
+  Attributes:
+    checkpoint: run directories of `actorq train`, or directories of runs.
+    sweep: ``"bits=B,B,..."`` (ints 2..8 and fp32/fp16/bf16): the bit-width sweep; None:
+      no sweep.
+    search: the per-layer mixed-precision search under the budgets.
+    sensitivity: the per-layer int8 sensitivity study.
+    episodes, seed: evaluation episodes per setting, with environment seeds seed, seed+1, ...
+    seeds: evaluation seeds as text tokens (``"100-119"``, ``"1,2,3"``; overrides
+      episodes/seed), or None.
+    granularity: ``"per-channel"`` and/or ``"per-tensor"``, comma separated.
+    sparsity: magnitude-pruning levels in [0, 1), comma separated.
+    low_bit_runtime: ``"simulated"`` or ``"litert"`` for sub-8-bit settings.
+    temperature: T of softmax(Q / T) for the KL of Q-value policies (> 0).
+    latency_repeats: batch-1 calls per latency median (>= 1).
+    latency_clock: ``"wall"`` or ``"cpu"``.
+    max_reference_obs: fp32-visited observations that agreement/KL use (>= 1).
+    out: output directory; None: next to the checkpoint (one checkpoint only).
+    latency_budget, size_budget: the search's budgets as fractions of fp32's (or None).
+    choices: the search's per-layer choices (`mixed` labels), comma separated.
+    prune: pruning levels crossed with every integer choice, comma separated.
+    objective: ``"agreement"``, ``"kl"`` or ``"return"``.
+    calibration_episodes, calibration_seed: the fp32 calibration episodes and first seed.
+    search_runtime: ``"litert"`` or ``"simulated"``: what scores the search's candidates.
+    max_trials: evaluations the search may spend (>= 1).
+  """
+  checkpoint: Sequence[str]
+  sweep: Optional[str] = None
+  search: bool = False
+  sensitivity: bool = False
+  episodes: int = 20
+  seed: int = 12345
+  seeds: Optional[Sequence[str]] = None
+  granularity: str = "per-channel"
+  sparsity: str = "0"
+  low_bit_runtime: str = "simulated"
+  temperature: float = 1.0
+  latency_repeats: int = 200
+  latency_clock: str = "wall"
+  max_reference_obs: int = 5000
+  out: Optional[str] = None
+  latency_budget: Optional[float] = None
+  size_budget: Optional[float] = None
+  choices: str = "fp32,fp16,int8,int6,int4,int3,int2"
+  prune: str = "0"
+  objective: str = "agreement"
+  calibration_episodes: int = 5
+  calibration_seed: int = 54321
+  search_runtime: str = "litert"
+  max_trials: int = 2000
+
+
 # ----------------------------------------------------------------------------------------
 # The sweep.
 
 
-def run(args) -> int:
-  studies = [flag for flag, given in (("--sweep", args.sweep is not None),
-                                      ("--search", args.search),
-                                      ("--sensitivity", getattr(args, "sensitivity", False)))
+def run(study: StudySettings) -> int:
+  studies = [flag for flag, given in (("--sweep", study.sweep is not None),
+                                      ("--search", study.search),
+                                      ("--sensitivity", study.sensitivity))
              if given]
   if len(studies) > 1:
     raise core.UsageError(f"{' and '.join(studies)} are separate studies; give one of them")
-  if args.search:
-    return run_search(args)
-  return run_sweep(args)
+  if study.search:
+    return run_search(study)
+  return run_sweep(study)
 
 
 def _episodes_rows(run_name: str, row: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -264,15 +320,15 @@ def _print_row(run_name: str, row: Dict[str, Any]) -> None:
 
 
 def _run_cache_key(run: LoadedRun, settings: Sequence[cs.Setting], seeds: Sequence[int],
-                   args) -> Dict[str, Any]:
+                   study: StudySettings) -> Dict[str, Any]:
   """What one checkpoint's rows depend on; a cached file is reused only when it matches."""
   return {"path": os.path.abspath(run.path), "learner_steps": run.learner_steps,
           "settings": [[s.name, s.execution, repr(s.policy), s.bias_corrected]
                        for s in settings],
-          "calibration_seeds": _calibration_seeds(args),
-          "seeds": [int(x) for x in seeds], "temperature": args.temperature,
-          "latency_repeats": args.latency_repeats, "latency_clock": args.latency_clock,
-          "max_reference_obs": args.max_reference_obs}
+          "calibration_seeds": _calibration_seeds(study),
+          "seeds": [int(x) for x in seeds], "temperature": study.temperature,
+          "latency_repeats": study.latency_repeats, "latency_clock": study.latency_clock,
+          "max_reference_obs": study.max_reference_obs}
 
 
 def _load_cached_rows(path: str, key: Dict[str, Any]) -> Optional[List[Dict[str, Any]]]:
@@ -298,22 +354,22 @@ def _save_cached_rows(path: str, key: Dict[str, Any], rows: Sequence[Dict[str, A
     json.dump(payload, f, default=_json_default)
 
 
-def run_sweep(args) -> int:
-  """The bit-width sweep (`--sweep`) or, with `args.sensitivity`, the per-layer int8
+def run_sweep(study: StudySettings) -> int:
+  """The bit-width sweep (`--sweep`) or, with `study.sensitivity`, the per-layer int8
   sensitivity study (`compression.sensitivity_settings`): the same runs, files and cache,
   other settings; the sensitivity study also writes sensitivity.md (median agreement)."""
-  sensitivity = bool(getattr(args, "sensitivity", False))
+  sensitivity = bool(study.sensitivity)
   if sensitivity:
     bits, granularities, sparsities = [8], [mixed.PER_CHANNEL], [0.0]
   else:
-    bits = parse_bits(args.sweep)
-    granularities = parse_granularities(args.granularity)
-    sparsities = parse_fractions(args.sparsity, "--sparsity")
-  seeds = parse_seeds(args.seeds, args.seed, args.episodes)
-  paths = expand_checkpoints(args.checkpoint)
-  out = _default_out(paths, args.out, "quantize-sensitivity" if sensitivity else
+    bits = parse_bits(study.sweep)
+    granularities = parse_granularities(study.granularity)
+    sparsities = parse_fractions(study.sparsity, "--sparsity")
+  seeds = parse_seeds(study.seeds, study.seed, study.episodes)
+  paths = expand_checkpoints(study.checkpoint)
+  out = _default_out(paths, study.out, "quantize-sensitivity" if sensitivity else
                      "quantize-sweep")
-  runs = [load_run(p, args.temperature) for p in paths]
+  runs = [load_run(p, study.temperature) for p in paths]
   names = [r.name for r in runs]
   if len(set(names)) != len(names):
     for i, r in enumerate(runs):
@@ -328,7 +384,7 @@ def run_sweep(args) -> int:
   try:
     settings = (cs.sensitivity_settings(first.spec) if sensitivity else
                 cs.sweep_settings(first.spec, bits, granularities, sparsities,
-                                  args.low_bit_runtime))
+                                  study.low_bit_runtime))
   except ValueError as e:
     raise core.UsageError(str(e)) from None
   out = atomic.ensure_writable_dir(out, "--out")
@@ -336,7 +392,7 @@ def run_sweep(args) -> int:
   print(f"actorq: quantize {'sensitivity study' if sensitivity else 'sweep'} of "
         f"{len(runs)} checkpoint(s) ({first.info['agent']} on "
         f"{first.info['env']}): {len(settings)} settings x {len(seeds)} paired evaluation "
-        f"seeds ({seeds[0]}..{seeds[-1]}); sub-8-bit settings {args.low_bit_runtime}", flush=True)
+        f"seeds ({seeds[0]}..{seeds[-1]}); sub-8-bit settings {study.low_bit_runtime}", flush=True)
   if qat:
     print(f"actorq: {qat}", flush=True)
   rows_by_run: Dict[str, List[Dict[str, Any]]] = {}
@@ -344,16 +400,16 @@ def run_sweep(args) -> int:
   start = time.time()
   for r in runs:
     cache_path = os.path.join(out, "runs", f"{r.name}.json")
-    key = _run_cache_key(r, settings, seeds, args)
+    key = _run_cache_key(r, settings, seeds, study)
     rows = _load_cached_rows(cache_path, key)
     if rows is not None:
       print(f"  {r.name}: reused {len(rows)} settings from {cache_path}", flush=True)
     else:
       ctx = cs.StudyContext(r.params, r.spec, r.env_fn, r.semantics, seeds,
-                            latency_repeats=args.latency_repeats,
-                            latency_clock=args.latency_clock,
-                            max_reference_observations=args.max_reference_obs,
-                            calibration_seeds=_calibration_seeds(args))
+                            latency_repeats=study.latency_repeats,
+                            latency_clock=study.latency_clock,
+                            max_reference_observations=study.max_reference_obs,
+                            calibration_seeds=_calibration_seeds(study))
       rows = cs.run_study(ctx, settings, progress=lambda row, n=r.name: _print_row(n, row))
       _save_cached_rows(cache_path, key, rows)
     for row in rows:
@@ -373,22 +429,22 @@ def run_sweep(args) -> int:
   extra = [f"Command: `actorq {' '.join(sys.argv[1:])}`" if sys.argv[1:] else "",
            f"Checkpoints: {', '.join(f'{r.name} (learner step {r.learner_steps})' for r in runs)}",
            f"Evaluation seeds: {', '.join(map(str, seeds))}",
-           f"Latency: median {args.latency_clock} time per batch-1 call "
-           f"({args.latency_repeats} calls; both clocks in sweep.csv)"]
+           f"Latency: median {study.latency_clock} time per batch-1 call "
+           f"({study.latency_repeats} calls; both clocks in sweep.csv)"]
   if qat:
     extra.append(f"Note: {qat}.")
   quantize_report.write_table(os.path.join(out, "table.md"), title, summary,
                               [e for e in extra if e])
-  quantize_report.plot(os.path.join(out, "sweep.png"), summary, title, args.latency_clock)
+  quantize_report.plot(os.path.join(out, "sweep.png"), summary, title, study.latency_clock)
   with open(os.path.join(out, "sweep.json"), "w", encoding="utf-8") as f:
     json.dump({"agent": first.info["agent"], "env": first.info["env"],
                "checkpoints": [{"name": r.name, "path": r.path, "learner_steps": r.learner_steps,
                                 "seed": r.info.get("seed"), "qat_bits": r.qat_bits}
                                for r in runs],
                "bits": bits, "granularities": granularities, "sparsities": sparsities,
-               "evaluation_seeds": seeds, "low_bit_runtime": args.low_bit_runtime,
-               "temperature": args.temperature, "output_kind": first.semantics.kind,
-               "latency_clock": args.latency_clock,
+               "evaluation_seeds": seeds, "low_bit_runtime": study.low_bit_runtime,
+               "temperature": study.temperature, "output_kind": first.semantics.kind,
+               "latency_clock": study.latency_clock,
                "executions": cs.EXECUTIONS, "machine": _machine(),
                "seconds": time.time() - start, "summary": summary, "rows": flat},
               f, indent=1, default=_json_default)
@@ -421,10 +477,10 @@ disagrees gives up, by the fp32 network's own estimate.
 """
 
 
-def _calibration_seeds(args) -> List[int]:
+def _calibration_seeds(study: StudySettings) -> List[int]:
   """The fp32 calibration episodes' seeds: --calibration-seed, +1, ... (--calibration-
   episodes of them)."""
-  return list(range(args.calibration_seed, args.calibration_seed + args.calibration_episodes))
+  return list(range(study.calibration_seed, study.calibration_seed + study.calibration_episodes))
 
 
 def _json_default(value):
@@ -471,58 +527,58 @@ def _policy_latency(run: LoadedRun, cache, policy, obs1, repeats, clock, rounds=
   return float(np.median(vals))
 
 
-def run_search(args) -> int:
-  if args.latency_budget is None and args.size_budget is None:
+def run_search(study: StudySettings) -> int:
+  if study.latency_budget is None and study.size_budget is None:
     raise core.UsageError("--search needs --latency-budget FRACTION (of the fp32 JAX latency) "
                          "and/or --size-budget FRACTION (of the fp32 bytes)")
   try:
-    prune = parse_fractions(args.prune, "--prune")
-    choices = mixed.parse_choices(args.choices, prune)
+    prune = parse_fractions(study.prune, "--prune")
+    choices = mixed.parse_choices(study.choices, prune)
   except ValueError as e:
     raise core.UsageError(f"--choices: {e}") from None
-  seeds = parse_seeds(args.seeds, args.seed, args.episodes)
-  paths = expand_checkpoints(args.checkpoint)
+  seeds = parse_seeds(study.seeds, study.seed, study.episodes)
+  paths = expand_checkpoints(study.checkpoint)
   if len(paths) != 1:
     raise core.UsageError(f"--search takes one checkpoint, got {len(paths)} runs")
-  out = _default_out(paths, args.out, "precision-search")
-  run = load_run(paths[0], args.temperature)
+  out = _default_out(paths, study.out, "precision-search")
+  run = load_run(paths[0], study.temperature)
   out = atomic.ensure_writable_dir(out, "--out")
   start = time.time()
   layers = [l.name for l in run.spec.parameter_layers]
-  calib_seeds = list(range(args.calibration_seed, args.calibration_seed +
-                           args.calibration_episodes))
+  calib_seeds = list(range(study.calibration_seed, study.calibration_seed +
+                           study.calibration_episodes))
   overlap = sorted(set(calib_seeds) & set(seeds))
   print(f"actorq: precision search for {run.info['agent']} on {run.info['env']} "
         f"({len(layers)} layers, {len(choices)} choices each), calibration seeds "
         f"{calib_seeds[0]}..{calib_seeds[-1]}, evaluation seeds {seeds[0]}..{seeds[-1]}"
         + (f" (overlapping: {overlap})" if overlap else ""), flush=True)
   calib = cs.StudyContext(run.params, run.spec, run.env_fn, run.semantics, calib_seeds,
-                          max_reference_observations=args.max_reference_obs)
+                          max_reference_observations=study.max_reference_obs)
   ref = cs.reference_run(calib)
   obs1 = ref["observations"][:1]
   cache = mixed.LayerCache(run.params, run.spec)
-  table, fp32_us = measure_patterns(run, cache, layers, obs1, args.latency_repeats,
-                                    args.latency_clock)
+  table, fp32_us = measure_patterns(run, cache, layers, obs1, study.latency_repeats,
+                                    study.latency_clock)
   fp32_bytes = mixed.storage_report(mixed.compress(
       run.params, run.spec, mixed.PrecisionPolicy.uniform(run.spec, mixed.LayerChoice("fp32"))
   ))["bytes"]
-  lat_budget = None if args.latency_budget is None else args.latency_budget * fp32_us
-  size_budget = None if args.size_budget is None else args.size_budget * fp32_bytes
-  print(f"actorq: fp32 JAX batch-1 latency ({args.latency_clock} clock) {fp32_us:.1f} us; "
+  lat_budget = None if study.latency_budget is None else study.latency_budget * fp32_us
+  size_budget = None if study.size_budget is None else study.size_budget * fp32_bytes
+  print(f"actorq: fp32 JAX batch-1 latency ({study.latency_clock} clock) {fp32_us:.1f} us; "
         f"LiteRT all-int8 "
         f"{table.latency_us[tuple([False] * len(layers))]:.1f} us, all-float "
         f"{table.latency_us[tuple([True] * len(layers))]:.1f} us; budgets: "
         f"{'-' if lat_budget is None else f'{lat_budget:.1f} us'} latency, "
         f"{'-' if size_budget is None else f'{size_budget:.0f} B'} stored", flush=True)
-  execution = cs.LITERT_MIXED if args.search_runtime == "litert" else cs.SIMULATED
+  execution = cs.LITERT_MIXED if study.search_runtime == "litert" else cs.SIMULATED
 
   def evaluate(policy):
     rt = cs.make_runtime(run.params, run.spec, policy, execution, cache=cache)
     fid = cs.fidelity(ref["outputs"], cs.batched(rt, ref["observations"]), run.semantics)
-    if args.objective == "return":
+    if study.objective == "return":
       eps = cs.run_episodes(run.env_fn, rt, run.semantics.selector, calib_seeds)
       score = float(np.mean([e.episode_return for e in eps]))
-    elif args.objective == "kl":
+    elif study.objective == "kl":
       score = -fid["kl"] if not math.isnan(fid["kl"]) else -fid["action_distance"]
     else:
       score = fid["agreement"]
@@ -536,9 +592,9 @@ def run_search(args) -> int:
 
   result = ps.greedy_search(start_policy, choices, evaluate, table,
                             ps.stored_bytes_fn(cache), lat_budget, size_budget,
-                            max_trials=args.max_trials, progress=progress)
-  measured_us = _policy_latency(run, cache, result.policy, obs1, args.latency_repeats,
-                                args.latency_clock)
+                            max_trials=study.max_trials, progress=progress)
+  measured_us = _policy_latency(run, cache, result.policy, obs1, study.latency_repeats,
+                                study.latency_clock)
   meets = result.meets_budget and (lat_budget is None or measured_us <= lat_budget)
   # Held-out evaluation on the evaluation seeds.
   compare = [cs.Setting("fp32", start_policy, cs.JAX_FP32),
@@ -549,11 +605,11 @@ def run_search(args) -> int:
   for b in sorted({c.bits for c in result.policy.choices if c.kind == mixed.INT and c.bits < 8},
                   reverse=True):
     pol = mixed.PrecisionPolicy.uniform(run.spec, mixed.LayerChoice(mixed.INT, b))
-    compare.append(cs.Setting(f"int{b}", pol, cs.execution_for(pol, args.low_bit_runtime)))
+    compare.append(cs.Setting(f"int{b}", pol, cs.execution_for(pol, study.low_bit_runtime)))
   ctx = cs.StudyContext(run.params, run.spec, run.env_fn, run.semantics, seeds,
-                        latency_repeats=args.latency_repeats,
-                        latency_clock=args.latency_clock,
-                        max_reference_observations=args.max_reference_obs)
+                        latency_repeats=study.latency_repeats,
+                        latency_clock=study.latency_clock,
+                        max_reference_observations=study.max_reference_obs)
   eval_rows = cs.run_study(ctx, compare, progress=lambda row: _print_row(run.name, row))
   search_row = eval_rows[1]
   notes = {}
@@ -567,12 +623,12 @@ def run_search(args) -> int:
               "learner_steps": run.learner_steps, "qat_bits": run.qat_bits},
       search={"method": "greedy (actorq/studies/precision_search.py; HAQ problem, "
                         "Wang et al. 2019)",
-              "objective": args.objective, "search_runtime": execution,
+              "objective": study.objective, "search_runtime": execution,
               "choices": [c.label for c in choices], "calibration_seeds": calib_seeds,
-              "trials": len(result.trials), "max_trials": args.max_trials},
-      budget={"latency_fraction_of_fp32": args.latency_budget, "latency_us": lat_budget,
-              "latency_clock": args.latency_clock,
-              "size_fraction_of_fp32": args.size_budget, "stored_bytes": size_budget,
+              "trials": len(result.trials), "max_trials": study.max_trials},
+      budget={"latency_fraction_of_fp32": study.latency_budget, "latency_us": lat_budget,
+              "latency_clock": study.latency_clock,
+              "size_fraction_of_fp32": study.size_budget, "stored_bytes": size_budget,
               "fp32_jax_latency_us": fp32_us, "fp32_stored_bytes": fp32_bytes},
       measured={"meets_budget": bool(meets), "latency_us_litert": measured_us,
                 "latency_us_table": result.latency_us, "stored_bytes": result.stored_bytes,
@@ -598,10 +654,10 @@ def run_search(args) -> int:
                             [{k: v for k, v in r.items() if not k.startswith("_")}
                              for r in eval_rows], columns)
   lines = [f"# Precision search: {run.info['agent']} on {run.info['env']}", "",
-           f"Budgets: latency ({args.latency_clock} clock) {args.latency_budget} x fp32 JAX "
+           f"Budgets: latency ({study.latency_clock} clock) {study.latency_budget} x fp32 JAX "
            f"({fp32_us:.1f} us) = "
            f"{'-' if lat_budget is None else f'{lat_budget:.1f} us'}; stored bytes "
-           f"{args.size_budget} x fp32 ({fp32_bytes} B) = "
+           f"{study.size_budget} x fp32 ({fp32_bytes} B) = "
            f"{'-' if size_budget is None else f'{size_budget:.0f} B'}.",
            f"Result: {'meets' if meets else 'DOES NOT meet'} the budgets; LiteRT latency "
            f"{measured_us:.1f} us measured ({result.latency_us:.1f} us in the pattern table), "

@@ -9,7 +9,7 @@ from actorq.cli import main as cli
 def run_cli(argv: Sequence[str], capsys) -> Tuple[int, str, str]:
   """`actorq ARGV` in this process: (exit status, stdout, stderr).
 
-  `capsys` is pytest's fixture; argparse's `SystemExit` (bad flags, exit 2) is caught
+  `capsys` is pytest's fixture; the parser's `SystemExit` (bad flags, exit 2) is caught
   and returned as the status like any other.
   """
   try:

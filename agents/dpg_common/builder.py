@@ -99,9 +99,9 @@ class DPGBuilder(ActorCriticBuilder):
                   environment_spec: specs.EnvironmentSpec, evaluation: bool = False) -> core.ActorPolicy:
     c = self.config
     if evaluation:
-      return core.ActorPolicy(networks.spec, c.evaluation_precision or c.actor_precision,
-                       continuous.deterministic_bounded(environment_spec.actions), True)
-    return core.ActorPolicy(networks.spec, c.actor_precision, self.behaviour_selector(
+      return core.ActorPolicy(networks.spec, c.policy_precision(True),
+                              continuous.deterministic_bounded(environment_spec.actions), True)
+    return core.ActorPolicy(networks.spec, c.policy_precision(False), self.behaviour_selector(
         continuous.gaussian_bounded(environment_spec.actions, c.sigma), environment_spec), False)
 
   def policy_outputs(self, networks: networks_lib.DPGNetworks,

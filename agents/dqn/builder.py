@@ -41,10 +41,10 @@ def q_policy(config, networks, evaluation: bool = False) -> core.ActorPolicy:
   c = config
   wrap = q_value_selector if networks.dueling else (lambda selector: selector)
   if evaluation:
-    return core.ActorPolicy(networks.spec, c.evaluation_precision or c.actor_precision,
-                            wrap(actors.greedy), True)
+    return core.ActorPolicy(networks.spec, c.policy_precision(True), wrap(actors.greedy),
+                            True)
   epsilon = actors.linear_schedule(c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps)
-  return core.ActorPolicy(networks.spec, c.actor_precision,
+  return core.ActorPolicy(networks.spec, c.policy_precision(False),
                           wrap(actors.epsilon_greedy(epsilon)), False)
 
 

@@ -82,8 +82,7 @@ class OnPolicyBuilder:
                   evaluation: bool = False) -> core.ActorPolicy:
     del environment_spec
     c = self.config
-    precision = (c.evaluation_precision or c.actor_precision) if evaluation else c.actor_precision
-    return core.ActorPolicy(networks.spec, precision,
+    return core.ActorPolicy(networks.spec, c.policy_precision(evaluation),
                             networks_lib.make_selector(networks.head, evaluation), evaluation)
 
   def policy_outputs(self, networks: networks_lib.ActorCriticNetworks,

@@ -46,10 +46,10 @@ class SACBuilder(ActorCriticBuilder):
     `random_warmup_steps` uniform actions when acting."""
     c = self.config
     if evaluation:
-      return core.ActorPolicy(networks.spec, c.evaluation_precision or c.actor_precision,
+      return core.ActorPolicy(networks.spec, c.policy_precision(True),
                               continuous.tanh_gaussian_bounded(environment_spec.actions, True),
                               True)
-    return core.ActorPolicy(networks.spec, c.actor_precision, self.behaviour_selector(
+    return core.ActorPolicy(networks.spec, c.policy_precision(False), self.behaviour_selector(
         continuous.tanh_gaussian_bounded(environment_spec.actions), environment_spec), False)
 
   def policy_outputs(self, networks: networks_lib.SACNetworks,

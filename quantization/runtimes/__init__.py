@@ -7,15 +7,16 @@
 | "int8" | LiteRT/XNNPACK dynamic-range int8, patched flatbuffer | "int8" |
 | "litert-fp32" | LiteRT/XNNPACK float32 kernels, the int8 path (int8's placebo) | fp32 arrays |
 | "mixed" (`make_mixed_runtime`) | LiteRT: int8 / float32 kernels per layer | `mixed.make_payload` |
-| "mixed:<choice>,..." (a per-layer policy by name) | the same | the same |
+| "mixed:<choice>,..." (the family row "mixed:": a per-layer policy by name) | the same | the same |
 
 The uniform precisions are one table, `RUNTIMES` (precision -> `PrecisionEntry(runtime
 class, payload encoder)`): `make_runtime` builds the row's class
 (`PolicyRuntime.for_precision`), `make_payload` encodes with the row's encoder (what the
 learner's `PolicyServer` ships for ``policy/<precision>``). A new precision/runtime is one
 `PolicyRuntime` subclass plus one entry (`register_precision`;
-docs/guides/add-a-precision.md). ``"mixed:..."`` names are a family, not rows: each
-names its per-layer policy (`actorq.quantization.mixed`).
+docs/guides/add-a-precision.md). ``"mixed:..."`` names are one family row (``"mixed:"``,
+`PrecisionEntry.family`): each names its per-layer policy (`actorq.quantization.mixed`),
+which the row's runtime (`LiteRTMixedRuntime.for_precision`) and encoder read.
 
 A `network_spec.RecurrentSpec` (R2D2's LSTM Q-network) runs in `make_runtime`'s
 `recurrent.RecurrentRuntime`: its torso, LSTM gate matmul and head at the precision
@@ -61,13 +62,27 @@ class PrecisionEntry:
     acting: whether actors and evaluators may act with it (an agent config's
       `actor_precision`, `ExperimentConfig.actor_precision`: `ACTING_PRECISIONS`); False
       for a precision meant for studies only (``simulated-int8``).
+    family: the row's key is a prefix naming a family of precisions, ``<key><parameter>``
+      (``"mixed:"``: ``"mixed:<choice>,..."``, a per-layer policy by name); its runtime's
+      `for_precision` and its encoder read the parameter from the whole name. A family
+      is not itself a precision (`precisions`, `ACTING_PRECISIONS` leave it out).
   """
   runtime: Type[PolicyRuntime]
   encode: Callable[..., pl.Payload]
   acting: bool = True
+  family: bool = False
 
 
-# The table: precision -> (runtime class, payload encoder), in `core.PRECISIONS`' order.
+def _encode_mixed(params, spec: ns.NetworkSpec, precision: str, version: int,
+                  per_channel: bool = True) -> pl.Payload:
+  """`mixed.make_payload` of the per-layer policy a ``"mixed:<choice>,..."`` precision
+  names (`per_channel` does not apply: each layer's label says)."""
+  del per_channel
+  return mixed.make_payload(params, spec, mixed.policy_of(precision, spec), int(version))
+
+
+# The table: precision -> (runtime class, payload encoder), in `core.PRECISIONS`' order,
+# then the families of precisions (keyed by their prefix).
 RUNTIMES: Dict[str, PrecisionEntry] = {
     core.FP32: PrecisionEntry(JaxRuntime, pl.make_payload),
     core.FP16: PrecisionEntry(JaxRuntime, pl.make_payload),
@@ -75,7 +90,19 @@ RUNTIMES: Dict[str, PrecisionEntry] = {
     core.INT8: PrecisionEntry(LiteRTInt8Runtime, pl.make_payload),
     core.LITERT_FP32: PrecisionEntry(LiteRTFloatRuntime, encode_litert_fp32),
     core.SIMULATED_INT8: PrecisionEntry(SimulatedInt8Runtime, pl.make_payload, acting=False),
+    core.MIXED_PREFIX: PrecisionEntry(LiteRTMixedRuntime, _encode_mixed, family=True),
 }
+
+
+def family_of(precision: Any):
+  """The key of the family row `precision` belongs to (``"mixed:"`` for
+  ``"mixed:<choice>,..."``: the prefix and at least one character more), or None."""
+  if not isinstance(precision, str):
+    return None
+  for key, entry in RUNTIMES.items():
+    if entry.family and precision.startswith(key) and precision[len(key):].strip():
+      return key
+  return None
 
 
 class PrecisionNames(collections.abc.Sequence):
@@ -87,7 +114,8 @@ class PrecisionNames(collections.abc.Sequence):
     self._acting = acting
 
   def _names(self) -> Tuple[str, ...]:
-    return tuple(p for p, e in RUNTIMES.items() if e.acting or not self._acting)
+    return tuple(p for p, e in RUNTIMES.items()
+                 if not e.family and (e.acting or not self._acting))
 
   def __getitem__(self, index):
     return self._names()[index]
@@ -123,10 +151,11 @@ def register_precision(name: str, entry: PrecisionEntry) -> None:
     ValueError: `name` is empty, has whitespace or ``,``, starts with ``mixed:``, or is
       already registered; `entry` is not a `PrecisionEntry` of a `PolicyRuntime` subclass.
   """
+  families = [k for k, e in RUNTIMES.items() if e.family]
   if (not isinstance(name, str) or not name or name.split() != [name] or "," in name
-      or name.startswith(core.MIXED_PREFIX)):
+      or any(name.startswith(k) for k in families)):
     raise ValueError(f"a precision name must be one word without ',' that does not start "
-                     f"with {core.MIXED_PREFIX!r}, got {name!r}")
+                     f"with {', '.join(map(repr, families))}, got {name!r}")
   if name in RUNTIMES:
     raise ValueError(f"precision {name!r} is already registered")
   if not (isinstance(entry, PrecisionEntry) and isinstance(entry.runtime, type)
@@ -139,19 +168,22 @@ def register_precision(name: str, entry: PrecisionEntry) -> None:
 def precisions() -> Tuple[str, ...]:
   """Every precision a runtime exists for: the built-in `RUNTIME_PRECISIONS` and those
   registered since."""
-  return tuple(RUNTIMES)
+  return tuple(p for p, e in RUNTIMES.items() if not e.family)
 
 
 def entry_for(precision: str) -> PrecisionEntry:
-  """The `RUNTIMES` row of `precision`.
+  """The `RUNTIMES` row of `precision`: its own, or its family's (`family_of`).
 
   Raises:
     ValueError: an unknown precision (the message lists the known ones).
   """
-  try:
-    return RUNTIMES[precision]
-  except (KeyError, TypeError):
-    raise ValueError(f"precision {precision!r} unknown; allowed: {precisions()}") from None
+  family = family_of(precision)
+  if family is not None:
+    return RUNTIMES[family]
+  entry = RUNTIMES.get(precision) if isinstance(precision, str) else None
+  if entry is None or entry.family:
+    raise ValueError(f"precision {precision!r} unknown; allowed: {precisions()}")
+  return entry
 
 
 def make_payload(params, spec: ns.NetworkSpec, precision: str, version: int = 0,
@@ -164,8 +196,6 @@ def make_payload(params, spec: ns.NetworkSpec, precision: str, version: int = 0,
   Raises:
     ValueError: an unknown precision or params/policy that do not fit `spec`.
   """
-  if core.is_mixed(precision):
-    return mixed.make_payload(params, spec, mixed.policy_of(precision, spec), int(version))
   return entry_for(precision).encode(params, spec, precision, int(version), per_channel)
 
 
@@ -182,13 +212,9 @@ def make_runtime(precision: str, spec: ns.NetworkSpec, num_threads: int = 1) -> 
       for `spec` (bad labels, another layer count than the spec's parameter layers).
   """
   if isinstance(spec, ns.RecurrentSpec):
-    if not core.is_mixed(precision):
+    if family_of(precision) is None:
       core.check_precision(precision, "precision", precisions())
     return RecurrentRuntime(precision, spec, make_runtime, num_threads)
-  if core.is_mixed(precision):
-    policy = mixed.policy_of(precision, spec)
-    return LiteRTMixedRuntime(spec, policy.float_layers, num_threads,
-                              payload_precision=precision)
   return entry_for(precision).runtime.for_precision(precision, spec, num_threads)
 
 
@@ -265,5 +291,5 @@ __all__ = ["PolicyRuntime", "RecurrentRuntime", "make_runtime", "make_mixed_runt
            "choose_runtime",
            "median_call_us", "median_latency_us",
            "ACTING_PRECISIONS", "PrecisionEntry", "PrecisionNames", "RUNTIMES",
-           "RUNTIME_PRECISIONS", "entry_for", "make_payload", "precisions",
+           "RUNTIME_PRECISIONS", "entry_for", "family_of", "make_payload", "precisions",
            "register_precision"]

@@ -49,6 +49,7 @@ from typing import Dict, FrozenSet, Tuple
 import numpy as np
 
 from actorq import core
+from actorq.quantization import forward
 from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
@@ -347,6 +348,19 @@ class LiteRTMixedRuntime(LiteRTInt8Runtime):
   payload_precision = "mixed"
   accepted_payloads = ("mixed",)
 
+  @classmethod
+  def for_precision(cls, precision: str, spec: ns.NetworkSpec,
+                    num_threads: int = 1) -> "LiteRTMixedRuntime":
+    """The runtime of a per-layer policy's ``"mixed:<choice>,..."`` name (the precision
+    table's ``mixed:`` row): its float layers run float32 kernels, and it pulls the payload
+    named by the precision itself (so a `PolicyServer` knows which policy to publish).
+
+    Raises:
+      ValueError: a name `mixed.policy_of` refuses for `spec`.
+    """
+    policy = mixed.policy_of(precision, spec)
+    return cls(spec, policy.float_layers, num_threads, payload_precision=precision)
+
   def __init__(self, spec: ns.NetworkSpec, float_layers=(), num_threads: int = 1,
                warmup: bool = True, payload_precision: str = "mixed"):
     super().__init__(spec, num_threads, warmup, float_layers)
@@ -467,12 +481,7 @@ def dynamic_range_reference(params, spec: ns.NetworkSpec, observation,
   Returns:
     float32 `[B, output_size]`.
   """
-  import jax  # pylint: disable=g-import-not-at-top
-  x = np.asarray(observation, np.float32) * np.float32(spec.input_scale)
-  for layer in spec.layers:
-    if isinstance(layer, ns.Flatten):
-      x = x.reshape(x.shape[0], -1)
-      continue
+  def layer_fn(layer, x):
     w, b = params[layer.name]["w"], params[layer.name]["b"]
     if layer.name not in float_layers:
       rows = x.reshape(x.shape[0], -1)
@@ -482,14 +491,7 @@ def dynamic_range_reference(params, spec: ns.NetworkSpec, observation,
       s[s == 0] = 1
       zp = np.round(-128 - lo / s)
       x = ((np.clip(np.round(rows / s) + zp, -128, 127) - zp) * s).reshape(x.shape)
-    if isinstance(layer, ns.Dense):
-      x = x @ w + b
-    else:
-      x = np.asarray(jax.lax.conv_general_dilated(
-          x, w, (layer.stride, layer.stride), "VALID",
-          dimension_numbers=("NHWC", "HWIO", "NHWC"))) + b
-    if layer.activation == "relu":
-      x = np.maximum(x, 0)
-    elif layer.activation == "tanh":
-      x = np.tanh(x)
+    return forward.pre_activation(layer, x, w, b)
+
+  x = forward.apply(spec.layers, forward.scaled_input(spec, np.asarray(observation)), layer_fn)
   return x.astype(np.float32)

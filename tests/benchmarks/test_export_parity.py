@@ -3,6 +3,7 @@ exports themselves are covered by tests/launch/test_export.py)."""
 import pytest
 
 from actorq.benchmarks import export_parity
+from actorq.cli.benchmarks import export_parity as export_parity_cli
 
 
 def _report(run, seed, precision, exported, fp32, agreement, tflite=77_000):
@@ -48,12 +49,12 @@ def test_summarize_refuses_unpaired_runs_and_nothing():
 
 def test_bad_flags_are_refused_before_any_export(capsys):
   with pytest.raises(SystemExit) as e:
-    export_parity.main(["--runs", "r", "--out", "o", "--precisions", "int8,fp16"])
+    export_parity_cli.main(["--runs", "r", "--out", "o", "--precisions", "int8,fp16"])
   assert e.value.code == 2 and ("--precisions 'fp16' not allowed; allowed: int8, fp32, a "
                                 "per-layer precision policy file") in capsys.readouterr().err
   with pytest.raises(SystemExit) as e:
-    export_parity.main(["--runs", "r", "--out", "o", "--precisions", "int8;mixed:int9,int8"])
+    export_parity_cli.main(["--runs", "r", "--out", "o", "--precisions", "int8;mixed:int9,int8"])
   assert e.value.code == 2 and "'int9' not understood" in capsys.readouterr().err
   with pytest.raises(SystemExit):
-    export_parity.main(["--runs", "r", "--out", "o", "--episodes", "0"])
+    export_parity_cli.main(["--runs", "r", "--out", "o", "--episodes", "0"])
   assert "--episodes must be a positive integer" in capsys.readouterr().err

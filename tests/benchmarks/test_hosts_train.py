@@ -6,6 +6,7 @@ import psutil
 import pytest
 
 from actorq.benchmarks import hosts_train
+from actorq.cli.benchmarks import hosts_train as hosts_train_cli
 from actorq.studies import aggregate as ag
 
 
@@ -90,7 +91,7 @@ def test_the_launcher_command_is_a_hosts_launch_in_the_first_namespace():
                                   ["--busy", "two"]])
 def test_bad_flags_exit_2(argv, capsys):
   with pytest.raises(SystemExit) as e:
-    hosts_train.main(argv)
+    hosts_train_cli.main(argv)
   assert e.value.code == 2
   assert f"argument {argv[0]}" in capsys.readouterr().err
 

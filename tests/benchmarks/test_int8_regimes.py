@@ -7,6 +7,7 @@ import types
 import pytest
 
 from actorq.benchmarks import int8_regimes as ir
+from actorq.cli.benchmarks import int8_regimes as ir_cli
 from actorq.benchmarks import scaling
 from actorq.launch import profiling
 
@@ -150,14 +151,14 @@ def test_cli_writes_the_table_and_the_figure(tmp_path, capsys):
                  [single_run("fp32", 0, 4000, l, m32), single_run("int8", 0, 4000, l, m8)])
           for spi, l, m32, m8 in ((32.0, 375, 88.0, 96.0), (1.0, 12, 100.0, 150.0))]
   out = tmp_path / "out"
-  assert ir.main(["--single", *dirs, "--cores", "2", "--out", str(out)]) == 0
+  assert ir_cli.main(["--single", *dirs, "--cores", "2", "--out", str(out)]) == 0
   table = (out / "table.md").read_text()
   assert "**1.50x**" in table and "| d4pg | single | 1 |" in table
   assert (out / "int8_regimes.png").stat().st_size > 10_000
   data = json.loads((out / "int8_regimes.json").read_text())
   assert len(data["points"]) == 4 and "d4pg/single" in data["model_curves"]
-  assert ir.main(["--out", str(out)]) == 2
-  assert ir.main(["--single", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+  assert ir_cli.main(["--out", str(out)]) == 2
+  assert ir_cli.main(["--single", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
   assert "no bench.json" in capsys.readouterr().err
 
 

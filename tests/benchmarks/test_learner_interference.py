@@ -2,6 +2,7 @@
 import time
 
 from actorq.benchmarks import learner_interference as li
+from actorq.cli.benchmarks import learner_interference as li_cli
 
 
 def test_spin_burns_the_cpu_time_asked_for():
@@ -17,5 +18,5 @@ def test_stream_reads_the_policy_s_bytes():
 
 
 def test_bad_arguments_exit_2(capsys):
-  assert li.main(["--rounds", "0"]) == 2
+  assert li_cli.main(["--rounds", "0"]) == 2
   assert "--rounds and --steps must be >= 1" in capsys.readouterr().err

@@ -3,6 +3,7 @@ and ~90 s: it is run by hand, figures in docs/results/network/README.md)."""
 import pytest
 
 from actorq.benchmarks import network_pull
+from actorq.cli.benchmarks import network_pull as network_pull_cli
 
 
 def _pull(net, precision, latency, wire, payload=100):
@@ -26,7 +27,7 @@ def test_summary_takes_medians_and_fp32_over_int8_ratios():
 @pytest.mark.parametrize("argv", [["--rates", "fast"], ["--rates", "100mb"], ["--pulls", "0"]])
 def test_bad_input_exits_2_before_anything_runs(argv, capsys):
   with pytest.raises(SystemExit) as e:
-    network_pull.main(argv)
+    network_pull_cli.main(argv)
   assert e.value.code == 2
   err = capsys.readouterr().err.strip()
   assert len(err.splitlines()) == 1 and err.startswith("network_pull: error:"), err

@@ -1,23 +1,15 @@
 """`benchmarks/pbt_cost.py`'s cases (issue 43): by default DQN on CartPole and TD3 on
 Pendulum in one invocation; `--agent`/`--env` pick one case; TD3's warm-up ends where its
 learning starts."""
-import argparse
-
 from actorq.benchmarks import pbt_cost
 
 
-def _args(**kw):
-  base = dict(cases=pbt_cost.DEFAULT_CASES, agent=None, env=None)
-  base.update(kw)
-  return argparse.Namespace(**base)
-
-
 def test_cases_default_to_dqn_cartpole_and_td3_pendulum_side_by_side():
-  assert pbt_cost.cases_of(_args()) == [("dqn", "gym:CartPole-v1"), ("td3", "gym:Pendulum-v1")]
-  assert pbt_cost.cases_of(_args(agent="td3", env="gym:Pendulum-v1")) == [
+  assert pbt_cost.cases_of() == [("dqn", "gym:CartPole-v1"), ("td3", "gym:Pendulum-v1")]
+  assert pbt_cost.cases_of(agent="td3", env="gym:Pendulum-v1") == [
       ("td3", "gym:Pendulum-v1")]
-  assert pbt_cost.cases_of(_args(env="gym:Acrobot-v1")) == [("dqn", "gym:Acrobot-v1")]
-  assert pbt_cost.cases_of(_args(cases="td3:dmc:cartpole-swingup")) == [
+  assert pbt_cost.cases_of(env="gym:Acrobot-v1") == [("dqn", "gym:Acrobot-v1")]
+  assert pbt_cost.cases_of(cases="td3:dmc:cartpole-swingup") == [
       ("td3", "dmc:cartpole-swingup")]
 
 

@@ -5,6 +5,7 @@ import math
 import pytest
 
 from actorq.benchmarks import scaling
+from actorq.cli.benchmarks import scaling as scaling_cli
 
 # fp32: r_a = 1 / (0.002 + 0.1 / 1000) = 476.19 steps/s; int8: 1 / (0.001 + 0.05 / 1000) = 952.38.
 ACTORS = dict(actor_s={"fp32": 0.002, "int8": 0.001}, pull_s={"fp32": 0.1, "int8": 0.05},
@@ -108,7 +109,7 @@ def test_plot_writes_a_png(tmp_path):
 
 
 def test_main_without_a_bench_is_a_one_line_error(tmp_path, capsys):
-  assert scaling.main(["--calibrate", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+  assert scaling_cli.main(["--calibrate", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
   err = capsys.readouterr().err
   assert err.count("\n") == 1 and "no bench_distributed.json" in err
   assert not (tmp_path / "o").exists()

@@ -16,11 +16,13 @@ from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments
 from actorq.launch import experiment
 from actorq.launch import local
+from actorq.quantization import forward
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization import runtimes
 from actorq.quantization.runtimes.jax_runtime import JaxRuntime, SimulatedInt8Runtime
-from actorq.quantization.runtimes.litert_runtime import LiteRTFloatRuntime, LiteRTInt8Runtime
+from actorq.quantization.runtimes.litert_runtime import (
+    LiteRTFloatRuntime, LiteRTInt8Runtime, LiteRTMixedRuntime)
 from actorq.testing import fakes
 
 SPEC = ns.mlp(4, [8], 2)
@@ -37,16 +39,14 @@ def table():
 
 # --- The worked example of docs/guides/add-a-precision.md ---------------------------------
 class NumpyRuntime(runtimes.PolicyRuntime):
-  """fp32 in plain numpy (Dense and Flatten layers): the precision ``numpy-fp32``, whose
-  payload is the fp32 arrays under that name."""
+  """fp32 in numpy: the precision ``numpy-fp32``, whose payload is the fp32 arrays under
+  that name. It computes the one forward pass (`forward.apply`) on numpy arrays."""
   precision = "numpy-fp32"
   payload_precision = "numpy-fp32"
   accepted_payloads = ("numpy-fp32",)
 
   def __init__(self, spec, num_threads=1):
     super().__init__(spec, num_threads)
-    if any(isinstance(layer, ns.Conv2D) for layer in spec.layers):
-      raise ValueError("numpy-fp32 runs Dense and Flatten layers only")
     self._layers = None
 
   def _load(self, payload):
@@ -54,16 +54,10 @@ class NumpyRuntime(runtimes.PolicyRuntime):
     self._layers = payload.layers
 
   def __call__(self, observation):
-    x = self._check_observation(observation) * np.float32(self.spec.input_scale)
+    x = forward.scaled_input(self.spec, np.asarray(self._check_observation(observation)))
     self.timings["calls"] += 1
-    for layer in self.spec.layers:
-      if isinstance(layer, ns.Flatten):
-        x = x.reshape(x.shape[0], -1)
-        continue
-      x = x @ self._layers[layer.name]["w"] + self._layers[layer.name]["b"]
-      x = {"relu": lambda v: np.maximum(v, 0), "tanh": np.tanh,
-           "none": lambda v: v}[layer.activation](x)
-    return x.astype(np.float32)
+    y = forward.apply(self.spec.layers, x, forward.params_layer(self._layers, np.float32))
+    return y.astype(np.float32)
 
 
 def encode_numpy_fp32(params, spec, precision, version, per_channel=True):
@@ -80,7 +74,21 @@ def test_the_table_holds_the_built_in_precisions():
   assert runtimes.precisions() == core.PRECISIONS == runtimes.RUNTIME_PRECISIONS
   assert {p: e.runtime for p, e in runtimes.RUNTIMES.items()} == {
       "fp32": JaxRuntime, "fp16": JaxRuntime, "bf16": JaxRuntime, "int8": LiteRTInt8Runtime,
-      "litert-fp32": LiteRTFloatRuntime, "simulated-int8": SimulatedInt8Runtime}
+      "litert-fp32": LiteRTFloatRuntime, "simulated-int8": SimulatedInt8Runtime,
+      "mixed:": LiteRTMixedRuntime}
+  # The per-layer policies are one family row, found by their names' prefix.
+  assert [p for p, e in runtimes.RUNTIMES.items() if e.family] == [core.MIXED_PREFIX]
+  name = "mixed:int8,fp32"
+  assert runtimes.family_of(name) == "mixed:" and runtimes.family_of("mixed:") is None
+  assert runtimes.entry_for(name) is runtimes.RUNTIMES["mixed:"]
+  runtime = runtimes.make_runtime(name, SPEC)
+  assert type(runtime) is LiteRTMixedRuntime and runtime.payload_precision == name
+  assert runtime.float_layers == frozenset({"dense_1"})
+  params = {n: {k: np.ones(shape, np.float32) for k, shape in shapes.items()}
+            for n, shapes in pl.expected_shapes(SPEC).items()}
+  assert runtimes.make_payload(params, SPEC, name).precision == "mixed"
+  with pytest.raises(ValueError, match="precision 'mixed:' unknown"):
+    runtimes.entry_for("mixed:")
   # Actors act with every row but the accuracy-study one.
   assert runtimes.ACTING_PRECISIONS == core.ACTOR_PRECISIONS
   assert "simulated-int8" not in runtimes.ACTING_PRECISIONS
