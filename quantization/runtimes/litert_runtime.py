@@ -393,6 +393,14 @@ class LiteRTFloatRuntime(LiteRTMixedRuntime):
   payload_precision = "litert-fp32"
   accepted_payloads = ("litert-fp32",)
 
+  @classmethod
+  def for_precision(cls, precision: str, spec: ns.NetworkSpec,
+                    num_threads: int = 1) -> "LiteRTFloatRuntime":
+    """The one ``"litert-fp32"`` runtime of `spec` (the table row's class); unlike the
+    ``mixed:`` family it names no per-layer policy."""
+    del precision
+    return cls(spec, num_threads)
+
   def __init__(self, spec: ns.NetworkSpec, num_threads: int = 1, warmup: bool = True):
     super().__init__(spec, tuple(pl.expected_shapes(spec)), num_threads, warmup,
                      payload_precision=self.payload_precision)
