@@ -139,6 +139,14 @@ def add_parser(subparsers):
   train.add_argument("--resume", default=None, metavar="RUN_DIR",
                      help="continue a run of 'actorq train' from its newest readable checkpoint "
                           "(agent, environment, seed and config come from its run.json)")
+  train.add_argument("--init-from", default=None, metavar="RUN",
+                     help="start a new run from another run's learner state (a run directory: "
+                          "its newest readable checkpoint; or one checkpoint file): same agent "
+                          "and layer shapes, checked before anything is written; the origin is "
+                          "recorded in run.json (see --init-keep; docs/guides/warm-start.md)")
+  train.add_argument("--init-keep", default=None, metavar="PARTS",
+                     help="(--init-from) what carries over, comma-separated: params, target, "
+                          "opt_state, replay (default: params,target; replay: --launch local)")
   train.add_argument("--overwrite", action="store_true",
                      help="start over in a --logdir that already holds a run: its run.json, "
                           "checkpoints/ and logs are removed first (without it such a "

@@ -100,6 +100,21 @@ def load(path: str) -> Any:
   return pickle.loads(data)
 
 
+def checksum(path: str) -> str:
+  """The SHA-256 (hex) of a checkpoint's payload, from its header line (what `load`
+  verifies); reading it does not unpickle anything.
+
+  Raises:
+    CheckpointError: not an actorq checkpoint.
+    OSError: unreadable.
+  """
+  with open(path, "rb") as f:
+    parts = f.readline().rstrip(b"\n").split(b" ")
+  if len(parts) != 3 or parts[0] + b" " != _MAGIC:
+    raise CheckpointError(f"{path} is not an actorq checkpoint")
+  return parts[1].decode()
+
+
 def restore_latest(directory: str, validate: Optional[Callable[[str, Any], None]] = None
                    ) -> Tuple[Optional[str], Any]:
   """The newest readable checkpoint in `directory` as `(path, state)`; `(None, None)` if none.

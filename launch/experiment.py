@@ -110,6 +110,10 @@ class ExperimentConfig:
       if jax sees one, else the CPU), "gpu" (a GPU, else `placement.NoAcceleratorError` when
       the learner starts), "cpu". Actors, evaluator and replay always use the CPU
       (`actorq.launch.placement`).
+    init_from: a warm start (`launch.warm_start.WarmStart`, checked by its `resolve`):
+      the learner (and, if kept, the in-process replay) starts from another run's state,
+      applied by both launchers right after the learner is built; ignored when `resume`
+      restores the run's own checkpoint. None: the learner's own initialisation.
 
   Raises:
     ValueError: naming the field, the value and what is allowed.
@@ -128,6 +132,7 @@ class ExperimentConfig:
   actor_precision: Optional[str] = None
   num_envs: int = 1
   learner_device: str = "auto"
+  init_from: Optional[Any] = None
 
   def __post_init__(self):
     for name in ("num_steps", "eval_every", "eval_episodes", "keep_checkpoints",
