@@ -48,22 +48,31 @@ def _seeds(text: str) -> List[int]:
   return out
 
 
-def _spec(args, seed: int, steps: int, logdir: Optional[str]) -> spec_lib.RunSpec:
+def spec_for(agent: str, env: str, seed: int, steps: int, eval_every: int, eval_episodes: int,
+             sets=(), logdir: Optional[str] = None,
+             actor_precision: Optional[str] = None) -> spec_lib.RunSpec:
   """The spec `actorq train --agent --env --seed --steps --eval-every --eval-episodes
-  [--logdir] --set ...` gives (no logdir: a run without files)."""
+  [--logdir] [--actor-precision] --set ...` gives (no logdir: a run without files)."""
   return spec_lib.RunSpec.from_args(types.SimpleNamespace(
-      agent=args.agent, env=args.env, seed=seed, steps=steps, eval_every=args.eval_every,
-      eval_episodes=args.eval_episodes, logdir=logdir, set=list(args.set),
-      dry_run=logdir is None))
+      agent=agent, env=env, seed=seed, steps=steps, eval_every=eval_every,
+      eval_episodes=eval_episodes, logdir=logdir, set=list(sets), dry_run=logdir is None,
+      actor_precision=actor_precision))
 
 
-def _run_to_target(args, spec: spec_lib.RunSpec, init_from=None) -> Dict[str, Any]:
+def _spec(args, seed: int, steps: int, logdir: Optional[str]) -> spec_lib.RunSpec:
+  return spec_for(args.agent, args.env, seed, steps, args.eval_every, args.eval_episodes,
+                  args.set, logdir)
+
+
+def run_to_target(spec: spec_lib.RunSpec, target: float, init_from=None) -> Dict[str, Any]:
+  """Runs `spec` in this process (no files) until its first greedy evaluation >= `target`
+  or its steps: `{"steps_to_target": step or None, "wall_seconds", "final_returns"}`."""
   config = spec.build()
   config.init_from = init_from
   start = time.time()
 
   def progress(c):
-    if c["actor_steps"] % args.eval_every == 0 and c["eval_return"] >= args.target:
+    if c["actor_steps"] % spec.eval_every == 0 and c["eval_return"] >= target:
       raise _Reached(c["actor_steps"])
 
   try:
@@ -75,7 +84,7 @@ def _run_to_target(args, spec: spec_lib.RunSpec, init_from=None) -> Dict[str, An
           "final_returns": returns}
 
 
-def _commit() -> str:
+def commit() -> str:
   try:
     return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True, check=True, cwd=os.path.dirname(__file__)).stdout.strip()
@@ -83,7 +92,7 @@ def _commit() -> str:
     return "unknown"
 
 
-def _machine() -> str:
+def machine() -> str:
   model = platform.processor() or platform.machine()
   try:
     with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -154,7 +163,7 @@ def main(argv=None) -> int:
   data = (json.load(open(path, encoding="utf-8")) if os.path.exists(path) else
           {"command": " ".join([os.path.basename(sys.executable), "benchmarks/warm_start.py"]
                                + (argv if argv is not None else sys.argv[1:])),
-           "commit": _commit(), "machine": _machine(), "runs": []})
+           "commit": commit(), "machine": machine(), "runs": []})
   if not args.table_only:
     origin = os.path.join(args.out, "origin")
     if not os.path.exists(os.path.join(origin, "run.json")):
@@ -174,7 +183,7 @@ def main(argv=None) -> int:
           init = warm_start.resolve(origin, args.init_keep, agent=spec.agent, env_id=spec.env,
                                     seed=seed, config=spec.make_builder().config,
                                     launch="local")
-        row = {"seed": seed, "arm": arm, **_run_to_target(args, spec, init)}
+        row = {"seed": seed, "arm": arm, **run_to_target(spec, args.target, init)}
         data["runs"].append(row)
         print(json.dumps(row), flush=True)
         with atomic.atomic_write(path) as f:
