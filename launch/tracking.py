@@ -36,17 +36,18 @@ from typing import Any, Dict, Optional
 
 from actorq import core
 from actorq.components import atomic
+from actorq.launch import run_dir
 
 TRACKING_FILE = "tracking.json"
 PROJECT = "actorq"  # the W&B project and MLflow experiment, unless the environment names one
-RUN_INFO = "run.json"
+RUN_INFO = run_dir.RUN_INFO
 
 
 def _run_info(logdir: str) -> Dict[str, Any]:
+  """The run's run.json (`run_dir.read_info`), {} when it has none yet."""
   try:
-    with open(os.path.join(logdir, RUN_INFO), encoding="utf-8") as f:
-      return json.load(f)
-  except (OSError, ValueError):
+    return run_dir.read_info(logdir)
+  except core.UsageError:
     return {}
 
 
