@@ -26,7 +26,7 @@ from actorq.components import config_io
 from actorq.launch import checkpointing, distributed, distributed_nodes, experiment, hosts, local
 from actorq.launch import elastic
 from actorq.launch import multi_agent
-from actorq.launch import placement, precision_arg, registry, run_dir, supervisors
+from actorq.launch import placement, precision_arg, registry, run_dir, supervisors, tracking
 from actorq.launch import spec as spec_lib
 
 DEFAULT_AGENT = spec_lib.DEFAULT_AGENT
@@ -140,6 +140,18 @@ def add_parser(subparsers):
   train.add_argument("--resume", default=None, metavar="RUN_DIR",
                      help="continue a run of 'actorq train' from its newest readable checkpoint "
                           "(agent, environment, seed and config come from its run.json)")
+  train.add_argument("--init-from", default=None, metavar="RUN",
+                     help="start a new run from another run's learner state (a run directory: "
+                          "its newest readable checkpoint; or one checkpoint file): same agent "
+                          "and layer shapes, checked before anything is written; the origin is "
+                          "recorded in run.json (see --init-keep; docs/guides/warm-start.md)")
+  train.add_argument("--init-keep", default=None, metavar="PARTS",
+                     help="(--init-from) what carries over, comma-separated: params, target, "
+                          "opt_state, replay (default: params,target; replay: --launch local)")
+  train.add_argument("--track", default=None, choices=tuple(tracking.TRACKERS),
+                     help="also log the run's scalars, config and run.json to W&B (offline: "
+                          "<logdir>/wandb) or MLflow (a local file store: <logdir>/mlruns); "
+                          "needs pip install -e .[track] (docs/guides/tracking.md)")
   train.add_argument("--overwrite", action="store_true",
                      help="start over in a --logdir that already holds a run: its run.json, "
                           "checkpoints/ and logs are removed first (without it such a "
@@ -246,11 +258,15 @@ def _run(args) -> int:
   _place(args)  # before anything starts a jax backend (launch and device are as parsed)
   _max_actor_restarts(args)  # bad input before anything is written
   spec = spec_lib.RunSpec.from_args(args)
+  if args.track:
+    tracking.check_tracker(args.track)  # installed, before anything is written
   config = (dataclasses.replace(spec, logdir=None) if args.dry_run else spec).build()
   if not args.dry_run:
     if not spec.resume:  # one run per directory (case B8)
       run_dir.claim_logdir(spec.logdir, overwrite=getattr(args, "overwrite", False))
     spec = dataclasses.replace(spec, logdir=cli.ensure_writable_dir(spec.logdir))
+    if args.track:  # launch/tracking.py: tracking.json, read by every process's loggers
+      tracking.start(spec.logdir, args.track)
   warning = no_learning_warning(spec.steps, config.steps_before_learning(), spec.resume)
   if warning:
     print(warning, file=sys.stderr, flush=True)

@@ -17,7 +17,6 @@ tables and writes later checkpoints to the (emptied) staging folder.
 """
 from __future__ import annotations
 
-import glob
 import hashlib
 import os
 import pickle
@@ -27,10 +26,10 @@ import warnings
 from typing import Any, Callable, List, Optional, Tuple
 
 from actorq import core
-from actorq.components import atomic, fault_points
+from actorq.components import atomic, checkpoint_file, fault_points
 
-_PATTERN = re.compile(r"ckpt-(\d+)\.pkl$")
-_MAGIC = b"ACTORQ-CKPT-1 "
+_PATTERN = checkpoint_file.PATTERN
+_MAGIC = checkpoint_file.MAGIC
 _REPLAY_PATTERN = re.compile(r"replay-(\d+)$")
 REPLAY_STAGING = ".reverb-staging"
 
@@ -78,26 +77,34 @@ def save(directory: str, state: Any, step: int, keep: int = 3) -> str:
 
 def list_checkpoints(directory: str) -> List[str]:
   """Checkpoint paths in `directory`, oldest first."""
-  paths = [p for p in glob.glob(os.path.join(directory, "ckpt-*.pkl")) if _PATTERN.search(p)]
-  return sorted(paths, key=lambda p: int(_PATTERN.search(p).group(1)))
+  return checkpoint_file.list_paths(directory)
 
 
 def load(path: str) -> Any:
-  """Reads one checkpoint.
+  """Reads one checkpoint (`components.checkpoint_file.read`).
 
   Raises:
     CheckpointError: if the file is truncated, corrupted or not a checkpoint.
   """
+  try:
+    return checkpoint_file.read(path)
+  except ValueError as e:
+    raise CheckpointError(str(e)) from None
+
+
+def checksum(path: str) -> str:
+  """The SHA-256 (hex) of a checkpoint's payload, from its header line (what `load`
+  verifies); reading it does not unpickle anything.
+
+  Raises:
+    CheckpointError: not an actorq checkpoint.
+    OSError: unreadable.
+  """
   with open(path, "rb") as f:
-    header = f.readline()
-    data = f.read()
-  parts = header.rstrip(b"\n").split(b" ")
-  if not header.startswith(_MAGIC) or len(parts) != 3:
+    parts = f.readline().rstrip(b"\n").split(b" ")
+  if len(parts) != 3 or parts[0] + b" " != _MAGIC:
     raise CheckpointError(f"{path} is not an actorq checkpoint")
-  digest, size = parts[1].decode(), int(parts[2])
-  if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
-    raise CheckpointError(f"{path} is truncated or corrupted ({len(data)} of {size} bytes)")
-  return pickle.loads(data)
+  return parts[1].decode()
 
 
 def restore_latest(directory: str, validate: Optional[Callable[[str, Any], None]] = None

@@ -333,6 +333,8 @@ class LearnerNode:
       self._learner = config.builder.make_learner(
           key, networks, iterator, lambda label: self._logger_fn(label, time_delta=1.0),
           env_spec, replay, self._counter)
+      if config.init_from is not None and restore_path is None:  # launch/warm_start.py
+        config.init_from.apply(self._learner)
     self._server = vc.PolicyServer(self._learner, networks.spec, calibration=calibration)
     self._error: Optional[BaseException] = None
     self._counter_client = counter

@@ -245,6 +245,8 @@ def _run(config: experiment_lib.ExperimentConfig,
   learner = builder.make_learner(key_learner, parts.networks, iterator,
                                  lambda label: logger_fn(label, time_delta=1.0), env_spec,
                                  client, counting.Counter(counter, "learner"))
+  if config.init_from is not None and restored is None:  # a warm start (launch/warm_start.py)
+    config.init_from.apply(learner, client)
   policy_server = vc.PolicyServer(learner, parts.networks.spec, calibration=calibration)
   adder, actor = experiment_lib.make_training_actor(config, parts, key_actor, client,
                                                      policy_server)

@@ -1,5 +1,5 @@
 """Loggers for a run directory: one CSV per label (acme's CSVLogger) and TensorBoard
-event files beside them, throttled.
+event files beside them, throttled; and, in a tracked run, W&B or MLflow (`launch.tracking`).
 
 `make_logger_factory(logdir)` returns `logger_fn(label, time_delta=0.0)`; the CSV is
 `logdir/<label>.csv`, opened in append mode (so a resumed run continues its files),
@@ -13,16 +13,33 @@ from __future__ import annotations
 
 import numbers
 import os
+import threading
 import warnings
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 from acme.utils import loggers
 
 from actorq import core
+from actorq.launch import tracking
 
 TENSORBOARD_DIR = "tensorboard"
 # Columns used as the x axis (TensorBoard "step"), first present wins.
 STEP_KEYS = ("actor_steps", "learner_steps", "steps")
+
+
+def row_step(data, step_keys, rows: int) -> Tuple[Optional[str], int]:
+  """`(key, step)` of a logged row: its first present numeric key of `step_keys`, else
+  `(None, rows)` (the rows written so far)."""
+  for key in step_keys:
+    if isinstance(data.get(key), numbers.Real) and not isinstance(data.get(key), bool):
+      return key, int(data[key])
+  return None, rows
+
+
+def scalars(data) -> Dict[str, float]:
+  """The row's numeric values as floats (bools, strings and None left out; NaN kept)."""
+  return {str(k): float(v) for k, v in data.items()
+          if isinstance(v, numbers.Real) and not isinstance(v, bool)}
 
 
 class TensorBoardLogger(loggers.Logger):
@@ -45,15 +62,12 @@ class TensorBoardLogger(loggers.Logger):
     self._rows = 0
 
   def write(self, data) -> None:
-    step = next((int(data[k]) for k in self._step_keys
-                 if isinstance(data.get(k), numbers.Real)), self._rows)
+    _, step = row_step(data, self._step_keys, self._rows)
     self._rows += 1
     try:
       with self._writer.as_default():
-        for key, value in data.items():
-          if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            continue  # numpy scalars are numbers.Real too
-          self._tf.summary.scalar(str(key), float(value), step=step)
+        for key, value in scalars(data).items():  # numpy scalars are numbers.Real too
+          self._tf.summary.scalar(key, value, step=step)
       self._writer.flush()
     except self._tf.errors.OpError as e:  # e.g. a full disk under the event file
       raise core.RunDirectoryError.writing(f"TensorBoard events in {self._directory}",
@@ -61,6 +75,51 @@ class TensorBoardLogger(loggers.Logger):
 
   def close(self) -> None:
     self._writer.close()
+
+
+class _TrackedRun:
+  """One process's tracker (`launch.tracking`) of one run directory: opened at the first
+  row any label writes, closed when the last label's logger closes."""
+
+  def __init__(self, logdir: str, name: str, run_id: str):
+    self._logdir, self._name, self._run_id = logdir, name, run_id
+    self._tracker = None
+    self._open_labels = 0
+    self._lock = threading.Lock()
+
+  def logger(self, label: str) -> "TrackerLogger":
+    with self._lock:
+      self._open_labels += 1
+    return TrackerLogger(self, label)
+
+  def write(self, label: str, data) -> None:
+    step_key, step = row_step(data, STEP_KEYS, 0)
+    with self._lock:
+      if self._tracker is None:
+        self._tracker = tracking.TRACKERS[self._name]()
+        self._tracker.open(self._logdir, self._run_id)
+      self._tracker.log(label, step_key, step, scalars(data))
+
+  def close_label(self) -> None:
+    with self._lock:
+      self._open_labels -= 1
+      if self._open_labels == 0 and self._tracker is not None:
+        self._tracker.close()
+        self._tracker = None
+
+
+class TrackerLogger(loggers.Logger):
+  """One label's rows to the run's tracker, as ``<label>/<column>`` scalars at the row's
+  step (`row_step`); added by `make_logger_factory` when the run directory is tracked."""
+
+  def __init__(self, run: _TrackedRun, label: str):
+    self._run, self._label = run, label
+
+  def write(self, data) -> None:
+    self._run.write(self._label, data)
+
+  def close(self) -> None:
+    self._run.close_label()
 
 
 class _Closing(loggers.Dispatcher):
@@ -96,9 +155,12 @@ def make_logger_factory(logdir: Optional[str], extra_fn: Optional[Callable] = No
 
   `logdir=None` gives no-op loggers. `extra_fn(label)` may add more loggers to each
   label's dispatcher; `tensorboard` adds a `TensorBoardLogger` in
-  `logdir/tensorboard/<label>`.
+  `logdir/tensorboard/<label>`. A tracked run directory (`tracking.read`: `actorq train
+  --track wandb|mlflow` wrote its tracking.json) adds a `TrackerLogger` per label.
   """
   cache: Dict[str, loggers.Logger] = {}
+  tracked = tracking.read(logdir)
+  run = None if tracked is None else _TrackedRun(logdir, tracked["tracker"], tracked["run_id"])
 
   def logger_fn(label: str, time_delta: float = 0.0) -> loggers.Logger:
     if logdir is None:
@@ -115,6 +177,8 @@ def make_logger_factory(logdir: Optional[str], extra_fn: Optional[Callable] = No
       to.append(TensorBoardLogger(os.path.join(logdir, TENSORBOARD_DIR, label)))
     if extra_fn is not None:
       to.extend(extra_fn(label))
+    if run is not None:
+      to.append(run.logger(label))
     logger = _Closing(to, [f], path)
     logger = loggers.NoneFilter(logger)
     if time_delta > 0:

@@ -50,6 +50,7 @@ BUILT_IN: Dict[str, str] = {
     "ippo": "actorq.agents.ippo.builder:IPPOBuilder",
     "mappo": "actorq.agents.mappo.builder:MAPPOBuilder",
     "idqn": "actorq.agents.idqn.builder:IDQNBuilder",
+    "qdagger": "actorq.agents.qdagger.builder:QDaggerBuilder",
 }
 
 # What a builder class must have (`actorq.core.Builder`'s methods, and `config_class`).

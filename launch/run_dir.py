@@ -35,7 +35,9 @@ EVAL_CSV = "eval.csv"
 TRAIN_CSV = "train.csv"
 # What a run writes into its directory besides `<label>.csv` files: these (and those)
 # make a directory a run's (`claim_logdir`). "program.actorq" is `launch.hosts.PROGRAM_FILE`.
-RUN_ENTRIES = (RUN_INFO, CHECKPOINTS, "tensorboard", "logs", "program.actorq")
+# "tracking.json", "wandb" and "mlruns" are `launch.tracking`'s (`actorq train --track`).
+RUN_ENTRIES = (RUN_INFO, CHECKPOINTS, "tensorboard", "logs", "program.actorq", "tracking.json",
+               "wandb", "mlruns")
 
 
 def write_info(logdir: str, info: Dict[str, Any]) -> None:

@@ -36,7 +36,7 @@ from actorq import core
 from actorq.components import config_io
 from actorq.components.envs import environments, multi_agent, vector_env
 from actorq.launch import checkpointing, experiment, hosts, registry, run_dir, supervisors
-from actorq.launch import precision_arg
+from actorq.launch import precision_arg, warm_start
 
 DEFAULT_AGENT = "dqn"
 DEFAULT_ENV = "gym:CartPole-v1"
@@ -80,6 +80,8 @@ class RunSpec:
     host_timeout: (launch "hosts") seconds a silent node is taken for dead; None: the
       default of `distributed.DistributedOptions`. Not in run.json.
     node_python: (launch "hosts") the Python of the hosts; None: this one's. Not in run.json.
+    init_from: a warm start (`warm_start.WarmStart`: the origin run, checkpoint, steps,
+      checksum and the parts kept); run.json's "init_from". None: none.
   """
   agent: str = DEFAULT_AGENT
   env: str = DEFAULT_ENV
@@ -102,6 +104,7 @@ class RunSpec:
   learner_device: str = "auto"
   host_timeout: Optional[float] = None
   node_python: Optional[str] = None
+  init_from: Optional[warm_start.WarmStart] = None
 
   # -- run.json -------------------------------------------------------------------------
   def to_json(self) -> Dict[str, Any]:
@@ -115,8 +118,11 @@ class RunSpec:
       train.update(hosts=list(self.hosts or ()), port_base=self.port_base, start=self.start)
     if self.num_envs > 1:
       train["num_envs"] = self.num_envs
-    return {"agent": self.agent, "env": self.env, "seed": self.seed,
+    info = {"agent": self.agent, "env": self.env, "seed": self.seed,
             "config": json.loads(json.dumps(dict(self.config))), "train": train}
+    if self.init_from is not None:
+      info["init_from"] = self.init_from.to_json()
+    return info
 
   @classmethod
   def from_json(cls, info: Any, where: str = "run.json", **runtime: Any) -> "RunSpec":
@@ -135,7 +141,7 @@ class RunSpec:
     if missing:
       raise core.UsageError(f"{where} is not a run.json of 'actorq train' (missing "
                            f"{', '.join(missing)})")
-    unknown = [k for k in info if k not in _REQUIRED + ("train",)]
+    unknown = [k for k in info if k not in _REQUIRED + ("train", "init_from")]
     train = dict(info.get("train") or {})
     unknown += [f"train.{k}" for k in train if k not in _TRAIN_KEYS]
     config = dict(info["config"] or {})
@@ -162,8 +168,10 @@ class RunSpec:
                  num_actors=None if train.get("num_actors") is None else int(train["num_actors"]),
                  num_envs=int(train.get("num_envs", 1)),
                  hosts=None if hosts_list is None else tuple(hosts_list),
-                 port_base=train.get("port_base"), start=train.get("start"), **runtime)
-    except (TypeError, ValueError) as e:
+                 port_base=train.get("port_base"), start=train.get("start"),
+                 init_from=(None if info.get("init_from") is None
+                            else warm_start.WarmStart.from_json(info["init_from"])), **runtime)
+    except (TypeError, ValueError, KeyError) as e:
       raise core.UsageError(f"{where}: {e}") from None
 
   @classmethod
@@ -204,7 +212,8 @@ class RunSpec:
                eval_every=config.eval_every, eval_episodes=config.eval_episodes,
                num_envs=config.num_envs, logdir=config.logdir, resume=config.resume,
                checkpoint_every=config.checkpoint_every,
-               keep_checkpoints=config.keep_checkpoints, learner_device=config.learner_device)
+               keep_checkpoints=config.keep_checkpoints, learner_device=config.learner_device,
+               init_from=config.init_from)
 
   # -- the ExperimentConfig ---------------------------------------------------------------
   def make_builder(self, **overrides: Any):
@@ -235,7 +244,8 @@ class RunSpec:
           builder=builder, env_id=self.env, num_steps=self.steps, seed=self.seed,
           eval_every=self.eval_every, eval_episodes=self.eval_episodes, logdir=self.logdir,
           checkpoint_every=self.checkpoint_every, keep_checkpoints=self.keep_checkpoints,
-          resume=self.resume, num_envs=self.num_envs, learner_device=self.learner_device)
+          resume=self.resume, num_envs=self.num_envs, learner_device=self.learner_device,
+          init_from=self.init_from)
     except ValueError as e:
       raise core.UsageError(str(e)) from None
 
@@ -291,6 +301,7 @@ class RunSpec:
         vector_env.check_num_envs(f["env"], num_envs)
       except ValueError as e:
         raise core.UsageError(f"--num-envs: {e}") from None
+    init_from = resumed.init_from if resumed is not None else _warm_start(args, f, config)
     if f["logdir"] is None and not get("dry_run", False):
       f["logdir"] = run_dir.default_logdir(f["agent"], f["env"], f"s{f['seed']}",
                                            *(() if launch == LOCAL else (launch,)))
@@ -307,7 +318,7 @@ class RunSpec:
         keep_checkpoints=get("keep_checkpoints", DEFAULT_KEEP_CHECKPOINTS),
         learner_device=get("learner_device", "auto"),
         host_timeout=get("host_timeout") if launch == "hosts" else None,
-        node_python=None if hosts_cfg is None else hosts_cfg.python)
+        node_python=None if hosts_cfg is None else hosts_cfg.python, init_from=init_from)
 
   def to_argv(self) -> List[str]:
     """The `actorq train` arguments (after `train`) that reproduce this spec:
@@ -334,6 +345,9 @@ class RunSpec:
       for key, value in sorted(json.loads(json.dumps(dict(self.config))).items()):
         if key not in defaults or defaults[key] != value:
           argv += ["--set", f"{key}={json.dumps(value, separators=(',', ':'))}"]
+    if self.init_from is not None and not self.resume:
+      argv += ["--init-from", self.init_from.checkpoint,
+               "--init-keep", ",".join(self.init_from.keep)]
     if self.launch != LOCAL:
       argv += ["--launch", self.launch, "--num-actors", str(self.num_actors)]
     if self.launch == "hosts":
@@ -393,6 +407,9 @@ def _resume(args: Any, f: Dict[str, Any]) -> "RunSpec":
                          "--config and --set cannot be combined with it")
   if getattr(args, "dry_run", False):
     raise core.UsageError("--dry-run cannot be combined with --resume")
+  if getattr(args, "init_from", None) is not None:
+    raise core.UsageError("--init-from starts a new run from another run's state; --resume "
+                          "continues one as itself: give one of them")
   if getattr(args, "overwrite", False):
     raise core.UsageError("--overwrite starts a new run; --resume continues one: give one "
                           "of them")
@@ -448,6 +465,21 @@ def resolve_config(args: Any, agent: str, resumed: Optional[RunSpec] = None):
   except ValueError as e:
     where = f"--config {config_file}: " if config_file else ""
     raise core.UsageError(f"{where}{e}") from None
+
+
+def _warm_start(args: Any, f: Dict[str, Any], config: Any) -> Optional[warm_start.WarmStart]:
+  """`--init-from RUN [--init-keep PARTS]` checked against this run (`warm_start.resolve`);
+  None without `--init-from`.
+
+  Raises:
+    core.UsageError: `--init-keep` without `--init-from`, or `resolve`'s one line.
+  """
+  if getattr(args, "init_from", None) is None:
+    if getattr(args, "init_keep", None) is not None:
+      raise core.UsageError("--init-keep needs --init-from RUN (the run whose state it keeps)")
+    return None
+  return warm_start.resolve(args.init_from, getattr(args, "init_keep", None), agent=f["agent"],
+                            env_id=f["env"], seed=f["seed"], config=config, launch=f["launch"])
 
 
 def _check_fit(agent: str, env_id: str, seed: int, config: Any,

@@ -15,7 +15,7 @@ from actorq.testing.cli import run_cli
 CONFIGS = {"dqn": "DQNConfig", "d4pg": "D4PGConfig", "ddpg": "DDPGConfig", "td3": "TD3Config",
            "sac": "SACConfig", "ppo": "PPOConfig", "a2c": "A2CConfig",
            "impala": "IMPALAConfig", "r2d2": "R2D2Config", "ippo": "IPPOConfig",
-           "mappo": "MAPPOConfig", "idqn": "IDQNConfig"}
+           "mappo": "MAPPOConfig", "idqn": "IDQNConfig", "qdagger": "QDaggerConfig"}
 
 # A module a user might write beside their run: good and bad targets.
 USER_MODULE = textwrap.dedent('''
@@ -87,7 +87,7 @@ def test_node_processes_get_the_import_path(user_dir, monkeypatch):
 
 @pytest.mark.parametrize("target,fragment", [
     ("nope", "unknown agent 'nope'; allowed: a2c, d4pg, ddpg, dqn, idqn, impala, ippo, mappo, "
-             "ppo, r2d2, sac, td3, or a builder class as package.module:BuilderClass"),
+             "ppo, qdagger, r2d2, sac, td3, or a builder class as package.module:BuilderClass"),
     ("no_such_module_xyz:Builder", "agent 'no_such_module_xyz:Builder': no module named "
                                    "'no_such_module_xyz' (looked up from {path} and sys.path); "
                                    "allowed: a2c, "),

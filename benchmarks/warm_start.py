@@ -1,0 +1,198 @@
+"""Warm start vs scratch: actor steps to a greedy target return, paired by seed (issue 55).
+
+    .venv/bin/python benchmarks/warm_start.py --out docs/results/warm_start_dqn_cartpole \\
+        --seeds 0-9 --origin-seed 100 --origin-steps 20000 --max-steps 50000
+
+One origin run (`--origin-seed`, `--origin-steps`, the agent's defaults plus `--set`) is
+trained into `<out>/origin` (reused when its run.json is there). Then, for each seed, two
+single-process runs with the same config and seed: from scratch, and warm-started from the
+origin's final checkpoint (`launch.warm_start`, `--init-keep`). Each is evaluated greedily
+every `--eval-every` actor steps (`--eval-episodes` episodes) and stops at its first
+evaluation >= `--target` (or at `--max-steps`: not reached). Results are appended to
+`<out>/runs.json` after every run (a rerun skips the pairs already there) and summarised in
+`<out>/table.md`: per seed the steps to target of both arms, the medians, and whether the
+warm median is at most half the scratch median (the issue's criterion, declared before the
+run). Steps to target are evaluation steps: a multiple of `--eval-every`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import types
+from typing import Any, Dict, List, Optional
+
+from actorq.components import atomic
+from actorq.launch import experiment, local, warm_start
+from actorq.launch import spec as spec_lib
+
+
+class _Reached(Exception):
+  """Raised from the progress callback at the first evaluation at or above the target."""
+
+  def __init__(self, step: int):
+    super().__init__(step)
+    self.step = step
+
+
+def _seeds(text: str) -> List[int]:
+  out: List[int] = []
+  for part in text.split(","):
+    lo, _, hi = part.partition("-")
+    out += list(range(int(lo), int(hi or lo) + 1))
+  return out
+
+
+def spec_for(agent: str, env: str, seed: int, steps: int, eval_every: int, eval_episodes: int,
+             sets=(), logdir: Optional[str] = None,
+             actor_precision: Optional[str] = None) -> spec_lib.RunSpec:
+  """The spec `actorq train --agent --env --seed --steps --eval-every --eval-episodes
+  [--logdir] [--actor-precision] --set ...` gives (no logdir: a run without files)."""
+  return spec_lib.RunSpec.from_args(types.SimpleNamespace(
+      agent=agent, env=env, seed=seed, steps=steps, eval_every=eval_every,
+      eval_episodes=eval_episodes, logdir=logdir, set=list(sets), dry_run=logdir is None,
+      actor_precision=actor_precision))
+
+
+def _spec(args, seed: int, steps: int, logdir: Optional[str]) -> spec_lib.RunSpec:
+  return spec_for(args.agent, args.env, seed, steps, args.eval_every, args.eval_episodes,
+                  args.set, logdir)
+
+
+def run_to_target(spec: spec_lib.RunSpec, target: float, init_from=None) -> Dict[str, Any]:
+  """Runs `spec` in this process (no files) until its first greedy evaluation >= `target`
+  or its steps: `{"steps_to_target": step or None, "wall_seconds", "final_returns"}`."""
+  config = spec.build()
+  config.init_from = init_from
+  start = time.time()
+
+  def progress(c):
+    if c["actor_steps"] % spec.eval_every == 0 and c["eval_return"] >= target:
+      raise _Reached(c["actor_steps"])
+
+  try:
+    result = local.run(config, progress=progress)
+    step, returns = None, [r["episode_return"] for r in result.evaluations]
+  except _Reached as reached:
+    step, returns = reached.step, None
+  return {"steps_to_target": step, "wall_seconds": round(time.time() - start, 1),
+          "final_returns": returns}
+
+
+def commit() -> str:
+  try:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, check=True, cwd=os.path.dirname(__file__)).stdout.strip()
+  except (OSError, subprocess.CalledProcessError):
+    return "unknown"
+
+
+def machine() -> str:
+  model = platform.processor() or platform.machine()
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      model = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+  except (OSError, StopIteration):
+    pass
+  return f"{os.cpu_count()}-core {model}"
+
+
+def _median(values):
+  return statistics.median(values) if values else None
+
+
+def table(data: Dict[str, Any]) -> str:
+  """The markdown summary of `runs.json`'s contents."""
+  s, rows = data["settings"], data["runs"]
+  cap = s["max_steps"]
+  lines = [f"# Warm start vs scratch: {s['agent']} on {s['env']}, steps to greedy {s['target']:g}",
+           "", "    " + data["command"], "",
+           f"Origin: seed {s['origin_seed']}, {s['origin_steps']} actor steps "
+           f"(`{s['origin']}`); kept: {', '.join(s['keep'])}; evaluation every "
+           f"{s['eval_every']} steps, {s['eval_episodes']} greedy episodes; runs stop at their "
+           f"first evaluation >= {s['target']:g} or at {cap} steps (then counted as {cap}, "
+           "marked '>'). Commit " + data["commit"] + ", " + data["machine"] + ".", "",
+           "| seed | scratch | warm start | warm / scratch |", "|---|---|---|---|"]
+  scratch, warm = [], []
+  for seed in sorted({r["seed"] for r in rows}):
+    arm = {r["arm"]: r for r in rows if r["seed"] == seed}
+    if set(arm) != {"scratch", "warm"}:
+      continue
+    a, b = (arm[k]["steps_to_target"] for k in ("scratch", "warm"))
+    a_n, b_n = a or cap, b or cap
+    scratch.append(a_n)
+    warm.append(b_n)
+    lines.append(f"| {seed} | {'>' if a is None else ''}{a_n} | {'>' if b is None else ''}{b_n} "
+                 f"| {b_n / a_n:.2f} |")
+  if scratch:
+    ms, mw = _median(scratch), _median(warm)
+    lines += ["", f"Seeds: {len(scratch)}. Reached the target: scratch "
+              f"{sum(r['steps_to_target'] is not None for r in rows if r['arm'] == 'scratch')}"
+              f"/{len(scratch)}, warm {sum(r['steps_to_target'] is not None for r in rows if r['arm'] == 'warm')}"
+              f"/{len(warm)}.", f"Median steps to target: scratch {ms:g}, warm {mw:g} "
+              f"(ratio {mw / ms:.2f}); warm <= half of scratch on "
+              f"{sum(w <= a / 2 for a, w in zip(scratch, warm))}/{len(scratch)} seeds.",
+              f"Criterion declared before the run (issue 55): warm median <= half the scratch "
+              f"median: **{'met' if mw <= ms / 2 else 'not met'}** over {len(scratch)} seeds."]
+  return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--out", required=True)
+  p.add_argument("--agent", default="dqn")
+  p.add_argument("--env", default="gym:CartPole-v1")
+  p.add_argument("--seeds", default="0-9")
+  p.add_argument("--origin-seed", type=int, default=100)
+  p.add_argument("--origin-steps", type=int, default=20_000)
+  p.add_argument("--max-steps", type=int, default=50_000)
+  p.add_argument("--eval-every", type=int, default=2_500)
+  p.add_argument("--eval-episodes", type=int, default=10)
+  p.add_argument("--target", type=float, default=475.0)
+  p.add_argument("--init-keep", default=",".join(warm_start.DEFAULT_KEEP))
+  p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+  p.add_argument("--table-only", action="store_true", help="rewrite table.md from runs.json")
+  args = p.parse_args(argv)
+  os.makedirs(args.out, exist_ok=True)
+  path = os.path.join(args.out, "runs.json")
+  data = (json.load(open(path, encoding="utf-8")) if os.path.exists(path) else
+          {"command": " ".join([os.path.basename(sys.executable), "benchmarks/warm_start.py"]
+                               + (argv if argv is not None else sys.argv[1:])),
+           "commit": commit(), "machine": machine(), "runs": []})
+  if not args.table_only:
+    origin = os.path.join(args.out, "origin")
+    if not os.path.exists(os.path.join(origin, "run.json")):
+      local.run(_spec(args, args.origin_seed, args.origin_steps, origin).build())
+    data["settings"] = {"agent": args.agent, "env": args.env, "origin_seed": args.origin_seed,
+                        "origin_steps": args.origin_steps, "max_steps": args.max_steps,
+                        "eval_every": args.eval_every, "eval_episodes": args.eval_episodes,
+                        "target": args.target, "keep": args.init_keep.split(","),
+                        "set": args.set, "origin": os.path.relpath(origin)}
+    for seed in _seeds(args.seeds):
+      spec = _spec(args, seed, args.max_steps, None)
+      for arm in ("scratch", "warm"):
+        if any(r["seed"] == seed and r["arm"] == arm for r in data["runs"]):
+          continue
+        init = None
+        if arm == "warm":
+          init = warm_start.resolve(origin, args.init_keep, agent=spec.agent, env_id=spec.env,
+                                    seed=seed, config=spec.make_builder().config,
+                                    launch="local")
+        row = {"seed": seed, "arm": arm, **run_to_target(spec, args.target, init)}
+        data["runs"].append(row)
+        print(json.dumps(row), flush=True)
+        with atomic.atomic_write(path) as f:
+          json.dump(data, f, indent=1)
+  with atomic.atomic_write(os.path.join(args.out, "table.md")) as f:
+    f.write(table(data))
+  print(table(data))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
