@@ -43,7 +43,7 @@ def add_parser(subparsers):
   p.add_argument("--precisions", default=None, metavar="P,P,...",
                  help=f"actor precisions, comma separated, from {','.join(ab.PRECISIONS)} "
                       "(default: the preset's; small: fp32,fp16,int8, actorq: fp32,int8)")
-  p.add_argument("--seeds", type=cli.nonnegative_int("--seeds"), nargs="+", default=None,
+  p.add_argument("--seeds", type=cli.seed("--seeds"), nargs="+", default=None,
                  help="seeds; every precision runs with each (default: the preset's)")
   p.add_argument("--steps", type=cli.positive_int("--steps"), default=None,
                  help="actor steps per run")

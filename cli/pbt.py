@@ -48,7 +48,7 @@ def add_parser(subparsers):
                       + "; ".join(f"for {agent}: {', '.join(fields)}"
                                   for agent, fields in pbt_lib.mutable_fields().items())
                       + " (default: none, exploit only)")
-  p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=None,
+  p.add_argument("--seed", type=cli.seed("--seed"), default=None,
                  help="seeds everything of the run (default: 0)")
   p.add_argument("--num-envs", type=cli.positive_int("--num-envs"), default=None, metavar="B",
                  help="environments per member; the actors step N x B at once (default: 1)")

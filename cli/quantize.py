@@ -44,7 +44,7 @@ def add_parser(subparsers):
                  help="one scale per weight tensor (default: per output channel)")
   p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=20,
                  help="evaluation episodes per setting (default 20)")
-  p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=DEFAULT_EVAL_SEED,
+  p.add_argument("--seed", type=cli.seed("--seed"), default=DEFAULT_EVAL_SEED,
                  help="evaluation environment seed (the same for every precision); with "
                       "--sweep/--search the episodes use seeds SEED, SEED+1, ...")
   study = p.add_argument_group("sweep and search (see actorq/studies/quantize.py)")

@@ -116,7 +116,7 @@ def add_parser(subparsers):
   train.add_argument("--steps", type=cli.positive_int("--steps"), default=None,
                      help="actor (environment) steps in total, summed over actors (default: "
                           "100000; with --resume: the run's own total)")
-  train.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=0)
+  train.add_argument("--seed", type=cli.seed("--seed"), default=0)
   train.add_argument("--logdir", default=None,
                      help="run directory (default: runs/<agent>-<env>-s<seed>-<time>)")
   train.add_argument("--actor-precision", default=None, metavar="PRECISION",
@@ -226,6 +226,8 @@ def _run(args) -> int:
     if not spec.resume:  # one run per directory (case B8)
       run_dir.claim_logdir(spec.logdir, overwrite=getattr(args, "overwrite", False))
     spec = dataclasses.replace(spec, logdir=cli.ensure_writable_dir(spec.logdir))
+  if spec.resume and not args.dry_run:
+    record_resumed_settings(spec)
   warning = no_learning_warning(spec.steps, config.steps_before_learning(), spec.resume)
   if warning:
     print(warning, file=sys.stderr, flush=True)
@@ -239,6 +241,17 @@ def _run(args) -> int:
   if not args.dry_run and not spec.resume:
     spec.save(spec.logdir)
   return _run_distributed(args, spec, config)
+
+
+def record_resumed_settings(spec: spec_lib.RunSpec) -> None:
+  """A resume that changes a train setting (`--steps` extended, `--eval-every`, ...)
+  writes it into run.json first, and says so: the run directory describes the run it now
+  holds, and a later plain `--resume` ends at the new total (case B13). Nothing is
+  written when the run has no checkpoint to resume (that resume is refused next)."""
+  changes = spec_lib.recorded_changes(spec_lib.RunSpec.load(spec.logdir), spec)
+  if changes and checkpointing.list_checkpoints(os.path.join(spec.logdir, run_dir.CHECKPOINTS)):
+    spec.save(spec.logdir)
+    print(f"actorq: --resume: {run_dir.RUN_INFO} now records {'; '.join(changes)}", flush=True)
 
 
 def no_learning_warning(steps: int, needed: int, resume: bool = False) -> "str | None":

@@ -189,6 +189,10 @@ def check(settings: PBTSettings):
   """
   s = settings
   cls = population_class(s.agent)
+  try:
+    core.check_seed(s.seed, "--seed")
+  except ValueError as e:
+    raise core.UsageError(str(e)) from None
   if s.population < 2:
     raise core.UsageError(f"--population {s.population}: a population needs at least 2 "
                           "members (allowed: an integer >= 2)")
@@ -207,6 +211,14 @@ def check(settings: PBTSettings):
     raise core.UsageError(f"--mutate {name}: {what}; mutable fields: {', '.join(mutable)}")
   if len(set(s.mutate)) != len(s.mutate):
     raise core.UsageError(f"--mutate {','.join(s.mutate)} repeats a field")
+  rows = {"--population x --num-envs": (s.population * s.num_envs,
+                                        experiment_lib.EVAL_SEED_OFFSET -
+                                        experiment_lib.EVAL_SEED_ROWS),
+          "--population x --eval-episodes": (s.population * s.eval_episodes,
+                                             experiment_lib.EVAL_SEED_ROWS)}
+  for what, (value, most) in rows.items():  # (training and evaluation seeds apart, B14)
+    if value > most:
+      raise core.UsageError(f"{what} is {value}: at most {most} environments")
   if not 0.0 < s.quantile <= 0.5:
     raise core.UsageError(f"quantile {s.quantile}: allowed (0, 0.5]")
   if not 0.0 <= s.resample_probability <= 1.0:
@@ -607,7 +619,8 @@ class _Run:
     # A resumed run's environments start anew with another seed (their state is not
     # checkpointed), as `local.run` does.
     env = vector_env.make_vector_environment(
-        s.env_id, self.n * self.b, seed=s.seed + int(self.actor_steps.sum()),
+        s.env_id, self.n * self.b,
+        seed=experiment_lib.training_seed(s.seed, int(self.actor_steps.sum()), self.n * self.b),
         max_episode_steps=s.max_episode_steps)
     try:
       batch = env.reset()

@@ -118,6 +118,8 @@ def parse_seeds(tokens: Optional[Sequence[str]], first: int, count: int) -> List
       raise core.UsageError(f"--seeds {token!r} not understood; allowed: 100-119, 1,2,3 or 1 2 3 "
                            "(integers >= 0)")
     lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+    if hi > core.MAX_SEED:
+      raise core.UsageError(f"--seeds {token!r}: seeds go up to {core.MAX_SEED} (2**31 - 1)")
     for s in range(lo, hi + 1):
       if s not in out:
         out.append(s)

@@ -82,6 +82,9 @@ def parse_seeds(tokens: Sequence[str]) -> Tuple[int, ...]:
         raise ValueError(f"{part!r} is not a seed (an integer >= 0) or a range like 0-9") from None
       if last < first:
         raise ValueError(f"range {part!r} goes down; write it as {last}-{first}")
+      if last > core.MAX_SEED:
+        raise ValueError(f"seed {last} is above {core.MAX_SEED} (2**31 - 1: seeds are 32-bit "
+                         "where jax, numpy and EnvPool use them)")
       seeds.extend(range(first, last + 1))
   if not seeds:
     raise ValueError("no seeds given")
