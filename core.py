@@ -131,6 +131,13 @@ def check_seed(value: Any, name: str = "seed") -> int:
   return int(value)
 
 
+# An actorq process that starts `actorq train` as its child (`actorq sweep`) puts its pid
+# in this environment variable; the child stops (SIGTERM: a checkpoint, exit 143) when that
+# parent is gone (`launch.experiment.stop_with_parent`): a parent killed with SIGKILL cannot
+# forward a stop, and its child would train on as an orphan.
+STOP_WITH_PARENT_ENV = "ACTORQ_STOP_WITH_PARENT"
+
+
 # ---------------------------------------------------------------------------------------
 # Environment errors.
 

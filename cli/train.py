@@ -215,6 +215,7 @@ def run(args) -> int:
   # SIGTERM is a stop like Ctrl-C from the first line on (experiment.Preempted; `actorq`
   # exits 143), not a silent death at start-up; the loops and launchers refine it.
   with experiment.preemptible():
+    experiment.stop_with_parent()  # a sweep's child stops when the sweep is killed
     return _run(args)
 
 

@@ -27,7 +27,7 @@ from actorq import core
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
 from actorq.components.envs import environments, vector_env
-from actorq.launch import checkpointing
+from actorq.launch import checkpointing, processes
 from actorq.quantization import runtimes
 
 # Seeds derived from `ExperimentConfig.seed`: the training actor (single process) uses
@@ -78,6 +78,16 @@ class Preempted(KeyboardInterrupt):
   def __init__(self, signum: int):
     super().__init__(f"signal {signum}")
     self.signum = int(signum)
+
+
+def stop_with_parent(environ=os.environ) -> None:
+  """In `actorq train` started by another actorq process with `core.STOP_WITH_PARENT_ENV`
+  set to its pid: SIGTERM this process (a stop with a checkpoint) once that parent is gone
+  (`processes.watch_launcher`'s watchdog, checked every second). The variable is removed
+  from `environ` first, so this run's own children (local_mp nodes) do not inherit it."""
+  value = environ.pop(core.STOP_WITH_PARENT_ENV, None)
+  if value:
+    processes.watch_launcher(int(value))
 
 
 @contextlib.contextmanager

@@ -257,7 +257,8 @@ def _run_one(settings, outdir, precision, seed, children: Optional[processes.Chi
   with open(log_path, "a" if "--resume" in argv else "w", encoding="utf-8") as logf:
     proc = children.start(argv, stdout=logf, stderr=subprocess.STDOUT,
                           stdin=subprocess.DEVNULL,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+                                   **{core.STOP_WITH_PARENT_ENV: str(os.getpid())}))
     if proc is None:
       return precision, seed, f"{name}: not started (the sweep was stopped)", 0.0
     fault_points.point("sweep_child")
