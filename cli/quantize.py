@@ -74,6 +74,11 @@ def add_parser(subparsers):
   study.add_argument("--out", default=None, metavar="DIR",
                      help="output directory (default: RUN/quantize-sweep or "
                           "RUN/precision-search; required with several checkpoints)")
+  study.add_argument("--overwrite", action="store_true",
+                     help="write over an earlier study's report in --out (sweep.json, table.md, "
+                          "sensitivity.md, precision_policy.json, search.md; without it such a "
+                          "folder is refused; the per-checkpoint rows in runs/ are reused when "
+                          "their options match)")
   study.add_argument("--sensitivity", action="store_true",
                      help="per-layer int8 sensitivity: agreement, KL and return when each "
                           "layer alone is int8, when each alone stays fp32 (the first: the "

@@ -22,7 +22,7 @@ import math
 import os
 import shutil
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from actorq import core
 from actorq.components import atomic
@@ -180,6 +180,23 @@ def refuse_run_directory(path: str, flag: str) -> None:
                          "inside it")
 
 
+def refuse_earlier_report(path: str, report_files: Sequence[str], flag: str, command: str,
+                          overwrite: bool = False) -> None:
+  """A report command (`actorq bench`, `actorq quantize`) does not replace a folder's
+  earlier report of its own without being asked: `path` holding any of `report_files` is
+  refused unless `overwrite` (then the command writes its files over them).
+
+  Raises:
+    core.UsageError: one line naming the folder, the report files it holds and the ways
+      on: another `flag`, or --overwrite.
+  """
+  held = [n for n in report_files if os.path.exists(os.path.join(path, n))]
+  if held and not overwrite:
+    raise core.UsageError(f"{flag} {os.path.abspath(path)} already holds a report of "
+                          f"'{command}' ({', '.join(held)}); give another {flag}, or add "
+                          "--overwrite to replace it")
+
+
 def read_info(run_path: str) -> Any:
   """The contents of `<run_path>/run.json`, as JSON (`RunSpec.load` makes it a spec).
 
@@ -320,16 +337,21 @@ def default_logdir(*parts: str) -> str:
   return os.path.join("runs", f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
-def report_dir(logdir: Optional[str], *default_parts: str, flag: str = "--logdir") -> str:
+def report_dir(logdir: Optional[str], *default_parts: str, flag: str = "--logdir",
+               report_files: Sequence[str] = (), command: str = "actorq bench",
+               overwrite: bool = False) -> str:
   """The folder a report command (`actorq bench`) writes into: `logdir`, or
   `default_logdir(*default_parts)` when None; created and proven writable.
 
   Returns:
     its absolute path.
   Raises:
-    core.UsageError: it holds a run of `actorq train` (`refuse_run_directory`), it is not a
-      directory or cannot be written; one line naming `flag`.
+    core.UsageError: it holds a run of `actorq train` (`refuse_run_directory`), an earlier
+      report of `command` (any of `report_files`) and not `overwrite`
+      (`refuse_earlier_report`), it is not a directory or cannot be written; one line
+      naming `flag`.
   """
   logdir = logdir if logdir is not None else default_logdir(*default_parts)
   refuse_run_directory(logdir, flag)
+  refuse_earlier_report(logdir, report_files, flag, command, overwrite)
   return atomic.ensure_writable_dir(logdir, flag)

@@ -6,7 +6,9 @@ Sweep files (in `--out`, default `RUN/quantize-sweep`):
   runs/<run>.json  one checkpoint's rows and episodes with what made them (checkpoint path
                 and learner step, settings, evaluation seeds, latency options): a later
                 sweep into the same `--out` with the same options reuses it, so a long sweep
-                that stopped, or one a checkpoint is added to, computes only what is missing
+                that stopped (or, with --overwrite, one a checkpoint is added to)
+                computes only what is missing. A folder holding a finished report
+                (`REPORT_FILES`) is refused without --overwrite
   sweep.csv     one row per (run, setting): `compression_study.ROW_COLUMNS` + latency_ratio
   episodes.csv  one row per (run, setting, evaluation seed): return, length, a digest of the
                 first observation (equal across settings: the seeds are paired)
@@ -226,13 +228,28 @@ def _qat_line(runs: Sequence[LoadedRun]) -> Optional[str]:
           "that training forward bit for bit")
 
 
-def _default_out(runs: Sequence[str], out: Optional[str], name: str) -> str:
+# The files by which a folder holds an earlier report of `actorq quantize` (a finished
+# sweep, sensitivity study or search; a stopped sweep leaves only its runs/ caches).
+REPORT_FILES = ("sweep.json", "table.md", "sensitivity.md", "precision_policy.json",
+                "search.md")
+
+
+def _default_out(runs: Sequence[str], out: Optional[str], name: str,
+                 overwrite: bool = False) -> str:
+  """`--out` (else `<run>/<name>` for one checkpoint), which must be no train run's
+  directory and, without `overwrite`, hold no earlier report of `actorq quantize`.
+
+  Raises:
+    core.UsageError: one line naming the folder, what it holds and the ways on.
+  """
   if out:
     run_dir.refuse_run_directory(out, "--out")  # issue 42: not into a run's own folder
-    return out
-  if len(runs) != 1:
+  elif len(runs) != 1:
     raise core.UsageError("--out DIR is needed with several checkpoints")
-  return os.path.join(runs[0], name)
+  else:
+    out = os.path.join(runs[0], name)
+  run_dir.refuse_earlier_report(out, REPORT_FILES, "--out", "actorq quantize", overwrite)
+  return out
 
 
 # ----------------------------------------------------------------------------------------
@@ -314,7 +331,7 @@ def run_sweep(args) -> int:
   seeds = parse_seeds(args.seeds, args.seed, args.episodes)
   paths = expand_checkpoints(args.checkpoint)
   out = _default_out(paths, args.out, "quantize-sensitivity" if sensitivity else
-                     "quantize-sweep")
+                     "quantize-sweep", getattr(args, "overwrite", False))
   runs = [load_run(p, args.temperature) for p in paths]
   names = [r.name for r in runs]
   if len(set(names)) != len(names):
@@ -382,7 +399,7 @@ def run_sweep(args) -> int:
   quantize_report.write_table(os.path.join(out, "table.md"), title, summary,
                               [e for e in extra if e])
   quantize_report.plot(os.path.join(out, "sweep.png"), summary, title, args.latency_clock)
-  with open(os.path.join(out, "sweep.json"), "w", encoding="utf-8") as f:
+  with atomic.atomic_write(os.path.join(out, "sweep.json")) as f:
     json.dump({"agent": first.info["agent"], "env": first.info["env"],
                "checkpoints": [{"name": r.name, "path": r.path, "learner_steps": r.learner_steps,
                                 "seed": r.info.get("seed"), "qat_bits": r.qat_bits}
@@ -397,7 +414,7 @@ def run_sweep(args) -> int:
   written = "sweep.csv, episodes.csv, summary.csv, table.md, sweep.png, sweep.json"
   if sensitivity:
     lines = quantize_report.sensitivity_lines(summary)
-    with open(os.path.join(out, "sensitivity.md"), "w", encoding="utf-8") as f:
+    with atomic.atomic_write(os.path.join(out, "sensitivity.md")) as f:
       f.write("\n".join([f"# int8 sensitivity: {title}", ""] + [e for e in extra if e] + [""]
                         + lines) + "\n\n" + SENSITIVITY_NOTE)
     written += ", sensitivity.md"
@@ -486,7 +503,7 @@ def run_search(args) -> int:
   paths = expand_checkpoints(args.checkpoint)
   if len(paths) != 1:
     raise core.UsageError(f"--search takes one checkpoint, got {len(paths)} runs")
-  out = _default_out(paths, args.out, "precision-search")
+  out = _default_out(paths, args.out, "precision-search", getattr(args, "overwrite", False))
   run = load_run(paths[0], args.temperature)
   out = atomic.ensure_writable_dir(out, "--out")
   start = time.time()
@@ -614,7 +631,7 @@ def run_search(args) -> int:
   lines += ["", "Held-out evaluation (evaluation seeds):", ""]
   summary = cs.summarize({run.name: eval_rows})
   lines += quantize_report.table_lines(summary)
-  with open(os.path.join(out, "search.md"), "w", encoding="utf-8") as f:
+  with atomic.atomic_write(os.path.join(out, "search.md")) as f:
     f.write("\n".join(lines) + "\n\n" + quantize_report.DEFINITIONS)
   print("\n".join(lines[2:]))
   print(f"actorq: wrote precision_policy.json, search_trials.csv, search_latency.csv, "
