@@ -14,19 +14,10 @@ from actorq.agents.dqn.config import DQNConfig
 from actorq.components import fault_points
 from actorq.components.envs import environments
 from actorq.launch import checkpointing, experiment
-from actorq.testing.cli import run_cli
+from actorq.testing.cli import run_cli, snapshot
 
 FIXTURE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures",
                        "run_7a30947_dqn")  # a 400-step DQN run (hidden [16]), see its test
-
-
-def _snapshot(path):
-  out = {}
-  for dirpath, _, files in os.walk(path):
-    for name in files:
-      full = os.path.join(dirpath, name)
-      out[os.path.relpath(full, path)] = (os.path.getsize(full), os.path.getmtime(full))
-  return out
 
 
 @pytest.fixture(name="old_run")
@@ -37,7 +28,7 @@ def _old_run(tmp_path):
 
 
 def test_b13_a_resume_that_changes_the_actor_precision_is_refused(old_run, capsys):
-  before = _snapshot(old_run)
+  before = snapshot(old_run)
   code, _, err = run_cli(["train", "--resume", str(old_run), "--steps", "600",
                           "--actor-precision", "int8", "--no-progress"], capsys)
   assert code == 2
@@ -45,7 +36,7 @@ def test_b13_a_resume_that_changes_the_actor_precision_is_refused(old_run, capsy
                  f"(its run.json); a run keeps its actors' precision: evaluate it at another "
                  f"with 'actorq eval --checkpoint {old_run} --precision P', or start a new "
                  "run\n")
-  assert _snapshot(old_run) == before
+  assert snapshot(old_run) == before
   # The run's own precision, given again, is no change.
   code, _, err = run_cli(["train", "--resume", str(old_run), "--actor-precision", "fp32",
                           "--no-progress"], capsys)

@@ -10,20 +10,10 @@ import pytest
 
 from actorq.launch import checkpointing
 from actorq.launch import run_dir
-from actorq.testing.cli import run_cli
+from actorq.testing.cli import run_cli, snapshot
 
 SMALL = ["--set", "hidden_sizes=[16]", "--set", "min_replay_size=64", "--set", "batch_size=16",
          "--eval-episodes", "1", "--no-progress"]
-
-
-def _snapshot(path):
-  """Every file under `path` with its size and modification time."""
-  out = {}
-  for dirpath, _, files in os.walk(path):
-    for name in files:
-      full = os.path.join(dirpath, name)
-      out[os.path.relpath(full, path)] = (os.path.getsize(full), os.path.getmtime(full))
-  return out
 
 
 @pytest.fixture(name="finished_run")
@@ -39,7 +29,7 @@ def _finished_run(tmp_path, capsys):
 @pytest.mark.slow
 def test_b8_a_second_run_into_a_run_directory_is_refused_in_one_line(finished_run, capsys):
   logdir = finished_run
-  before = _snapshot(logdir)
+  before = snapshot(logdir)
   code, out, err = run_cli(["train", "--steps", "200", "--eval-every", "200", "--logdir",
                             str(logdir)] + SMALL, capsys)
   lines = err.strip().splitlines()
@@ -49,7 +39,7 @@ def test_b8_a_second_run_into_a_run_directory_is_refused_in_one_line(finished_ru
                          "gym:CartPole-v1, seed 0; 1 checkpoint, the newest at actor step 300")
   assert f"actorq train --resume {logdir}" in line and "another --logdir" in line
   assert "--overwrite" in line and out == ""
-  assert _snapshot(logdir) == before  # nothing written
+  assert snapshot(logdir) == before  # nothing written
   # The run still evaluates from its own (only) checkpoint.
   code, _, err = run_cli(["eval", "--checkpoint", str(logdir), "--episodes", "1"], capsys)
   assert code == 0, err
@@ -130,7 +120,7 @@ def test_b19_train_refuses_a_population_run_naming_the_command_that_owns_it(tmp_
   population run P names `actorq pbt --resume P` (not `actorq train --resume P`, which
   cannot continue it), also with --overwrite, which must not leave a mixed directory."""
   pop = _population_dir(tmp_path / "P")
-  before = _snapshot(pop)
+  before = snapshot(pop)
   for extra in ([], ["--overwrite"]):
     code, _, err = run_cli(["train", "--steps", "100", "--logdir", str(pop)] + SMALL + extra,
                            capsys)
@@ -139,10 +129,10 @@ def test_b19_train_refuses_a_population_run_naming_the_command_that_owns_it(tmp_
                    f"gym:CartPole-v1, seed 0 (a directory of 'actorq pbt'); continue it with "
                    f"'actorq pbt --resume {pop}' or give another --logdir (--overwrite starts "
                    "over only a run of 'actorq train')\n")
-    assert _snapshot(pop) == before
+    assert snapshot(pop) == before
   code, _, err = run_cli(["train", "--resume", str(pop)], capsys)
   assert code == 2 and f"continue it with 'actorq pbt --resume {pop}'" in err, err
-  assert _snapshot(pop) == before
+  assert snapshot(pop) == before
 
 
 def test_b19_pbt_refuses_a_train_run_naming_the_command_that_owns_it(tmp_path, capsys):
@@ -151,7 +141,7 @@ def test_b19_pbt_refuses_a_train_run_naming_the_command_that_owns_it(tmp_path, c
   (run / "run.json").write_text(json.dumps({"agent": "dqn", "env": "gym:CartPole-v1",
                                             "seed": 3, "config": {}}))
   (run / "eval.csv").write_text("x\n")
-  before = _snapshot(run)
+  before = snapshot(run)
   pbt_argv = ["pbt", "--population", "2", "--steps", "100", "--ready-every", "100",
               "--logdir", str(run)]
   for extra in ([], ["--overwrite"]):
@@ -161,4 +151,4 @@ def test_b19_pbt_refuses_a_train_run_naming_the_command_that_owns_it(tmp_path, c
             f"continue it with 'actorq train --resume {run}'") in err, err
   code, _, err = run_cli(["pbt", "--resume", str(run)], capsys)
   assert code == 2 and f"continue it with 'actorq train --resume {run}'" in err, err
-  assert _snapshot(run) == before
+  assert snapshot(run) == before
