@@ -268,8 +268,10 @@ def make_training_environment(config: ExperimentConfig, seed: int):
   `dm_env.Environment`) when `config.num_envs` is 1, else a
   `vector_env.VectorEnvironment` of `num_envs` rows (row i seeded `seed + i`) capped at
   `config.max_episode_steps`. `seed` is `config.seed` plus an offset into the training
-  seeds, taken through `training_seed` (never an evaluation seed)."""
-  seed = training_seed(config.seed, seed - config.seed, config.num_envs)
+  seeds, taken through `training_seed` (never an evaluation seed); a seed below
+  `config.seed` is used as given."""
+  if seed >= config.seed:  # (a seed below the run's is taken as given)
+    seed = training_seed(config.seed, seed - config.seed, config.num_envs)
   if config.num_envs == 1:
     return make_environment(config, seed)
   return vector_env.make_vector_environment(config.env_id, config.num_envs, seed=seed,
