@@ -17,6 +17,7 @@ import shutil
 import sys
 import textwrap
 import time
+import warnings
 
 from tqdm import tqdm
 
@@ -249,7 +250,10 @@ def record_resumed_settings(spec: spec_lib.RunSpec) -> None:
   writes it into run.json first, and says so: the run directory describes the run it now
   holds, and a later plain `--resume` ends at the new total (case B13). Nothing is
   written when the run has no checkpoint to resume (that resume is refused next)."""
-  changes = spec_lib.recorded_changes(spec_lib.RunSpec.load(spec.logdir), spec)
+  with warnings.catch_warnings():  # (`from_args` has warned of its unknown keys once)
+    warnings.simplefilter("ignore")
+    saved = spec_lib.RunSpec.load(spec.logdir)
+  changes = spec_lib.recorded_changes(saved, spec)
   if changes and checkpointing.list_checkpoints(os.path.join(spec.logdir, run_dir.CHECKPOINTS)):
     spec.save(spec.logdir)
     print(f"actorq: --resume: {run_dir.RUN_INFO} now records {'; '.join(changes)}", flush=True)
