@@ -228,8 +228,6 @@ def _run(args) -> int:
     if not spec.resume:  # one run per directory (case B8)
       run_dir.claim_logdir(spec.logdir, overwrite=getattr(args, "overwrite", False))
     spec = dataclasses.replace(spec, logdir=cli.ensure_writable_dir(spec.logdir))
-  if spec.resume and not args.dry_run:
-    record_resumed_settings(spec)
   warning = no_learning_warning(spec.steps, config.steps_before_learning(), spec.resume)
   if warning:
     print(warning, file=sys.stderr, flush=True)
@@ -246,10 +244,12 @@ def _run(args) -> int:
 
 
 def record_resumed_settings(spec: spec_lib.RunSpec) -> None:
-  """A resume that changes a train setting (`--steps` extended, `--eval-every`, ...)
-  writes it into run.json first, and says so: the run directory describes the run it now
-  holds, and a later plain `--resume` ends at the new total (case B13). Nothing is
-  written when the run has no checkpoint to resume (that resume is refused next)."""
+  """A resume that changes a train setting (`--steps` extended, `--eval-every`, `--launch`,
+  ...) writes it into run.json, and says so, once the launch has taken the run's
+  checkpoint (at its first actor step; after `make_program` for a Launchpad launch): the
+  run directory describes the run it now holds, and a later plain `--resume` ends at the
+  new total (case B13). A resume that is refused (no checkpoint, one of another launch)
+  writes nothing."""
   with warnings.catch_warnings():  # (`from_args` has warned of its unknown keys once)
     warnings.simplefilter("ignore")
     saved = spec_lib.RunSpec.load(spec.logdir)
@@ -302,9 +302,12 @@ def stop_message(logdir: str, saved: "str | None") -> str:
 def _run_local(args, spec: spec_lib.RunSpec, config) -> int:
   bar = tqdm(total=spec.steps, unit="step", dynamic_ncols=True, disable=args.no_progress,
              mininterval=0.5, smoothing=0.05)
-  last = {"n": 0}
+  last = {"n": 0, "recorded": not spec.resume}
 
   def progress(c):
+    if not last["recorded"]:  # the checkpoint was taken: record a changed setting
+      last["recorded"] = True
+      record_resumed_settings(spec)
     bar.update(c["actor_steps"] - last["n"])
     last["n"] = c["actor_steps"]
     if c["actor_steps"] % 500 == 0:
@@ -349,6 +352,8 @@ def _run_distributed(args, spec: spec_lib.RunSpec, config) -> int:
   if args.dry_run:
     print(distributed.describe(dp, spec.launch))
     return 0
+  if spec.resume:  # the program took the checkpoint: record a changed setting
+    record_resumed_settings(spec)
   n = distributed_nodes
   print(f"actorq: {'resuming' if spec.resume else 'training'} {spec.agent} on {spec.env} for "
         f"{spec.steps} actor steps with {spec.num_actors} actors ({spec.launch}, seed "
