@@ -113,6 +113,35 @@ def check_learner_device(value: Any, name: str = "learner_device") -> str:
   return value
 
 
+# Seeds. A run's seed reaches consumers of 32-bit seeds: `jax.random.PRNGKey` (without
+# jax_enable_x64 it keeps the low 32 bits: seeds 0 and 2**32 gave bit-identical networks,
+# case B15), numpy's `RandomState` (dm_control, MinAtar; below 2**32) and EnvPool (a C++
+# int). Every seed in [0, MAX_SEED] reaches each of them unchanged, so two accepted seeds
+# are two different runs; anything else is refused. The seeds derived from it (seed +
+# offset, `launch.experiment`) are reduced to each backend's range where they are used.
+MAX_SEED = 2**31 - 1
+
+
+def check_seed(value: Any, name: str = "seed") -> int:
+  """Returns `value` if it is an integer in [0, `MAX_SEED`].
+
+  Raises:
+    ValueError: one line naming the field, the value and the allowed range.
+  """
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or \
+      not 0 <= int(value) <= MAX_SEED:
+    raise ValueError(f"{name} must be an integer from 0 to {MAX_SEED} (2**31 - 1: seeds "
+                     f"are 32-bit where jax, numpy and EnvPool use them), got {value!r}")
+  return int(value)
+
+
+# An actorq process that starts `actorq train` as its child (`actorq sweep`) puts its pid
+# in this environment variable; the child stops (SIGTERM: a checkpoint, exit 143) when that
+# parent is gone (`launch.experiment.stop_with_parent`): a parent killed with SIGKILL cannot
+# forward a stop, and its child would train on as an orphan.
+STOP_WITH_PARENT_ENV = "ACTORQ_STOP_WITH_PARENT"
+
+
 # ---------------------------------------------------------------------------------------
 # Environment errors.
 

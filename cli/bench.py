@@ -43,7 +43,7 @@ def add_parser(subparsers):
   p.add_argument("--precisions", default=None, metavar="P,P,...",
                  help=f"actor precisions, comma separated, from {','.join(ab.PRECISIONS)} "
                       "(default: the preset's; small: fp32,fp16,int8, actorq: fp32,int8)")
-  p.add_argument("--seeds", type=cli.nonnegative_int("--seeds"), nargs="+", default=None,
+  p.add_argument("--seeds", type=cli.seed("--seeds"), nargs="+", default=None,
                  help="seeds; every precision runs with each (default: the preset's)")
   p.add_argument("--steps", type=cli.positive_int("--steps"), default=None,
                  help="actor steps per run")
@@ -89,6 +89,9 @@ def add_parser(subparsers):
                       "different seeds into one report in --logdir (no runs)")
   p.add_argument("--logdir", default=None,
                  help="output directory (default: runs/bench-<preset>-<agent>-<env>-<time>)")
+  p.add_argument("--overwrite", action="store_true",
+                 help="write over an earlier benchmark's report in --logdir (without it such "
+                      "a folder is refused)")
   return p
 
 
@@ -156,6 +159,17 @@ def _merge(args) -> int:
   return 0
 
 
+# The files by which a folder holds an earlier report of `actorq bench` (its bench.json,
+# vector.json or distributed benchmark JSON, and table.md).
+REPORT_FILES = ("bench.json", "vector.json", "table.md")
+
+
+def _report_checks(args) -> dict:
+  """`run_dir.report_dir`'s checks of an earlier report in --logdir (issue 56)."""
+  return {"report_files": REPORT_FILES + (distributed_bench.JSON_NAME,),
+          "command": "actorq bench", "overwrite": args.overwrite}
+
+
 def num_envs_list(text: str) -> tuple:
   """`--num-envs 1,8,32` as a tuple of distinct integers >= 1.
 
@@ -180,7 +194,8 @@ def _run_vector(args) -> int:
       vector_env.check_num_envs(settings["env"], b)
     except ValueError as e:
       raise cli.UsageError(f"--num-envs: {e}") from None
-  outdir = run_dir.report_dir(args.logdir, "bench-vector", settings["agent"], settings["env"])
+  outdir = run_dir.report_dir(args.logdir, "bench-vector", settings["agent"], settings["env"],
+                              **_report_checks(args))
   steps = args.acting_steps or 4000
   print(f"actorq bench --num-envs: {settings['agent']} on {settings['env']}, B = "
         f"{','.join(map(str, sizes))}, precisions {','.join(settings['precisions'])}, {steps} "
@@ -215,7 +230,7 @@ def _run_distributed(args) -> int:
   except placement.NoAcceleratorError as e:
     raise cli.UsageError(str(e)) from None
   outdir = run_dir.report_dir(args.logdir, "bench", args.launch, f"{num_actors}a", args.preset,
-                              settings["agent"], settings["env"])
+                              settings["agent"], settings["env"], **_report_checks(args))
   n = len(settings["precisions"]) * len(settings["seeds"])
   print(f"actorq bench --launch {args.launch}: {settings['agent']} on {settings['env']}, "
         f"{num_actors} actor node(s), learner device {args.learner_device}, precisions "
@@ -262,7 +277,7 @@ def run(args) -> int:
     return _merge(args)
   settings = resolve(args)
   outdir = run_dir.report_dir(args.logdir, "bench", args.preset, settings["agent"],
-                              settings["env"])
+                              settings["env"], **_report_checks(args))
   n = len(settings["precisions"]) * len(settings["seeds"])
   print(f"actorq bench: {settings['agent']} on {settings['env']}, precisions "
         f"{','.join(settings['precisions'])}, seeds {list(settings['seeds'])}, "

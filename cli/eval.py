@@ -41,7 +41,7 @@ def add_parser(subparsers):
   p.add_argument("--precision", default=None, metavar="PRECISION",
                  help="precision the policy runs at (default: the run's evaluation "
                       f"precision): {precision_arg.PRECISION_HELP}")
-  p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=12345,
+  p.add_argument("--seed", type=cli.seed("--seed"), default=12345,
                  help="evaluation environment seed")
   p.add_argument("--max-episode-steps", type=cli.positive_int("--max-episode-steps"),
                  default=None, help="end an episode after this many steps (default: the "

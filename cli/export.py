@@ -69,7 +69,7 @@ def add_parser(subparsers):
                       "index of the groups)")
   p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=10,
                  help="greedy episodes per precision of the parity report (default: 10)")
-  p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=12345,
+  p.add_argument("--seed", type=cli.seed("--seed"), default=12345,
                  help="seed of the parity episodes' environments")
   p.add_argument("--group", default=None, metavar="NAME",
                  help="a multi-agent run: export only this parameter group's model (shared, "

@@ -87,6 +87,14 @@ def nonnegative_int(name):
   return _argument_type(name, int, lambda v: v >= 0, "an integer >= 0")
 
 
+def seed(name):
+  """argparse type: a seed, an integer in [0, core.MAX_SEED] (`core.check_seed`; a larger
+  one would be cut to 32 bits and repeat another seed's run, case B15)."""
+  return _argument_type(name, lambda t: int(t.replace("_", "")),
+                        lambda v: 0 <= v <= core.MAX_SEED,
+                        f"an integer from 0 to {core.MAX_SEED} (2**31 - 1)")
+
+
 def precision_list(flag: str, text: str, allowed, default=None) -> tuple:
   """`--precisions fp32,int8` as a tuple (`default` when `text` is None).
 

@@ -6,6 +6,12 @@ updates jitted and vmapped together (see `actorq.launch.pbt`).
         [--num-envs 1] [--eval-episodes 5] [--set KEY=VALUE ...] [--logdir DIR]
     actorq pbt --resume DIR        # continue a stopped run from its newest checkpoint
 
+Stops and faults are as in `actorq train`: Ctrl-C / SIGTERM from the first line on
+checkpoint the population (in the loop) and exit 130 / 143 with one line naming the
+checkpoint and `actorq pbt --resume DIR` (or that nothing is to resume: start again with
+--overwrite); an environment that raises, or a loss that is not finite, is one line and
+exit 1 after a checkpoint of the last whole state.
+
 Bad input (a population below 2, --ready-every above --steps, an unknown or non-mutable
 --mutate field, an agent without population support) is one line naming what is wrong
 and what is allowed, exit status 2, and nothing written.
@@ -13,9 +19,12 @@ and what is allowed, exit status 2, and nothing written.
 from __future__ import annotations
 
 import os
+import sys
 
+from actorq import core
 from actorq.cli import main as cli
 from actorq.components import config_io
+from actorq.launch import checkpointing, experiment
 from actorq.launch import pbt as pbt_lib
 from actorq.launch import run_dir
 from actorq.launch import spec as spec_lib
@@ -48,7 +57,7 @@ def add_parser(subparsers):
                       + "; ".join(f"for {agent}: {', '.join(fields)}"
                                   for agent, fields in pbt_lib.mutable_fields().items())
                       + " (default: none, exploit only)")
-  p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=None,
+  p.add_argument("--seed", type=cli.seed("--seed"), default=None,
                  help="seeds everything of the run (default: 0)")
   p.add_argument("--num-envs", type=cli.positive_int("--num-envs"), default=None, metavar="B",
                  help="environments per member; the actors step N x B at once (default: 1)")
@@ -63,6 +72,11 @@ def add_parser(subparsers):
   p.add_argument("--resume", default=None, metavar="DIR",
                  help="continue the population run in DIR from its newest checkpoint, with "
                       "the flags it was started with (its pbt.json)")
+  p.add_argument("--overwrite", action="store_true",
+                 help="start over in a --logdir that holds an earlier population run: its "
+                      "pbt.json, population/, best/, CSV logs, tensorboard/ and lineage.png "
+                      "are removed first (without it such a directory is refused; --resume "
+                      "continues it instead)")
   p.add_argument("--checkpoint-every", type=cli.positive_float("--checkpoint-every"),
                  default=pbt_lib.DEFAULT_CHECKPOINT_EVERY, metavar="MINUTES",
                  help="minutes between population checkpoints; one is also written at the "
@@ -79,6 +93,9 @@ def settings_from_args(args) -> pbt_lib.PBTSettings:
       --resume with a flag that describes the run.
   """
   if args.resume is not None:
+    if args.overwrite:
+      raise cli.UsageError("--overwrite starts a new run; --resume continues one: give one "
+                           "of them")
     given = ["--" + f.replace("_", "-") for f in RUN_FLAGS if getattr(args, f) is not None]
     if given or args.logdir is not None:
       raise cli.UsageError(f"--resume {args.resume} continues the run with the flags it was "
@@ -111,10 +128,43 @@ def _start_line(s, resume: bool) -> None:
         f"{s.logdir}", flush=True)
 
 
+def stop_message(logdir: str, saved: "str | None") -> str:
+  """What a stopped population run (Ctrl-C, SIGTERM) says about its checkpoints,
+  truthfully, as `actorq train` does (`cli.train.stop_message`): the checkpoint `saved` at
+  the stop, else the newest earlier one, else that there is nothing to resume."""
+  resume = f"actorq pbt --resume {logdir}"
+  if saved:
+    return f"actorq: checkpoint saved ({os.path.basename(saved)}); continue with: {resume}"
+  if checkpointing.list_checkpoints(os.path.join(logdir, pbt_lib.POPULATION_DIR)):
+    return (f"actorq: no checkpoint was written at the stop; continue from the newest "
+            f"earlier one with: {resume}")
+  return (f"actorq: stopped before the first checkpoint, nothing to resume; start again "
+          f"with the same flags and --overwrite (--logdir {logdir})")
+
+
 def run(args) -> int:
+  # SIGTERM is a stop like Ctrl-C from the first line on (case B18), as in `actorq train`.
+  with experiment.preemptible():
+    return _run(args)
+
+
+def _run(args) -> int:
   settings = settings_from_args(args)
-  result = pbt_lib.run(settings, resume=args.resume is not None,
-                       checkpoint_every=args.checkpoint_every, on_start=_start_line)
+  try:
+    result = pbt_lib.run(settings, resume=args.resume is not None,
+                         checkpoint_every=args.checkpoint_every, on_start=_start_line,
+                         overwrite=args.overwrite)
+  except KeyboardInterrupt as e:
+    if os.path.isfile(os.path.join(settings.logdir, pbt_lib.PBT_JSON)):
+      print(stop_message(settings.logdir, getattr(e, "checkpoint_path", None)),
+            file=sys.stderr, flush=True)
+    raise
+  except core.RunFailure as e:
+    if getattr(e, "checkpoint_path", None):
+      raise type(e)(f"{e}; continue from the checkpoint "
+                    f"({os.path.basename(e.checkpoint_path)}) with: actorq pbt --resume "
+                    f"{settings.logdir}") from e
+    raise
   by_member = {r["member"]: r for r in result.rows}
   for m, value in enumerate(result.final_returns):
     print(f"member {m}: final evaluation return {value:.1f} "

@@ -46,7 +46,7 @@ def add_parser(subparsers):
                  help="one scale per weight tensor (default: per output channel)")
   p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=20,
                  help="evaluation episodes per setting (default 20)")
-  p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=DEFAULT_EVAL_SEED,
+  p.add_argument("--seed", type=cli.seed("--seed"), default=DEFAULT_EVAL_SEED,
                  help="evaluation environment seed (the same for every precision); with "
                       "--sweep/--search the episodes use seeds SEED, SEED+1, ...")
   study = p.add_argument_group("sweep and search (see actorq/studies/quantize.py)")
@@ -76,6 +76,11 @@ def add_parser(subparsers):
   study.add_argument("--out", default=None, metavar="DIR",
                      help="output directory (default: RUN/quantize-sweep or "
                           "RUN/precision-search; required with several checkpoints)")
+  study.add_argument("--overwrite", action="store_true",
+                     help="write over an earlier study's report in --out (sweep.json, table.md, "
+                          "sensitivity.md, precision_policy.json, search.md; without it such a "
+                          "folder is refused; the per-checkpoint rows in runs/ are reused when "
+                          "their options match)")
   study.add_argument("--sensitivity", action="store_true",
                      help="per-layer int8 sensitivity: agreement, KL and return when each "
                           "layer alone is int8, when each alone stays fp32 (the first: the "

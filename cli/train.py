@@ -17,6 +17,7 @@ import shutil
 import sys
 import textwrap
 import time
+import warnings
 
 from tqdm import tqdm
 
@@ -117,7 +118,7 @@ def add_parser(subparsers):
   train.add_argument("--steps", type=cli.positive_int("--steps"), default=None,
                      help="actor (environment) steps in total, summed over actors (default: "
                           "100000; with --resume: the run's own total)")
-  train.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=0)
+  train.add_argument("--seed", type=cli.seed("--seed"), default=0)
   train.add_argument("--logdir", default=None,
                      help="run directory (default: runs/<agent>-<env>-s<seed>-<time>)")
   train.add_argument("--actor-precision", default=None, metavar="PRECISION",
@@ -233,6 +234,7 @@ def run(args) -> int:
   # SIGTERM is a stop like Ctrl-C from the first line on (experiment.Preempted; `actorq`
   # exits 143), not a silent death at start-up; the loops and launchers refine it.
   with experiment.preemptible():
+    experiment.stop_with_parent()  # a sweep's child stops when the sweep is killed
     return _run(args)
 
 
@@ -282,6 +284,22 @@ def _run(args) -> int:
   return _run_distributed(args, spec, config)
 
 
+def record_resumed_settings(spec: spec_lib.RunSpec) -> None:
+  """A resume that changes a train setting (`--steps` extended, `--eval-every`, `--launch`,
+  ...) writes it into run.json, and says so, once the launch has taken the run's
+  checkpoint (at its first actor step; after `make_program` for a Launchpad launch): the
+  run directory describes the run it now holds, and a later plain `--resume` ends at the
+  new total (case B13). A resume that is refused (no checkpoint, one of another launch)
+  writes nothing."""
+  with warnings.catch_warnings():  # (`from_args` has warned of its unknown keys once)
+    warnings.simplefilter("ignore")
+    saved = spec_lib.RunSpec.load(spec.logdir)
+  changes = spec_lib.recorded_changes(saved, spec)
+  if changes and checkpointing.list_checkpoints(os.path.join(spec.logdir, run_dir.CHECKPOINTS)):
+    spec.save(spec.logdir)
+    print(f"actorq: --resume: {run_dir.RUN_INFO} now records {'; '.join(changes)}", flush=True)
+
+
 def no_learning_warning(steps: int, needed: int, resume: bool = False) -> "str | None":
   """The line `actorq train` prints (to stderr; the run goes on) when `steps` (`--steps`,
   summed over actors and environments) is below `needed`, the actor steps before the
@@ -325,9 +343,12 @@ def stop_message(logdir: str, saved: "str | None") -> str:
 def _run_local(args, spec: spec_lib.RunSpec, config) -> int:
   bar = tqdm(total=spec.steps, unit="step", dynamic_ncols=True, disable=args.no_progress,
              mininterval=0.5, smoothing=0.05)
-  last = {"n": 0}
+  last = {"n": 0, "recorded": not spec.resume}
 
   def progress(c):
+    if not last["recorded"]:  # the checkpoint was taken: record a changed setting
+      last["recorded"] = True
+      record_resumed_settings(spec)
     bar.update(c["actor_steps"] - last["n"])
     last["n"] = c["actor_steps"]
     if c["actor_steps"] % 500 == 0:
@@ -372,6 +393,8 @@ def _run_distributed(args, spec: spec_lib.RunSpec, config) -> int:
   if args.dry_run:
     print(distributed.describe(dp, spec.launch))
     return 0
+  if spec.resume:  # the program took the checkpoint: record a changed setting
+    record_resumed_settings(spec)
   n = distributed_nodes
   print(f"actorq: {'resuming' if spec.resume else 'training'} {spec.agent} on {spec.env} for "
         f"{spec.steps} actor steps with {spec.num_actors} actors ({spec.launch}, seed "

@@ -27,13 +27,41 @@ from actorq import core
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
 from actorq.components.envs import environments, vector_env
-from actorq.launch import checkpointing
+from actorq.launch import checkpointing, processes
 from actorq.quantization import runtimes
 
 # Seeds derived from `ExperimentConfig.seed`: the training actor (single process) uses
-# the seed itself, actor i of a distributed run `seed + 1 + i`, the evaluator
-# `seed + EVAL_SEED_OFFSET`.
+# the seed itself, actor i of a distributed run `seed + 1 + i`, a resumed run's actors
+# those plus the actor steps done (`training_seed` moves any of them past the evaluation
+# seeds), the evaluator `seed + EVAL_SEED_OFFSET` (and its vector rows the seeds after).
 EVAL_SEED_OFFSET = 10_000
+# The evaluation seeds of a run lie in [seed + EVAL_SEED_OFFSET, seed + EVAL_SEED_OFFSET +
+# EVAL_SEED_ROWS); no training environment is ever seeded in that window.
+EVAL_SEED_ROWS = EVAL_SEED_OFFSET // 2
+
+
+def training_seed(run_seed: int, offset: int, rows: int = 1) -> int:
+  """The seed of a training environment (of the first of `rows` environments, seeded
+  seed, seed + 1, ...) `offset` into the run's training seeds: 0 for a single-process run,
+  1 + i for actor i of a distributed run, plus the actor steps done for a resumed run.
+
+  The training and evaluation streams never coincide (case B14: a run resumed at actor
+  step 10,000 used to train on the evaluation episodes' start states): an offset whose
+  rows would reach `EVAL_SEED_OFFSET` is moved past the evaluation window (+
+  EVAL_SEED_OFFSET), so every training seed is below `seed + EVAL_SEED_OFFSET` or at or
+  above `seed + 2 * EVAL_SEED_OFFSET - rows + 1 >= seed + EVAL_SEED_OFFSET + EVAL_SEED_ROWS`
+  (rows <= EVAL_SEED_OFFSET - EVAL_SEED_ROWS). The mapping is one-to-one, and a fresh
+  run's seeds (small offsets) are unchanged.
+
+  Raises:
+    ValueError: `offset` < 0, or `rows` outside [1, EVAL_SEED_OFFSET - EVAL_SEED_ROWS].
+  """
+  if offset < 0 or not 1 <= rows <= EVAL_SEED_OFFSET - EVAL_SEED_ROWS:
+    raise ValueError(f"training_seed: offset {offset} must be >= 0 and rows {rows} in [1, "
+                     f"{EVAL_SEED_OFFSET - EVAL_SEED_ROWS}]")
+  if offset + rows > EVAL_SEED_OFFSET:
+    offset += EVAL_SEED_OFFSET
+  return run_seed + offset
 
 
 class RunError(core.RunFailure):
@@ -50,6 +78,16 @@ class Preempted(KeyboardInterrupt):
   def __init__(self, signum: int):
     super().__init__(f"signal {signum}")
     self.signum = int(signum)
+
+
+def stop_with_parent(environ=os.environ) -> None:
+  """In `actorq train` started by another actorq process with `core.STOP_WITH_PARENT_ENV`
+  set to its pid: SIGTERM this process (a stop with a checkpoint) once that parent is gone
+  (`processes.watch_launcher`'s watchdog, checked every second). The variable is removed
+  from `environ` first, so this run's own children (local_mp nodes) do not inherit it."""
+  value = environ.pop(core.STOP_WITH_PARENT_ENV, None)
+  if value:
+    processes.watch_launcher(int(value))
 
 
 @contextlib.contextmanager
@@ -147,8 +185,7 @@ class ExperimentConfig:
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-      raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+    core.check_seed(self.seed)  # (no 32-bit truncation: every accepted seed is its own run)
     if self.checkpoint_every is not None and not self.checkpoint_every >= 0:
       raise ValueError(f"checkpoint_every must be >= 0 minutes (or None), got "
                        f"{self.checkpoint_every!r}")
@@ -162,6 +199,9 @@ class ExperimentConfig:
     elif isinstance(self.num_envs, bool) or not isinstance(self.num_envs, int) \
         or self.num_envs < 1:
       raise ValueError(f"num_envs must be an integer >= 1, got {self.num_envs!r}")
+    if self.num_envs > EVAL_SEED_OFFSET - EVAL_SEED_ROWS:  # (`training_seed`'s rows)
+      raise ValueError(f"num_envs must be at most {EVAL_SEED_OFFSET - EVAL_SEED_ROWS}, got "
+                       f"{self.num_envs}")
     if self.num_envs > 1 and not isinstance(self.builder, (core.VectorBuilder,
                                                             core.MultiAgentBuilder)):
       raise ValueError(f"num_envs={self.num_envs}: the builder "
@@ -239,7 +279,11 @@ def make_training_environment(config: ExperimentConfig, seed: int):
   """What a training actor steps: `config.env_id` seeded with `seed` (a
   `dm_env.Environment`) when `config.num_envs` is 1, else a
   `vector_env.VectorEnvironment` of `num_envs` rows (row i seeded `seed + i`) capped at
-  `config.max_episode_steps`."""
+  `config.max_episode_steps`. `seed` is `config.seed` plus an offset into the training
+  seeds, taken through `training_seed` (never an evaluation seed); a seed below
+  `config.seed` is used as given."""
+  if seed >= config.seed:  # (a seed below the run's is taken as given)
+    seed = training_seed(config.seed, seed - config.seed, config.num_envs)
   if config.num_envs == 1:
     return make_environment(config, seed)
   return vector_env.make_vector_environment(config.env_id, config.num_envs, seed=seed,

@@ -147,7 +147,8 @@ def run(config: experiment_lib.ExperimentConfig, *,
         "single-process run resumes only from its own checkpoints")
   # A resumed run's environments continue with other seeds (their internal state is not
   # checkpointed), as `local.run`'s; evaluations are seeded the same every time.
-  seed = config.seed if restored is None else config.seed + int(restored["actor_steps"])
+  seed = experiment_lib.training_seed(config.seed, 0 if restored is None else
+                                      int(restored["actor_steps"]), config.num_envs)
   try:
     env = ma_env.make_multi_agent_environment(config.env_id, seed=seed)
     groups = config.builder.make_groups(env)

@@ -274,6 +274,7 @@ class MultiAgentActorNode(nodes_lib.ActorNode):
 
   def _prepare(self, seed: int, num_actors: int) -> None:
     config = self._config
+    seed = experiment_lib.training_seed(config.seed, seed - config.seed, config.num_envs)
     env, self._groups, self._parts = _groups(config, seed)
     self._environments = [env] + [ma_env.make_multi_agent_environment(config.env_id,
                                                                       seed=seed + e)

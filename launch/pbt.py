@@ -14,11 +14,14 @@ Members start from the config's values (member 0) or from values drawn from the 
 of the `mutate` fields (members 1..N-1; Jaderberg et al. 2017 start from a random
 population). Every `ready_every` actor steps of a member (its own transitions), the
 member is evaluated (greedy, `eval_episodes` episodes at its actor precision, the same
-start states for every member and every evaluation) and then PBT's exploit/explore runs
-(Jaderberg et al. 2017, appendix A.1, truncation selection): if its return ranks it in
-the bottom `quantile` of the population's latest returns, it copies a member drawn from
-the top `quantile` (online and target parameters, optimizer state, learner step count
-and every mutable value, exactly), then each `mutate` field is explored: a number is
+start states for every member and every evaluation): its k-th ready round. Once every
+member has been evaluated in round k (synchronous ready rounds: members reach a ready
+point at different vector steps, since an episode's reset is no actor step, and a member
+ranked alone against the others' older returns was almost never the worst), PBT's
+exploit/explore runs on those N returns (Jaderberg et al. 2017, appendix A.1, truncation
+selection): each member in the bottom `quantile` copies a member drawn from the top
+`quantile` (online and target parameters, optimizer state, learner step count and every
+mutable value, exactly, as they are then), then each `mutate` field is explored: a number is
 resampled from its range with probability `resample_probability`, else multiplied by 0.8
 or 1.2 (clipped); a choice (actor_precision) switches to another with that probability.
 A member's last evaluation (at `steps`) is never followed by a copy.
@@ -97,10 +100,11 @@ POPULATION_LEARNERS = {dqn_builder.DQNBuilder: dqn_population.DQNPopulation,
                        td3_builder.TD3Builder: td3_population.TD3Population,
                        sac_builder.SACBuilder: sac_population.SACPopulation}
 PBT_CSV = "pbt.csv"
-PBT_JSON = "pbt.json"
+PBT_JSON = run_dir.POPULATION_INFO
 BEST_DIR = "best"
 POPULATION_DIR = "population"
 LINEAGE_PNG = "lineage.png"
+assert {PBT_JSON, BEST_DIR, POPULATION_DIR, LINEAGE_PNG} <= set(run_dir.POPULATION_ENTRIES)
 DEFAULT_CHECKPOINT_EVERY = 10.0  # minutes, as `actorq train`
 # The mutable field that is the actors' precision (applied by the launcher, not the
 # learner), and the precision whose members act through the one batched inference.
@@ -189,6 +193,10 @@ def check(settings: PBTSettings):
   """
   s = settings
   cls = population_class(s.agent)
+  try:
+    core.check_seed(s.seed, "--seed")
+  except ValueError as e:
+    raise core.UsageError(str(e)) from None
   if s.population < 2:
     raise core.UsageError(f"--population {s.population}: a population needs at least 2 "
                           "members (allowed: an integer >= 2)")
@@ -207,6 +215,14 @@ def check(settings: PBTSettings):
     raise core.UsageError(f"--mutate {name}: {what}; mutable fields: {', '.join(mutable)}")
   if len(set(s.mutate)) != len(s.mutate):
     raise core.UsageError(f"--mutate {','.join(s.mutate)} repeats a field")
+  rows = {"--population x --num-envs": (s.population * s.num_envs,
+                                        experiment_lib.EVAL_SEED_OFFSET -
+                                        experiment_lib.EVAL_SEED_ROWS),
+          "--population x --eval-episodes": (s.population * s.eval_episodes,
+                                             experiment_lib.EVAL_SEED_ROWS)}
+  for what, (value, most) in rows.items():  # (training and evaluation seeds apart, B14)
+    if value > most:
+      raise core.UsageError(f"{what} is {value}: at most {most} environments")
   if not 0.0 < s.quantile <= 0.5:
     raise core.UsageError(f"quantile {s.quantile}: allowed (0, 0.5]")
   if not 0.0 <= s.resample_probability <= 1.0:
@@ -322,6 +338,9 @@ class _Run:
     self.last_eval = np.full(self.n, -1, np.int64)  # actor steps at the latest evaluation
     self.fitness = np.full(self.n, np.nan)
     self.rows: List[Dict[str, Any]] = []
+    # Ready round k -> {member: (its return there, its row's index)} until every member has
+    # been evaluated in round k (`_exploit`).
+    self.rounds_pending: Dict[int, Dict[int, Tuple[float, int]]] = {}
     self.rounds = 0
     self.table = builder.replay_table_name()
     # The pytree structure of every stacked batch `_learn` hands the vmapped step (fixed
@@ -413,6 +432,20 @@ class _Run:
     actions = self.learner.select_actions(values, self.actor_steps, self.hyper, self.act_rng)
     return actions.reshape((-1,) + actions.shape[2:]).astype(self.spec.actions.dtype)
 
+  def _env(self, env, call: str, *args, during: str = "training"):
+    """`env.<call>(*args)`; an exception the environment raises becomes one line
+    (`core.EnvironmentFailure`) naming the environment, the call, the error and when (case
+    B18); the population's state is that of the last whole vector step."""
+    try:
+      return getattr(env, call)(*args)
+    except Exception as e:  # pylint: disable=broad-except (an environment's own error)
+      text = str(e).strip().splitlines()
+      what = f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+      raise core.EnvironmentFailure(
+          f"{self.settings.env_id}: the environment's {call}() raised {what} during "
+          f"{during}, at {int(self.actor_steps.sum())} actor steps of the population "
+          f"(members: {', '.join(str(int(n)) for n in self.actor_steps)})") from e
+
   # -- evaluation -------------------------------------------------------------------------
   def _evaluate(self, members: Sequence[int]) -> np.ndarray:
     """float [len(members)]: mean greedy return over `eval_episodes` episodes, each member
@@ -429,7 +462,7 @@ class _Run:
     params = jax.tree_util.tree_map(lambda x: x[np.asarray(members)],
                                     self.learner.policy_params(self.state))
     try:
-      batch = env.reset()
+      batch = self._env(env, "reset", during="an evaluation")
       returns = np.zeros(len(members) * e)
       done = np.zeros(len(members) * e, bool)
       while not done.all():
@@ -437,7 +470,8 @@ class _Run:
         values = self._values(members, obs, runtimes.__getitem__, params=params)
         actions = self.learner.select_actions(values, None, None, None, explore=False)
         actions = actions.reshape((-1,) + actions.shape[2:])
-        batch = env.step(actions.astype(self.spec.actions.dtype))
+        batch = self._env(env, "step", actions.astype(self.spec.actions.dtype),
+                          during="an evaluation")
         returns += np.where(done, 0.0, batch.reward)
         done |= batch.step_type == dm_env.StepType.LAST
     finally:
@@ -522,8 +556,9 @@ class _Run:
   # -- exploit / explore --------------------------------------------------------------
   def _ready(self, members: List[int], returns: np.ndarray) -> List[Dict[str, Any]]:
     """Records the members' evaluations (pbt.csv rows: the values they had during the
-    interval), then runs exploit/explore for those of them in the bottom quantile.
-    Returns the per-member scalars (the rows plus the measured actor cost per step)."""
+    interval) in their ready rounds, then runs exploit/explore for every round that all
+    members have now reached (`_exploit`). Returns the per-member scalars (the rows plus
+    the measured actor cost per step)."""
     s = self.settings
     new_rows, scalars = {}, {}
     for m, value in zip(members, returns):
@@ -543,24 +578,42 @@ class _Run:
       self.act_seconds[m], self.act_counted[m] = 0.0, 0
       self.last_eval[m] = self.actor_steps[m]
       self.next_ready[m] = (self.actor_steps[m] // s.ready_every + 1) * s.ready_every
-    # (One member, as `benchmarks/pbt_cost.py` runs the machinery, has no one to copy.)
-    losers, winners = population_lib.truncation_selection(
-        self.fitness, s.quantile, self.pbt_rng) if self.n > 1 else ([], [])
-    for loser, winner in zip(losers, winners):
-      if loser not in new_rows or loser == winner or self.actor_steps[loser] >= s.steps:
-        continue  # only a member at a ready point is replaced, never after its last steps
-      self.state = population_lib.copy_member(self.state, winner, loser)
-      values = dict(self.values[winner])
-      for name in s.mutate:
-        values[name] = population_lib.explore(self.learner.HYPERPARAMETERS[name],
-                                              values[name], self.pbt_rng,
-                                              s.resample_probability)
-      self.values[loser] = self._canonical(self.learner.constrain(values))
-      self._apply_values(loser)
-      new_rows[loser]["copied_from"] = int(winner)
-    self.rows.extend(new_rows[m] for m in members)
+    for m in members:
+      ready_round = sum(1 for r in self.rows if r["member"] == m)  # 0 for the first
+      self.rounds_pending.setdefault(ready_round, {})[m] = (float(self.fitness[m]),
+                                                            len(self.rows))
+      self.rows.append(new_rows[m])
+    self._exploit()
     return [dict(scalars[m], member=m, copied_from=new_rows[m]["copied_from"])
             for m in members]
+
+  def _exploit(self) -> None:
+    """Synchronous ready rounds (case B20): members reach their k-th ready point at
+    different vector steps (an episode's reset is no actor step), so the k-th round's
+    exploit/explore waits until every member has been evaluated there, then ranks the
+    population on those N returns (`truncation_selection`): each member of the bottom
+    quantile copies one of the top, with the top member's parameters and values as they
+    are at that moment, and explores. A member past its last steps is never replaced. The
+    copy is written into the loser's row of that round (pbt.csv's copied_from)."""
+    s = self.settings
+    while self.rounds_pending and len(self.rounds_pending[min(self.rounds_pending)]) == self.n:
+      evaluated = self.rounds_pending.pop(min(self.rounds_pending))
+      if self.n < 2:  # (one member, as `benchmarks/pbt_cost.py` runs it: no one to copy)
+        continue
+      losers, winners = population_lib.truncation_selection(
+          [evaluated[m][0] for m in range(self.n)], s.quantile, self.pbt_rng)
+      for loser, winner in zip(losers, winners):
+        if loser == winner or self.actor_steps[loser] >= s.steps:
+          continue  # never after a member's last steps
+        self.state = population_lib.copy_member(self.state, winner, loser)
+        values = dict(self.values[winner])
+        for name in s.mutate:
+          values[name] = population_lib.explore(self.learner.HYPERPARAMETERS[name],
+                                                values[name], self.pbt_rng,
+                                                s.resample_probability)
+        self.values[loser] = self._canonical(self.learner.constrain(values))
+        self._apply_values(loser)
+        self.rows[evaluated[loser][1]]["copied_from"] = int(winner)
 
   # -- checkpoints ------------------------------------------------------------------------
   def checkpoint(self) -> Dict[str, Any]:
@@ -576,6 +629,7 @@ class _Run:
             "start_step": self.start_step.tolist(), "next_ready": self.next_ready.tolist(),
             "last_eval": self.last_eval.tolist(), "fitness": self.fitness.tolist(),
             "rows": [dict(r) for r in self.rows], "rounds": self.rounds,
+            "rounds_pending": {k: dict(v) for k, v in self.rounds_pending.items()},
             "calibration": {int(m): np.asarray(o) for m, o in self.calibration.items()},
             "act_rng": self.act_rng.bit_generator.state,
             "pbt_rng": self.pbt_rng.bit_generator.state}
@@ -592,6 +646,8 @@ class _Run:
       setattr(self, name, np.asarray(saved[name], np.int64))
     self.fitness = np.asarray(saved["fitness"], np.float64)
     self.rows = [dict(r) for r in saved["rows"]]
+    self.rounds_pending = {int(k): {int(m): tuple(e) for m, e in v.items()}
+                           for k, v in saved.get("rounds_pending", {}).items()}
     self.rounds = int(saved["rounds"])
     self.calibration = {int(m): np.asarray(o, np.float32)
                         for m, o in saved.get("calibration", {}).items()}
@@ -607,10 +663,11 @@ class _Run:
     # A resumed run's environments start anew with another seed (their state is not
     # checkpointed), as `local.run` does.
     env = vector_env.make_vector_environment(
-        s.env_id, self.n * self.b, seed=s.seed + int(self.actor_steps.sum()),
+        s.env_id, self.n * self.b,
+        seed=experiment_lib.training_seed(s.seed, int(self.actor_steps.sum()), self.n * self.b),
         max_episode_steps=s.max_episode_steps)
     try:
-      batch = env.reset()
+      batch = self._env(env, "reset")
       rows = np.arange(self.n * self.b).reshape(self.n, self.b)
       for m in range(self.n):
         self.adders[m].add_first(np.arange(self.b), batch.observation[rows[m]])
@@ -624,7 +681,7 @@ class _Run:
           actions = self._act(batch.observation)
           t1 = time.perf_counter()
           self.timings["act"] += t1 - t0
-          batch = env.step(actions)
+          batch = self._env(env, "step", actions)
           last = batch.step_type == dm_env.StepType.LAST
           for m in range(self.n):
             local = np.flatnonzero(~resetting[rows[m]])
@@ -676,6 +733,9 @@ def load_settings(logdir: str) -> PBTSettings:
     core.UsageError: no readable pbt.json there (naming the path).
   """
   path = os.path.join(logdir, PBT_JSON)
+  if run_dir.kind_of(logdir) is run_dir.TRAIN:
+    raise core.UsageError(f"--resume {logdir} is a run of 'actorq train', not a population "
+                          f"run; continue it with 'actorq train --resume {logdir}'")
   try:
     with open(path, encoding="utf-8") as f:
       info = json.load(f)
@@ -741,7 +801,8 @@ def _save_best(run: _Run, member: int, best_dir: str) -> None:
 
 def run(settings: PBTSettings, resume: bool = False,
         checkpoint_every: Optional[float] = DEFAULT_CHECKPOINT_EVERY,
-        on_start: Optional[Callable[[PBTSettings, bool], None]] = None) -> PBTResult:
+        on_start: Optional[Callable[[PBTSettings, bool], None]] = None,
+        overwrite: bool = False) -> PBTResult:
   """Trains the population (see the module docstring).
 
   Args:
@@ -751,13 +812,19 @@ def run(settings: PBTSettings, resume: bool = False,
       at a stop); needs a logdir.
     on_start: called with (settings, resume) once the settings, the logdir and the
       checkpoint passed their checks, before any member acts (the CLI's start line).
+    overwrite: the logdir may hold an earlier population run; its files
+      (`run_dir.POPULATION_ENTRIES`, `*.csv`) are removed first (`run_dir.claim_logdir`).
 
   Raises:
-    core.UsageError: `check` refuses the settings, or `resume` and no checkpoint (nothing
-      written).
-    core.NonFiniteLossError: a member's loss was not finite.
+    core.UsageError: `check` refuses the settings, the logdir holds a run (of `actorq
+      train`, or a population run without `overwrite`), or `resume` and no checkpoint
+      (nothing written).
+    core.EnvironmentFailure: an environment raised; core.NonFiniteLossError: a member's
+      loss was not finite. Both after a checkpoint of the population's last whole state
+      (with a logdir; `checkpoint_path` on the exception, else None).
     KeyboardInterrupt / experiment.Preempted: Ctrl-C / SIGTERM, after a checkpoint (with
-      a logdir) at the vector step where the signal arrived.
+      a logdir) at the vector step where the signal arrived (`checkpoint_path` on the
+      exception; None when it came before the loop).
   """
   start = time.time()
   builder = check(settings)
@@ -770,17 +837,19 @@ def run(settings: PBTSettings, resume: bool = False,
     _, saved = checkpointing.restore_latest(ckpt_dir)
     if saved is None:
       raise core.UsageError(f"--resume {s.logdir}: no readable population checkpoint in "
-                            f"{ckpt_dir}")
+                            f"{ckpt_dir}, nothing to resume; start it again with its flags "
+                            f"and --overwrite (--logdir {s.logdir})")
   elif s.logdir is not None:
-    if os.path.exists(os.path.join(s.logdir, PBT_JSON)):
-      raise core.UsageError(f"--logdir {s.logdir} already holds a population run; continue it "
-                            f"with 'actorq pbt --resume {s.logdir}' or give another --logdir")
-    run_dir.claim_logdir(s.logdir)
+    run_dir.claim_logdir(s.logdir, overwrite=overwrite, kind=run_dir.POPULATION)
     atomic.ensure_writable_dir(s.logdir, "--logdir")
-    with open(os.path.join(s.logdir, PBT_JSON), "w", encoding="utf-8") as f:
-      json.dump(_settings_json(s), f, indent=1)
+    try:
+      with atomic.atomic_write(os.path.join(s.logdir, PBT_JSON)) as f:
+        json.dump(_settings_json(s), f, indent=1)
+    except OSError as e:
+      raise core.RunDirectoryError.writing(os.path.join(s.logdir, PBT_JSON), e) from e
   if on_start is not None:
     on_start(s, resume)
+  fault_points.point("startup")  # a test's signal lands after the first write (case B18)
   pbt_run = _Run(s, builder)
   if saved is not None:
     pbt_run.restore(saved)
@@ -788,10 +857,11 @@ def run(settings: PBTSettings, resume: bool = False,
   logger_fn = None
   last_checkpoint = [time.time()]
 
-  def save_checkpoint():
-    checkpointing.save(ckpt_dir, pbt_run.checkpoint(), step=int(pbt_run.actor_steps.sum()),
-                       keep=2)
+  def save_checkpoint() -> str:
+    path = checkpointing.save(ckpt_dir, pbt_run.checkpoint(),
+                              step=int(pbt_run.actor_steps.sum()), keep=2)
     last_checkpoint[0] = time.time()
+    return path
 
   def on_ready():
     if s.logdir is None:
@@ -809,13 +879,17 @@ def run(settings: PBTSettings, resume: bool = False,
       return loggers[label]
   try:
     with processes.Signals() as stop:
-      finished = pbt_run.run(logger_fn, on_ready, lambda: stop.received is not None)
+      try:
+        finished = pbt_run.run(logger_fn, on_ready, lambda: stop.received is not None)
+      except core.RunFailure as e:  # the population's state is whole: keep it (as train)
+        e.checkpoint_path = save_checkpoint() if ckpt_dir is not None else None
+        raise
       if not finished:
-        if ckpt_dir is not None:
-          save_checkpoint()
-        if stop.received == signal.SIGINT:
-          raise KeyboardInterrupt
-        raise experiment_lib.Preempted(stop.received)
+        saved_path = save_checkpoint() if ckpt_dir is not None else None
+        stopped = (KeyboardInterrupt() if stop.received == signal.SIGINT else
+                   experiment_lib.Preempted(stop.received))
+        stopped.checkpoint_path = saved_path
+        raise stopped
   finally:
     for logger in loggers.values():
       logger.close()

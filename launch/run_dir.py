@@ -16,12 +16,13 @@ type and actor count of a distributed run); see `launch/spec.py`.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
 import shutil
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from actorq import core
 from actorq.components import atomic
@@ -38,6 +39,36 @@ TRAIN_CSV = "train.csv"
 # "tracking.json", "wandb" and "mlruns" are `launch.tracking`'s (`actorq train --track`).
 RUN_ENTRIES = (RUN_INFO, CHECKPOINTS, "tensorboard", "logs", "program.actorq", "tracking.json",
                "wandb", "mlruns")
+# A population run of `actorq pbt` (`launch.pbt`): its pbt.json, and what it writes besides
+# `*.csv` files (pbt.csv, pbt_member<m>.csv).
+POPULATION_INFO = "pbt.json"
+POPULATION_ENTRIES = (POPULATION_INFO, "population", "best", "tensorboard", "logs",
+                      "lineage.png")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunKind:
+  """A kind of run directory: the command that owns it, the file that marks it (written
+  first, before the run's other files) and the entries it writes besides `*.csv` files.
+  A directory belongs to one kind (case B19): another kind's command refuses it, even
+  with --overwrite."""
+  command: str
+  marker: str
+  entries: Tuple[str, ...]
+  what: str
+
+
+TRAIN = RunKind("actorq train", RUN_INFO, RUN_ENTRIES, "a run")
+POPULATION = RunKind("actorq pbt", POPULATION_INFO, POPULATION_ENTRIES, "a population run")
+KINDS = (POPULATION, TRAIN)  # the order `kind_of` looks for their markers
+
+
+def kind_of(logdir: str) -> Optional[RunKind]:
+  """The kind of run whose marker `logdir` holds (`KINDS`), else None."""
+  for kind in KINDS:
+    if os.path.isfile(os.path.join(logdir, kind.marker)):
+      return kind
+  return None
 
 
 def write_info(logdir: str, info: Dict[str, Any]) -> None:
@@ -56,53 +87,72 @@ def write_info(logdir: str, info: Dict[str, Any]) -> None:
     raise core.RunDirectoryError.writing(path, e) from e
 
 
-def run_entries(logdir: str) -> List[str]:
-  """The names in `logdir` that a run of `actorq train` writes (`RUN_ENTRIES` and
-  `*.csv`), sorted; [] when `logdir` does not exist or holds none of them."""
+def run_entries(logdir: str, kind: RunKind = TRAIN) -> List[str]:
+  """The names in `logdir` that a run of `kind` writes (its `entries` and `*.csv`;
+  default: `actorq train`'s `RUN_ENTRIES`), sorted; [] when `logdir` does not exist or
+  holds none of them."""
   try:
     names = os.listdir(logdir)
   except (FileNotFoundError, NotADirectoryError):
     return []
-  return sorted(n for n in names if n in RUN_ENTRIES or n.endswith(".csv"))
+  return sorted(n for n in names if n in kind.entries or n.endswith(".csv"))
 
 
-def _describe(logdir: str, entries: List[str]) -> str:
-  """What a run directory holds, in a few words: the run.json's agent, environment and
-  seed, and the newest checkpoint's step (else the entries' names)."""
+def _describe(logdir: str, entries: List[str], kind: RunKind = TRAIN) -> str:
+  """What a run directory of `kind` holds, in a few words: its agent, environment and
+  seed (and population size), and the newest checkpoint's step (else the entries'
+  names)."""
   parts = []
   try:
-    with open(os.path.join(logdir, RUN_INFO), encoding="utf-8") as f:
+    with open(os.path.join(logdir, kind.marker), encoding="utf-8") as f:
       info = json.load(f)
-    parts.append(f"a run of {info['agent']} on {info['env']}, seed {info['seed']}")
+    if kind is POPULATION:
+      parts.append(f"a population run of {info['population']} {info['agent']} members on "
+                   f"{info['env_id']}, seed {info['seed']}")
+    else:
+      parts.append(f"a run of {info['agent']} on {info['env']}, seed {info['seed']}")
   except (OSError, ValueError, KeyError, TypeError):
     parts.append(f"files of a run ({', '.join(entries[:4])}{', ...' if len(entries) > 4 else ''})")
-  ckpts = checkpointing.list_checkpoints(os.path.join(logdir, CHECKPOINTS))
+  ckpts = checkpointing.list_checkpoints(os.path.join(
+      logdir, "population" if kind is POPULATION else CHECKPOINTS))
   if ckpts:
-    step = int(os.path.basename(ckpts[-1])[len("ckpt-"):-len(".pkl")])
+    step = checkpointing.step_of(ckpts[-1])
     parts.append(f"{len(ckpts)} checkpoint{'s' if len(ckpts) > 1 else ''}, the newest at "
-                 f"actor step {step}")
+                 f"{'total ' if kind is POPULATION else ''}actor step {step}")
   return "; ".join(parts)
 
 
-def claim_logdir(logdir: str, *, overwrite: bool = False, flag: str = "--logdir") -> None:
-  """Makes `logdir` the directory of one new run: a directory that already holds a run
-  (`run_entries`: run.json, checkpoints/, CSV logs, ...) is refused, or with `overwrite`
-  those entries are removed (other files are left alone). Call it after every other
-  check of the command, right before the run's first write (case B8).
+def claim_logdir(logdir: str, *, overwrite: bool = False, flag: str = "--logdir",
+                 kind: RunKind = TRAIN) -> None:
+  """Makes `logdir` the directory of one new run of `kind` (default: `actorq train`): a
+  directory that already holds a run of that kind (`run_entries`: its marker, checkpoints,
+  CSV logs, ...) is refused, or with `overwrite` those entries are removed (other files
+  are left alone); a directory marked as another kind's (`kind_of`: an `actorq pbt`
+  population run for `actorq train`, or the reverse) is refused even with `overwrite`,
+  naming the command that owns it (case B19). Call it after every other check of the
+  command, right before the run's first write (case B8).
 
   Raises:
     core.UsageError: `logdir` holds a run and not `overwrite`; one line naming what it
-      holds and the three ways on: `--resume`, another `--logdir`, `--overwrite`.
+      holds and the three ways on: `--resume`, another `--logdir`, `--overwrite`. Or it
+      holds another kind's run: one line naming it and the command that continues it.
     core.RunDirectoryError: with `overwrite`, an entry cannot be removed.
   """
   logdir = os.path.abspath(logdir)
-  entries = run_entries(logdir)
+  owner = kind_of(logdir)
+  if owner is not None and owner is not kind:
+    raise core.UsageError(
+        f"{flag} {logdir} holds {_describe(logdir, run_entries(logdir, owner), owner)} "
+        f"(a directory of '{owner.command}'); continue it with '{owner.command} --resume "
+        f"{logdir}' or give another {flag} (--overwrite starts over only a run of "
+        f"'{kind.command}')")
+  entries = run_entries(logdir, kind)
   if not entries:
     return
   if not overwrite:
     raise core.UsageError(
-        f"{flag} {logdir} already holds {_describe(logdir, entries)}; continue it with "
-        f"'actorq train --resume {logdir}', give another {flag}, or add --overwrite to "
+        f"{flag} {logdir} already holds {_describe(logdir, entries, kind)}; continue it with "
+        f"'{kind.command} --resume {logdir}', give another {flag}, or add --overwrite to "
         f"remove its {', '.join(entries)} and start over")
   for name in entries:
     path = os.path.join(logdir, name)
@@ -132,6 +182,23 @@ def refuse_run_directory(path: str, flag: str) -> None:
                          "inside it")
 
 
+def refuse_earlier_report(path: str, report_files: Sequence[str], flag: str, command: str,
+                          overwrite: bool = False) -> None:
+  """A report command (`actorq bench`, `actorq quantize`) does not replace a folder's
+  earlier report of its own without being asked: `path` holding any of `report_files` is
+  refused unless `overwrite` (then the command writes its files over them).
+
+  Raises:
+    core.UsageError: one line naming the folder, the report files it holds and the ways
+      on: another `flag`, or --overwrite.
+  """
+  held = [n for n in report_files if os.path.exists(os.path.join(path, n))]
+  if held and not overwrite:
+    raise core.UsageError(f"{flag} {os.path.abspath(path)} already holds a report of "
+                          f"'{command}' ({', '.join(held)}); give another {flag}, or add "
+                          "--overwrite to replace it")
+
+
 def read_info(run_path: str) -> Any:
   """The contents of `<run_path>/run.json`, as JSON (`RunSpec.load` makes it a spec).
 
@@ -156,6 +223,10 @@ def resolve(path: str) -> Tuple[str, str]:
   for run_dir in (path, os.path.dirname(path)):
     if os.path.isfile(os.path.join(run_dir, RUN_INFO)):
       return run_dir, os.path.join(run_dir, CHECKPOINTS)
+  if kind_of(path) is POPULATION:
+    raise core.UsageError(f"--checkpoint {path} is a population run of 'actorq pbt' (continue "
+                          f"it with 'actorq pbt --resume {path}'; its best member's run "
+                          f"directory is {os.path.join(path, 'best')})")
   raise core.UsageError(f"--checkpoint {path} is not a run directory of 'actorq train' "
                        f"(no {RUN_INFO} in it or its parent)")
 
@@ -268,16 +339,21 @@ def default_logdir(*parts: str) -> str:
   return os.path.join("runs", f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
-def report_dir(logdir: Optional[str], *default_parts: str, flag: str = "--logdir") -> str:
+def report_dir(logdir: Optional[str], *default_parts: str, flag: str = "--logdir",
+               report_files: Sequence[str] = (), command: str = "actorq bench",
+               overwrite: bool = False) -> str:
   """The folder a report command (`actorq bench`) writes into: `logdir`, or
   `default_logdir(*default_parts)` when None; created and proven writable.
 
   Returns:
     its absolute path.
   Raises:
-    core.UsageError: it holds a run of `actorq train` (`refuse_run_directory`), it is not a
-      directory or cannot be written; one line naming `flag`.
+    core.UsageError: it holds a run of `actorq train` (`refuse_run_directory`), an earlier
+      report of `command` (any of `report_files`) and not `overwrite`
+      (`refuse_earlier_report`), it is not a directory or cannot be written; one line
+      naming `flag`.
   """
   logdir = logdir if logdir is not None else default_logdir(*default_parts)
   refuse_run_directory(logdir, flag)
+  refuse_earlier_report(logdir, report_files, flag, command, overwrite)
   return atomic.ensure_writable_dir(logdir, flag)

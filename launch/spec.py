@@ -294,6 +294,8 @@ class RunSpec:
       f["num_actors"] = DEFAULT_NUM_ACTORS
     hosts_cfg = _hosts_config(args, launch, f["num_actors"], environ)
     config, policy_file = resolve_config(args, f["agent"], resumed)
+    if resumed is not None:
+      _check_same_config(resumed, config, get("actor_precision"))
     _check_fit(f["agent"], f["env"], f["seed"], config, policy_file)
     num_envs = f["num_envs"] or 1
     if not multi_agent.is_multi_agent(f["env"]):  # a multi-agent runner steps num_envs envs
@@ -417,7 +419,7 @@ def _resume(args: Any, f: Dict[str, Any]) -> "RunSpec":
     run_path, ckpt_dir = run_dir.resolve(args.resume)
   except core.UsageError as e:
     raise core.UsageError(str(e).replace("--checkpoint", "--resume", 1)) from None
-  saved = RunSpec.load(run_path)
+  saved = RunSpec.load(run_path, logdir=run_path)
   newest = checkpointing.list_checkpoints(ckpt_dir) if ckpt_dir else []
   done = checkpointing.step_of(newest[-1]) if newest else 0
   if f["steps"] is not None and f["steps"] < done:  # (equal: a run stopped at its end finishes)
@@ -435,6 +437,39 @@ def _resume(args: Any, f: Dict[str, Any]) -> "RunSpec":
     if f[key] is None:
       f[key] = getattr(saved, key)
   return saved
+
+
+def _check_same_config(resumed: RunSpec, config: Any, actor_precision: Optional[str]) -> None:
+  """A resumed run keeps its config (case B13): `--actor-precision` other than the run's
+  is refused (its checkpoints, eval.csv and run.json describe actors of one precision).
+
+  Raises:
+    core.UsageError: naming the flag, both values and what to do instead.
+  """
+  theirs = config_io.to_dict(config_io.from_dict(type(config), dict(resumed.config), {}))
+  ours = config_io.to_dict(config)
+  changed = sorted(k for k in ours if json.dumps(ours[k]) != json.dumps(theirs.get(k)))
+  if not changed:
+    return
+  if changed == ["actor_precision"]:
+    raise core.UsageError(
+        f"--actor-precision {actor_precision} differs from the resumed run's "
+        f"{theirs['actor_precision']} (its run.json); a run keeps its actors' precision: "
+        f"evaluate it at another with 'actorq eval --checkpoint {resumed.logdir} --precision "
+        "P', or start a new run")
+  raise core.UsageError(f"--resume keeps the run's config; it would change "
+                        f"{', '.join(changed)}")
+
+
+def recorded_changes(saved: RunSpec, spec: RunSpec) -> List[str]:
+  """The train settings (steps, evaluation period and episodes, launch, actors,
+  environments per actor, hosts) in which a resumed `spec` differs from the run's
+  run.json `saved`, as `key old -> new` texts; [] when none. `actorq train --resume`
+  writes them into run.json before it continues, so that a later plain `--resume` (and
+  eval, sweep, ...) reads what the run now is (case B13)."""
+  old, new = saved.to_json()["train"], spec.to_json()["train"]
+  return [f"{k} {old.get(k)} -> {new.get(k)}" for k in sorted(set(old) | set(new))
+          if old.get(k) != new.get(k)]
 
 
 def resolve_config(args: Any, agent: str, resumed: Optional[RunSpec] = None):

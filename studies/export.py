@@ -28,7 +28,7 @@ import hashlib
 import json
 import os
 import re
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 from acme import specs
@@ -97,6 +97,17 @@ def _bounded_rule(agent: str, outputs: core.PolicyOutputs, env_spec) -> Dict[str
 # The builder's declared output kind (`core.PolicyOutputs.kind`) -> the JSON's action rule.
 ACTION_RULES = {"q_values": _argmax_rule, "logits": _selector_rule,
                 "tanh_deterministic": _bounded_rule, "tanh_gaussian": _selector_rule}
+
+
+def _mapped_spaces(env) -> List[str]:
+  """The spaces a Gymnasium adapter inside `env` (under wrappers such as `ActionRepeat`)
+  maps (`GymnasiumToDmEnv.mapped_spaces`); [] for other environments (dm_control, MinAtar,
+  Atari's Box frames and Discrete actions), whose model input and output are theirs."""
+  while env is not None:
+    if hasattr(env, "mapped_spaces"):
+      return env.mapped_spaces()
+    env = getattr(env, "_env", None)
+  return []
 
 
 def action_rule(info: Dict[str, Any], outputs: core.PolicyOutputs, env_spec) -> Dict[str, Any]:
@@ -352,7 +363,14 @@ def export(checkpoint: str, precision: str, policy_file: Optional[str] = None,
   builder = run.make_builder()
   env = environments.make_environment(info["env"], seed=seed)
   env_spec = environments.environment_spec(env)
+  mapped = _mapped_spaces(env)
   env.close()
+  if mapped:  # a standalone model would take and give the adapter's values (case B17)
+    raise core.UsageError(
+        f"actorq export: {info['env']} has {' and '.join(mapped)}: a standalone model would "
+        "need the adapter's observation flattening and action decoding, which the JSON does "
+        "not describe; export supports Box observations with Discrete (from 0) or float Box "
+        f"actions; evaluate this run with: actorq eval --checkpoint {run_path}")
   networks = builder.make_networks(env_spec)
   run_dir.check_feed_forward(networks, run.agent, "export")
   precision_arg.check_policy_file("--precision", precision, policy_file, networks.spec)

@@ -6,7 +6,9 @@ Sweep files (in `--out`, default `RUN/quantize-sweep`):
   runs/<run>.json  one checkpoint's rows and episodes with what made them (checkpoint path
                 and learner step, settings, evaluation seeds, latency options): a later
                 sweep into the same `--out` with the same options reuses it, so a long sweep
-                that stopped, or one a checkpoint is added to, computes only what is missing
+                that stopped (or, with --overwrite, one a checkpoint is added to)
+                computes only what is missing. A folder holding a finished report
+                (`REPORT_FILES`) is refused without --overwrite
   sweep.csv     one row per (run, setting): `compression_study.ROW_COLUMNS` + latency_ratio
   episodes.csv  one row per (run, setting, evaluation seed): return, length, a digest of the
                 first observation (equal across settings: the seeds are paired)
@@ -118,6 +120,8 @@ def parse_seeds(tokens: Optional[Sequence[str]], first: int, count: int) -> List
       raise core.UsageError(f"--seeds {token!r} not understood; allowed: 100-119, 1,2,3 or 1 2 3 "
                            "(integers >= 0)")
     lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+    if hi > core.MAX_SEED:
+      raise core.UsageError(f"--seeds {token!r}: seeds go up to {core.MAX_SEED} (2**31 - 1)")
     for s in range(lo, hi + 1):
       if s not in out:
         out.append(s)
@@ -224,13 +228,28 @@ def _qat_line(runs: Sequence[LoadedRun]) -> Optional[str]:
           "that training forward bit for bit")
 
 
-def _default_out(runs: Sequence[str], out: Optional[str], name: str) -> str:
+# The files by which a folder holds an earlier report of `actorq quantize` (a finished
+# sweep, sensitivity study or search; a stopped sweep leaves only its runs/ caches).
+REPORT_FILES = ("sweep.json", "table.md", "sensitivity.md", "precision_policy.json",
+                "search.md")
+
+
+def _default_out(runs: Sequence[str], out: Optional[str], name: str,
+                 overwrite: bool = False) -> str:
+  """`--out` (else `<run>/<name>` for one checkpoint), which must be no train run's
+  directory and, without `overwrite`, hold no earlier report of `actorq quantize`.
+
+  Raises:
+    core.UsageError: one line naming the folder, what it holds and the ways on.
+  """
   if out:
     run_dir.refuse_run_directory(out, "--out")  # issue 42: not into a run's own folder
-    return out
-  if len(runs) != 1:
+  elif len(runs) != 1:
     raise core.UsageError("--out DIR is needed with several checkpoints")
-  return os.path.join(runs[0], name)
+  else:
+    out = os.path.join(runs[0], name)
+  run_dir.refuse_earlier_report(out, REPORT_FILES, "--out", "actorq quantize", overwrite)
+  return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,6 +281,7 @@ class StudySettings:
     calibration_episodes, calibration_seed: the fp32 calibration episodes and first seed.
     search_runtime: ``"litert"`` or ``"simulated"``: what scores the search's candidates.
     max_trials: evaluations the search may spend (>= 1).
+    overwrite: replace an earlier report of `actorq quantize` in `out` (else refused).
   """
   checkpoint: Sequence[str]
   sweep: Optional[str] = None
@@ -287,6 +307,7 @@ class StudySettings:
   calibration_seed: int = 54321
   search_runtime: str = "litert"
   max_trials: int = 2000
+  overwrite: bool = False
 
 
 # ----------------------------------------------------------------------------------------
@@ -368,7 +389,7 @@ def run_sweep(study: StudySettings) -> int:
   seeds = parse_seeds(study.seeds, study.seed, study.episodes)
   paths = expand_checkpoints(study.checkpoint)
   out = _default_out(paths, study.out, "quantize-sensitivity" if sensitivity else
-                     "quantize-sweep")
+                     "quantize-sweep", getattr(args, "overwrite", False))
   runs = [load_run(p, study.temperature) for p in paths]
   names = [r.name for r in runs]
   if len(set(names)) != len(names):
@@ -436,7 +457,7 @@ def run_sweep(study: StudySettings) -> int:
   quantize_report.write_table(os.path.join(out, "table.md"), title, summary,
                               [e for e in extra if e])
   quantize_report.plot(os.path.join(out, "sweep.png"), summary, title, study.latency_clock)
-  with open(os.path.join(out, "sweep.json"), "w", encoding="utf-8") as f:
+  with atomic.atomic_write(os.path.join(out, "sweep.json")) as f:
     json.dump({"agent": first.info["agent"], "env": first.info["env"],
                "checkpoints": [{"name": r.name, "path": r.path, "learner_steps": r.learner_steps,
                                 "seed": r.info.get("seed"), "qat_bits": r.qat_bits}
@@ -451,7 +472,7 @@ def run_sweep(study: StudySettings) -> int:
   written = "sweep.csv, episodes.csv, summary.csv, table.md, sweep.png, sweep.json"
   if sensitivity:
     lines = quantize_report.sensitivity_lines(summary)
-    with open(os.path.join(out, "sensitivity.md"), "w", encoding="utf-8") as f:
+    with atomic.atomic_write(os.path.join(out, "sensitivity.md")) as f:
       f.write("\n".join([f"# int8 sensitivity: {title}", ""] + [e for e in extra if e] + [""]
                         + lines) + "\n\n" + SENSITIVITY_NOTE)
     written += ", sensitivity.md"
@@ -540,7 +561,7 @@ def run_search(study: StudySettings) -> int:
   paths = expand_checkpoints(study.checkpoint)
   if len(paths) != 1:
     raise core.UsageError(f"--search takes one checkpoint, got {len(paths)} runs")
-  out = _default_out(paths, study.out, "precision-search")
+  out = _default_out(paths, study.out, "precision-search", getattr(args, "overwrite", False))
   run = load_run(paths[0], study.temperature)
   out = atomic.ensure_writable_dir(out, "--out")
   start = time.time()
@@ -668,7 +689,7 @@ def run_search(study: StudySettings) -> int:
   lines += ["", "Held-out evaluation (evaluation seeds):", ""]
   summary = cs.summarize({run.name: eval_rows})
   lines += quantize_report.table_lines(summary)
-  with open(os.path.join(out, "search.md"), "w", encoding="utf-8") as f:
+  with atomic.atomic_write(os.path.join(out, "search.md")) as f:
     f.write("\n".join(lines) + "\n\n" + quantize_report.DEFINITIONS)
   print("\n".join(lines[2:]))
   print(f"actorq: wrote precision_policy.json, search_trials.csv, search_latency.csv, "

@@ -91,7 +91,7 @@ Definitions (see actorq/studies/compression.py):
 
 def write_table(path: str, title: str, summary: Sequence[Mapping[str, Any]],
                 extra: Sequence[str] = ()) -> None:
-  with open(path, "w", encoding="utf-8") as f:
+  with atomic.atomic_write(path) as f:
     f.write(f"# {title}\n\n")
     for line in extra:
       f.write(line + "\n")
@@ -146,5 +146,6 @@ def plot(path: str, summary: Sequence[Mapping[str, Any]], title: str,
   axes[0].legend(fontsize=8, loc="lower right")
   fig.suptitle(title, fontsize=10)
   fig.tight_layout()
-  fig.savefig(path, dpi=110)
+  with atomic.atomic_write(path, "wb") as f:
+    fig.savefig(f, dpi=110, format="png")
   plt.close(fig)

@@ -104,6 +104,9 @@ def parse_seeds(tokens: Sequence[str]) -> Tuple[int, ...]:
         raise ValueError(f"{part!r} is not a seed (an integer >= 0) or a range like 0-9") from None
       if last < first:
         raise ValueError(f"range {part!r} goes down; write it as {last}-{first}")
+      if last > core.MAX_SEED:
+        raise ValueError(f"seed {last} is above {core.MAX_SEED} (2**31 - 1: seeds are 32-bit "
+                         "where jax, numpy and EnvPool use them)")
       seeds.extend(range(first, last + 1))
   if not seeds:
     raise ValueError("no seeds given")
@@ -346,7 +349,8 @@ def _run_one(settings, outdir, precision, seed, children: Optional[processes.Chi
   with open(log_path, "a" if "--resume" in argv else "w", encoding="utf-8") as logf:
     proc = children.start(argv, stdout=logf, stderr=subprocess.STDOUT,
                           stdin=subprocess.DEVNULL,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+                                   **{core.STOP_WITH_PARENT_ENV: str(os.getpid())}))
     if proc is None:
       return precision, seed, f"{name}: not started (the sweep was stopped)", 0.0
     fault_points.point("sweep_child")

@@ -1,7 +1,8 @@
 """Running the `actorq` command line in-process from a test."""
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+import os
+from typing import Dict, Sequence, Tuple
 
 from actorq.cli import main as cli
 
@@ -18,3 +19,14 @@ def run_cli(argv: Sequence[str], capsys) -> Tuple[int, str, str]:
     code = e.code
   captured = capsys.readouterr()
   return code, captured.out, captured.err
+
+
+def snapshot(path) -> Dict[str, Tuple[int, float]]:
+  """Every file under `path` (relative name) with its size and modification time: equal
+  before and after a command that must write nothing there."""
+  out = {}
+  for dirpath, _, files in os.walk(path):
+    for name in files:
+      full = os.path.join(dirpath, name)
+      out[os.path.relpath(full, path)] = (os.path.getsize(full), os.path.getmtime(full))
+  return out

@@ -17,7 +17,9 @@ al. 2015 ("Methods: preprocessing") with Machado et al. 2018's sticky actions:
     repeated at the start of an episode;
   * no-op reset (optional): 1..`noop_max` (30) no-op frames after each reset;
   * episodes are truncated (discount 1) after `max_episode_steps` agent steps
-    (27,000 = 108,000 frames, the usual 30 minutes of play).
+    (27,000 = 108,000 frames, the usual 30 minutes of play), counted by the wrapper: the
+    no-op frames of a reset are not charged to it (case B16; ALE's own frame limit,
+    which counted them, is set beyond it).
 
 Rewards are the game's, unclipped (clip them in the learner if wanted). ale-py 0.12
 ships its ROMs; `gymnasium.register_envs(ale_py)` registers the `ALE/` ids.
@@ -50,12 +52,18 @@ class AtariPreprocessing:
   """
 
   def __init__(self, env, frame_skip: int = 4, frame_stack: int = 4, noop_max: int = 30,
-               screen_size: int = SCREEN_SIZE, seed: Optional[int] = None):
+               screen_size: int = SCREEN_SIZE, seed: Optional[int] = None,
+               max_episode_steps: Optional[int] = None):
     import gymnasium
     if frame_skip < 1 or frame_stack < 1 or noop_max < 0:
       raise ValueError(f"frame_skip and frame_stack must be >= 1 and noop_max >= 0, got "
                        f"{frame_skip}, {frame_stack}, {noop_max}")
+    if max_episode_steps is not None and max_episode_steps < 1:
+      raise ValueError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
     self.env = env
+    # Agent steps (each `frame_skip` frames) before an episode is truncated; None: none.
+    self.max_episode_steps = max_episode_steps
+    self._steps = 0
     self.frame_skip, self.frame_stack, self.noop_max = frame_skip, frame_stack, noop_max
     self.screen_size = screen_size
     self.observation_space = gymnasium.spaces.Box(
@@ -85,6 +93,7 @@ class AtariPreprocessing:
       frame, _, terminated, truncated, info = self.env.step(0)
       if terminated or truncated:
         frame, info = self.env.reset()
+    self._steps = 0  # the no-op frames above are not agent steps
     processed = self._resize(frame)
     for _ in range(self.frame_stack):
       self._frames.append(processed)
@@ -103,6 +112,9 @@ class AtariPreprocessing:
         break
     pooled = np.maximum(last_two[0], last_two[-1])
     self._frames.append(self._resize(pooled))
+    self._steps += 1
+    if self.max_episode_steps is not None and self._steps >= self.max_episode_steps:
+      truncated = True
     return self._observation(), total, terminated, truncated, info
 
   def render(self):
@@ -128,7 +140,8 @@ def make_atari(name: str, seed: int = 0, *, frame_skip: int = 4, frame_stack: in
   Args:
     name: game name as in `ALE/<name>-v5`.
     seed: seeds ALE (and its sticky actions) and the no-op count.
-    max_episode_steps: agent steps (each `frame_skip` frames) before truncation.
+    max_episode_steps: agent steps (each `frame_skip` frames) before truncation; a reset's
+      no-op frames are not counted.
     render_mode: "rgb_array" to make `render()` return RGB frames [210, 160, 3].
 
   Raises:
@@ -143,12 +156,16 @@ def make_atari(name: str, seed: int = 0, *, frame_skip: int = 4, frame_stack: in
     env = gymnasium.make(f"ALE/{name}-v5", frameskip=1, obs_type="grayscale",
                          repeat_action_probability=float(sticky_actions),
                          full_action_space=full_action_space,
-                         max_num_frames_per_episode=int(max_episode_steps * frame_skip),
+                         # (never binding: the wrapper counts agent steps, the no-op
+                         # frames of a reset not charged; ALE's count includes them)
+                         max_num_frames_per_episode=int((max_episode_steps + 1) * frame_skip
+                                                        + noop_max),
                          render_mode=render_mode)
   except gymnasium.error.Error as e:
     known = game_names()
     raise core.UnknownEnvironmentError(
         f"unknown Atari game {name!r} ({e}); e.g. {', '.join(known[:8])} "
         f"({len(known)} games, see actorq.components.envs.atari.game_names())") from None
-  wrapped = AtariPreprocessing(env, frame_skip, frame_stack, noop_max, seed=seed)
+  wrapped = AtariPreprocessing(env, frame_skip, frame_stack, noop_max, seed=seed,
+                               max_episode_steps=max_episode_steps)
   return gymnasium_adapter.GymnasiumToDmEnv(wrapped, seed=seed)

@@ -362,6 +362,26 @@ class GymnasiumToDmEnv(dm_env.Environment):
         env.observation_space)
     self._actions = _action_map(env.action_space)
 
+  def mapped_spaces(self) -> List[str]:
+    """The spaces whose values the adapter maps (not the identity), described: an
+    observation space other than a Box (one-hot, flattened Dict/Tuple parts), an action
+    space other than a Discrete from 0 or a float Box (a `Discrete(n, start)` index is
+    shifted by start; MultiDiscrete, MultiBinary and integer Box actions are flat
+    indices). [] when a model fed the env's raw observations and acting with the spec's
+    actions acts in the environment itself (what `actorq export` needs, case B17)."""
+    from gymnasium import spaces
+    obs, act = self._env.observation_space, self._env.action_space
+    mapped = []
+    if not isinstance(obs, spaces.Box):
+      mapped.append(f"observation space {_describe(obs)} (fed as {self._observation_spec.dtype}"
+                    f"{list(self._observation_spec.shape)}, flattened)")
+    identity = ((isinstance(act, spaces.Discrete) and int(act.start) == 0) or
+                (isinstance(act, spaces.Box) and np.dtype(act.dtype).kind == "f"))
+    if not identity:
+      mapped.append(f"action space {_describe(act)} (acted as flat indices 0.."
+                    f"{self._actions.spec.num_values - 1})")
+    return mapped
+
   def env_action(self, action) -> Any:
     """The action the Gymnasium env receives for `action` of the action spec.
 

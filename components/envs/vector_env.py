@@ -140,6 +140,12 @@ class VectorEnvironment:
     pass
 
 
+def _envpool_seed(seed: int) -> int:
+  """EnvPool takes its seed as a C++ int: a derived seed above 2**31 - 1 (a run's seed near
+  `core.MAX_SEED` plus an evaluation or resume offset) is taken modulo 2**31."""
+  return int(seed) % 2**31
+
+
 class _EnvPoolGym(VectorEnvironment):
   backend = "envpool"
 
@@ -149,7 +155,7 @@ class _EnvPoolGym(VectorEnvironment):
     super().__init__(env_id, num_envs, spec)
     default = int(envpool.make_spec(task).config.max_episode_steps)
     self._env = envpool.make_gymnasium(
-        task, num_envs=num_envs, batch_size=num_envs, seed=int(seed), num_threads=1,
+        task, num_envs=num_envs, batch_size=num_envs, seed=_envpool_seed(seed), num_threads=1,
         max_episode_steps=min(int(max_episode_steps), default))
     self._obs_dtype = np.dtype(spec.observations.dtype)
     actions = spec.actions
@@ -181,7 +187,7 @@ class _EnvPoolDmc(VectorEnvironment):
     task = _dmc_task(name)
     keys = list(single._env.observation_spec().keys())  # pylint: disable=protected-access
     default = int(envpool.make_spec(task).config.max_episode_steps)
-    self._env = envpool.make_dm(task, num_envs=num_envs, batch_size=num_envs, seed=int(seed),
+    self._env = envpool.make_dm(task, num_envs=num_envs, batch_size=num_envs, seed=_envpool_seed(seed),
                                 num_threads=1,
                                 max_episode_steps=min(int(max_episode_steps), default))
     self._keys = tuple(keys)

@@ -81,3 +81,26 @@ def test_num_envs_measures_each_b_and_precision_side_by_side(tmp_path, capsys):
   assert [r["speedup"] for r in rows[:2]] == [1.0, 1.0]
   assert set(result["bare"]) == {"1", "4"} and min(result["bare"].values()) > 0
   assert (out / "table.md").read_text().startswith("| B | precision |")
+
+
+@pytest.mark.parametrize("argv,earlier", [
+    (["bench", "--num-envs", "1,4", "--acting-steps", "64", "--repeats", "1"], "vector.json"),
+    (["bench", "--preset", "small"], "bench.json"),
+])
+def test_an_earlier_report_in_logdir_is_not_replaced_without_overwrite(argv, earlier, tmp_path,
+                                                                       capsys):
+  """Issue 56 (left from issue 42): `actorq bench --logdir D` replaced D's earlier report
+  without asking. Refused in one line, exit 2, D unchanged; --overwrite writes over it."""
+  from actorq.launch import run_dir  # pylint: disable=import-outside-toplevel
+  out = tmp_path / "bench"
+  out.mkdir()
+  (out / earlier).write_text("{}")
+  (out / "table.md").write_text("# earlier\n")
+  assert cli.main(argv + ["--logdir", str(out)]) == 2
+  err = capsys.readouterr().err
+  assert err == (f"actorq: error: --logdir {out} already holds a report of 'actorq bench' "
+                 f"({earlier}, table.md); give another --logdir, or add --overwrite to "
+                 "replace it\n"), err
+  assert sorted(p.name for p in out.iterdir()) == sorted([earlier, "table.md"])
+  assert (out / "table.md").read_text() == "# earlier\n"
+  assert run_dir.report_dir(str(out), report_files=(earlier,), overwrite=True) == str(out)

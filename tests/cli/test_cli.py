@@ -240,3 +240,40 @@ def test_train_too_short_to_learn_runs_acting_only_as_warned(capsys, tmp_path):
   assert code == 0 and err == NO_LEARNING.format(steps=600, needed=1000).split(
       " or --set")[0] + "\n"
   assert ": 600 actor steps, 0 learner steps, " in out
+
+
+@pytest.mark.parametrize("command", [
+    ["train", "--steps", "50"],
+    ["pbt", "--population", "2", "--steps", "50", "--ready-every", "50"],
+    ["sweep", "--steps", "50"],
+])
+@pytest.mark.parametrize("seed", [2**32, 2**64])
+def test_b15_a_seed_above_2_31_is_refused_in_one_line_nothing_written(command, seed, capsys,
+                                                                      tmp_path):
+  """Case B15: seeds were cut to 32 bits (0 and 2**32 gave bit-identical networks) and
+  2**64 crashed part-way (OverflowError) after run.json was written. Seeds go up to 2**31 - 1,
+  which jax, numpy and EnvPool take unchanged; a larger one is refused."""
+  logdir = tmp_path / "run"
+  flag = "--seeds" if command[0] == "sweep" else "--seed"
+  code, _, err = run_cli(command + [flag, str(seed), "--logdir", str(logdir)], capsys)
+  assert code == 2 and err.count("\n") == 1, err
+  assert "2147483647" in err and str(seed) in err, err
+  assert not logdir.exists()
+
+
+def test_b15_seeds_are_taken_whole():
+  """Every accepted seed is its own run: the largest one reaches jax's key unchanged (no
+  32-bit truncation, and distinct from seed 0's), and the run's config takes it."""
+  import jax  # pylint: disable=import-outside-toplevel
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from actorq import core  # pylint: disable=import-outside-toplevel
+  from actorq.agents.dqn.builder import DQNBuilder  # pylint: disable=import-outside-toplevel
+  from actorq.agents.dqn.config import DQNConfig  # pylint: disable=import-outside-toplevel
+  from actorq.launch import experiment  # pylint: disable=import-outside-toplevel
+  keys = {s: np.asarray(jax.random.PRNGKey(s)).tolist() for s in (0, 1, core.MAX_SEED)}
+  assert keys == {0: [0, 0], 1: [0, 1], core.MAX_SEED: [0, core.MAX_SEED]}
+  experiment.ExperimentConfig(DQNBuilder(DQNConfig()), "gym:CartPole-v1", 10,
+                              seed=core.MAX_SEED)
+  for bad in (core.MAX_SEED + 1, 2**32, -1, True):
+    with pytest.raises(ValueError, match="seed must be an integer from 0 to 2147483647"):
+      experiment.ExperimentConfig(DQNBuilder(DQNConfig()), "gym:CartPole-v1", 10, seed=bad)

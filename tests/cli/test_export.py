@@ -317,3 +317,58 @@ def test_group_on_a_single_agent_run_is_one_line_exit_2(trained_run, tmp_path, c
   assert err == ("actorq: error: --group shared: gym:CartPole-v1 is a single-agent run; "
                  "--group names a parameter group of a multi-agent (pz:) run\n")
   assert not os.path.exists(out)
+
+
+class _SpacesEnv:
+  """A Gymnasium env with the given spaces (random observations, episodes of 10 steps)."""
+
+  def __init__(self, observation_space, action_space):
+    import gymnasium  # pylint: disable=import-outside-toplevel
+    self.env = type("SpacesEnv", (gymnasium.Env,), {
+        "reset": lambda s, seed=None, options=None: (
+            gymnasium.Env.reset(s, seed=seed) or s.observation_space.sample(), {}),
+        "step": lambda s, a: (s.observation_space.sample(), 1.0, False, False, {}),
+    })()
+    self.env.observation_space, self.env.action_space = observation_space, action_space
+
+
+def _register_spaces_envs():
+  import gymnasium  # pylint: disable=import-outside-toplevel
+  from gymnasium import spaces  # pylint: disable=import-outside-toplevel
+  envs = {
+      "ActorqDictGrid-v0": (spaces.Dict({"pos": spaces.Box(-1, 1, (2,)),
+                                         "mode": spaces.Discrete(3)}),
+                            spaces.MultiDiscrete([3, 4])),
+      "ActorqShifted-v0": (spaces.Box(-1, 1, (3,)), spaces.Discrete(3, start=-1)),
+  }
+  for env_id, (obs, act) in envs.items():
+    if env_id not in gymnasium.registry:
+      gymnasium.register(id=env_id, max_episode_steps=10, disable_env_checker=True,
+                         entry_point=lambda o=obs, a=act, **_: _SpacesEnv(o, a).env)
+  return envs
+
+
+@pytest.mark.parametrize("env_id,fragment", [
+    ("ActorqDictGrid-v0", "has observation space Dict('mode': Discrete(3), 'pos': "),
+    ("ActorqShifted-v0", "has action space Discrete(3, start=-1) (acted as flat indices 0..2)"),
+])
+def test_b17_export_of_a_mapped_space_is_refused_in_one_line(env_id, fragment, tmp_path,
+                                                             capsys):
+  """Case B17: a model exported for Dict observations or MultiDiscrete (or shifted
+  Discrete) actions took the adapter's flattened observation and gave flat action
+  indices while its JSON said to feed raw observations: 0/40 of its greedy actions were
+  the environment's. Such an export is refused in one line, exit 2, nothing written."""
+  _register_spaces_envs()
+  run = tmp_path / "run"
+  code, _, err = run_cli(["train", "--env", f"gym:{env_id}", "--steps", "30", "--eval-every",
+                          "30", "--eval-episodes", "1", "--set", "hidden_sizes=[8]",
+                          "--set", "min_replay_size=20", "--set", "batch_size=4",
+                          "--no-progress", "--logdir", str(run)], capsys)
+  assert code == 0, err
+  out = tmp_path / "out" / "policy.tflite"
+  code, _, err = run_cli(["export", "--checkpoint", str(run), "--out", str(out),
+                          "--episodes", "1"], capsys)
+  assert code == 2 and err.count("\n") == 1, err
+  assert err.startswith(f"actorq: error: actorq export: gym:{env_id} ") and fragment in err, err
+  assert err.endswith(f"evaluate this run with: actorq eval --checkpoint {run}\n"), err
+  assert not (tmp_path / "out").exists() and not (run / "export").exists()

@@ -4,12 +4,14 @@ input is one line, exit 2, nothing written."""
 import csv
 import os
 import signal
+import sys
 
 import jax
 import numpy as np
 import pytest
 
 from actorq.components import fault_points
+from actorq.components import population as population_lib
 from actorq.components.acting import variable_client as vc
 from actorq.launch import checkpointing, pbt
 from actorq.quantization import bias_correction
@@ -28,6 +30,19 @@ def _settings(**kw):
   return pbt.PBTSettings(**base)
 
 
+def _ready_round(run, member_1_return):
+  """One synchronous ready round of 4 members (case B20): returns 5, 9, 7 for members 0, 2,
+  3 first (no copy yet: member 1 has not been evaluated in that round), then member 1's;
+  member 1 (the bottom) copies member 2 (the top, the only one for quantile 0.25)."""
+  before = jax.device_get(run.state)
+  run._ready([0, 2, 3], np.array([5.0, 9.0, 7.0]))
+  assert all(r["copied_from"] == "" for r in run.rows)
+  for a, b in zip(jax.tree_util.tree_leaves(before), jax.tree_util.tree_leaves(run.state)):
+    np.testing.assert_array_equal(a, b)
+  run._ready([1], np.array([member_1_return]))
+  assert [r["copied_from"] for r in run.rows[-4:]] == ["", "", "", 2]
+
+
 def test_exploit_copies_parameters_optimizer_state_and_hyperparameters_exactly():
   settings = _settings(mutate=(), steps=1000, ready_every=1000)
   run = pbt._Run(settings, pbt.check(settings))
@@ -40,8 +55,7 @@ def test_exploit_copies_parameters_optimizer_state_and_hyperparameters_exactly()
   before = jax.device_get(run.state)
   hyper_before = run.learner.as_dicts(run.hyper)
   assert not np.array_equal(before.params["dense_0"]["w"][1], before.params["dense_0"]["w"][2])
-  run.fitness[:] = [5.0, 1.0, 9.0, 7.0]  # member 2 is the top, member 1 the bottom
-  run._ready([1], np.array([0.5]))
+  _ready_round(run, member_1_return=0.5)  # member 2 is the top, member 1 the bottom
   after = jax.device_get(run.state)
   for leaf_before, leaf_after in zip(jax.tree_util.tree_leaves(before),
                                      jax.tree_util.tree_leaves(after), strict=True):
@@ -105,8 +119,7 @@ def test_the_vmapped_step_compiles_once_whichever_member_comes_first():
 def test_exploit_then_explore_perturbs_only_the_named_fields():
   settings = _settings(mutate=("learning_rate",), resample_probability=0.0)
   run = pbt._Run(settings, pbt.check(settings))
-  run.fitness[:] = [5.0, 1.0, 9.0, 7.0]
-  run._ready([1], np.array([0.5]))
+  _ready_round(run, member_1_return=0.5)  # member 2 is the top, member 1 the bottom
   top, member = run.values[2], run.values[1]
   assert member["learning_rate"] in (pytest.approx(top["learning_rate"] * 0.8, rel=1e-6),
                                      pytest.approx(top["learning_rate"] * 1.2, rel=1e-6))
@@ -176,6 +189,9 @@ def test_sigterm_checkpoints_the_population_and_resume_finishes_it(tmp_path, mon
   monkeypatch.setattr(fault_points, "_SEEN", {})
   code, _, err = run_cli(_argv(logdir), capsys)
   assert code == 128 + signal.SIGTERM and "stopped by signal" in err, err
+  newest = checkpointing.list_checkpoints(str(logdir / pbt.POPULATION_DIR))[-1]
+  assert (f"actorq: checkpoint saved ({os.path.basename(newest)}); continue with: actorq pbt "
+          f"--resume {logdir}\n") in err  # the stop names its checkpoint (case B18)
   _, saved = checkpointing.restore_latest(str(logdir / pbt.POPULATION_DIR))
   assert 100 <= min(saved["actor_steps"]) and max(saved["actor_steps"]) < 300
   before = _rows(logdir / "pbt.csv")
@@ -249,8 +265,7 @@ def test_td3_exploit_copies_both_networks_targets_adam_states_and_hyperparameter
   hyper_before = run.learner.as_dicts(run.hyper)
   w = jax.tree_util.tree_leaves(before.policy_params)[0]
   assert not np.array_equal(w[1], w[2])
-  run.fitness[:] = [5.0, 1.0, 9.0, 7.0]  # member 2 is the top, member 1 the bottom
-  run._ready([1], np.array([-900.0]))
+  _ready_round(run, member_1_return=-900.0)  # member 2 is the top, member 1 the bottom
   after = jax.device_get(run.state)
   for leaf_before, leaf_after in zip(jax.tree_util.tree_leaves(before),
                                      jax.tree_util.tree_leaves(after), strict=True):
@@ -335,8 +350,7 @@ def test_sac_exploit_copies_networks_temperature_adam_states_and_hyperparameters
   before = jax.device_get(run.state)
   hyper_before = run.learner.as_dicts(run.hyper)
   assert len(set(np.asarray(before.log_alpha).tolist())) == 4  # each member's own alpha
-  run.fitness[:] = [5.0, 1.0, 9.0, 7.0]  # member 2 is the top, member 1 the bottom
-  run._ready([1], np.array([-900.0]))
+  _ready_round(run, member_1_return=-900.0)  # member 2 is the top, member 1 the bottom
   after = jax.device_get(run.state)
   for leaf_before, leaf_after in zip(jax.tree_util.tree_leaves(before),
                                      jax.tree_util.tree_leaves(after), strict=True):
@@ -426,3 +440,94 @@ def test_sac_population_checkpoint_restores_exactly(tmp_path):
   for a, b in zip(jax.tree_util.tree_leaves(again["state"]),
                   jax.tree_util.tree_leaves(jax.device_get(run.state)), strict=True):
     np.testing.assert_array_equal(a, b)
+
+
+
+def test_the_worst_member_evaluated_first_in_a_round_is_still_replaced():
+  """Case B20: members reach a ready point at different vector steps (an episode's reset
+  is no actor step). Ranked alone against the others' older returns, the worst member of
+  a round, evaluated first, escaped (the others were not yet evaluated) and so did the
+  rest: a population of 4 never exploited. In synchronous ready rounds the round's
+  exploit waits for all 4 evaluations."""
+  settings = _settings(mutate=())
+  run = pbt._Run(settings, pbt.check(settings))
+  before = jax.device_get(run.state)
+  run._ready([1], np.array([0.5]))  # member 1 first, and the worst of the round
+  run._ready([0, 2], np.array([5.0, 9.0]))
+  assert [r["copied_from"] for r in run.rows] == ["", "", ""]
+  run._ready([3], np.array([7.0]))
+  assert [(r["member"], r["copied_from"]) for r in run.rows] == [(1, 2), (0, ""), (2, ""),
+                                                                 (3, "")]
+  after = jax.device_get(run.state)
+  for a, b in zip(jax.tree_util.tree_leaves(before), jax.tree_util.tree_leaves(after)):
+    np.testing.assert_array_equal(b[1], a[2])
+  # Round 2: member 3 is the worst; members evaluated in any order.
+  run._ready([3, 2], np.array([1.0, 8.0]))
+  run._ready([1, 0], np.array([9.5, 4.0]))
+  assert [(r["member"], r["copied_from"]) for r in run.rows[4:]] == [(3, 1), (2, ""), (1, ""),
+                                                                     (0, "")]
+
+
+def test_a_population_of_4_exploits_once_per_synchronous_ready_round():
+  """A small real run (4 members, 2 rounds of 100 steps): the bottom member of round 1
+  (quantile 0.25 of 4: one) copies the top one; none after the last round."""
+  result = pbt.run(_settings(population=4, steps=200, ready_every=100, seed=0))
+  rounds = {}
+  for row in result.rows:
+    rounds.setdefault(int(row["actor_steps"]), []).append(row)
+  assert sorted(rounds) == [100, 200] and all(len(r) == 4 for r in rounds.values())
+  for step, rows in sorted(rounds.items()):
+    by_member = {r["member"]: r for r in rows}
+    order = population_lib.ranking([by_member[m]["episode_return"] for m in range(4)])
+    copies = [(r["member"], r["copied_from"]) for r in rows if r["copied_from"] != ""]
+    assert copies == ([] if step == 200 else [(order[-1], order[0])]), (step, rows)
+
+
+def test_b18_sigterm_at_start_up_leaves_a_directory_overwrite_starts_again(tmp_path, monkeypatch,
+                                                                          capsys):
+  """Case B18: a stop before the population's first checkpoint (here right after pbt.json
+  is written) says there is nothing to resume and how to start again; `--resume` says the
+  same in one line, and the same flags with --overwrite are accepted."""
+  logdir = tmp_path / "run"
+  argv = _argv(logdir)
+  monkeypatch.setattr(fault_points, "_PLAN", {"startup": [(1, signal.SIGTERM)]})
+  monkeypatch.setattr(fault_points, "_SEEN", {})
+  code, _, err = run_cli(argv, capsys)
+  assert code == 128 + signal.SIGTERM, err
+  assert err == (f"actorq: stopped before the first checkpoint, nothing to resume; start again "
+                 f"with the same flags and --overwrite (--logdir {logdir})\n"
+                 "actorq: stopped by signal 15\n")
+  code, _, err = run_cli(["pbt", "--resume", str(logdir)], capsys)
+  assert code == 2 and err.count("\n") == 1 and "nothing to resume" in err, err
+  code, _, err = run_cli(argv, capsys)
+  assert code == 2 and "add --overwrite" in err and "actorq pbt --resume" in err, err
+  monkeypatch.setattr(fault_points, "_SEEN", {})  # the same fault again, once the dir is taken
+  code, _, err = run_cli(argv + ["--overwrite"], capsys)
+  assert code == 128 + signal.SIGTERM and "nothing to resume" in err, err
+  assert sorted(os.listdir(logdir)) == ["pbt.json"]
+
+
+def test_b18_an_environment_that_raises_is_one_line_and_a_checkpoint_to_resume(
+    tmp_path, monkeypatch, capsys):
+  here = os.path.dirname(__file__)
+  if here not in sys.path:
+    sys.path.insert(0, here)
+  import faulty_envs  # pylint: disable=import-outside-toplevel
+  logdir = tmp_path / "run"
+  argv = ["pbt", "--agent", "dqn", "--env", faulty_envs.ENV_ID, "--population", "2",
+          "--steps", "200", "--ready-every", "100", "--seed", "1", "--eval-episodes", "1",
+          "--logdir", str(logdir), *SMALL_SET]
+  monkeypatch.setenv("ACTORQ_FAULT", "step:150")  # each instance's 150th step()
+  code, _, err = run_cli(argv, capsys)
+  assert code == 1 and err.count("\n") == 1, err
+  newest = checkpointing.list_checkpoints(str(logdir / pbt.POPULATION_DIR))[-1]
+  assert err.startswith(f"actorq: stopped: {faulty_envs.ENV_ID}: the environment's step() "
+                        "raised RuntimeError: injected fault during training, at "), err
+  assert err.endswith(f"; continue from the checkpoint ({os.path.basename(newest)}) with: "
+                      f"actorq pbt --resume {logdir}\n"), err
+  assert len(_rows(logdir / "pbt.csv")) == 2  # round 1 (100 steps) of both members
+  monkeypatch.setenv("ACTORQ_FAULT", "")
+  code, _, err = run_cli(["pbt", "--resume", str(logdir)], capsys)
+  assert code == 0, err
+  assert sorted((int(r["member"]), int(r["actor_steps"])) for r in _rows(logdir / "pbt.csv")) \
+      == [(0, 100), (0, 200), (1, 100), (1, 200)]

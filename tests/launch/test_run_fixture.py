@@ -5,7 +5,11 @@ The fixture `tests/fixtures/run_7a30947_dqn` was made at 7a30947 with
     actorq train --steps 400 --eval-every 200 --eval-episodes 2 --seed 0 --no-progress \
       --set hidden_sizes=[16] --set min_replay_size=100 --set batch_size=16 \
       --set max_replay_size=1000 --logdir tests/fixtures/run_7a30947_dqn
-and every expected figure below is what 7a30947 printed for it on this CPU (x86-64).
+and every expected figure below is what 7a30947 printed for it on an x86-64 CPU. Those
+figures come from forward passes of the saved parameters (greedy evaluation, int8
+quantization, export) and hold on other x86-64 CPUs; what a resumed run learns does not
+(XLA compiles for the host's instruction set), so the resume test compares two resumes
+made in the test (docs/guides/reproducibility.md, "Writing a seeded test").
 """
 import json
 import os
@@ -65,20 +69,36 @@ def test_export_loads_the_old_run(tmp_path):
 
 @pytest.mark.slow
 def test_resume_continues_the_old_run(tmp_path, capsys):
-  run = str(tmp_path / "run")
-  shutil.copytree(FIXTURE, run)
-  with open(os.path.join(run, "run.json")) as f:
-    before = json.load(f)
-  assert cli.main(["train", "--resume", run, "--steps", "600", "--no-progress"]) == 0
-  out = capsys.readouterr().out
-  assert f"resumed from {run}/checkpoints/ckpt-000000000400.pkl (actor step 400)" in out
-  assert "600 actor steps, 998 learner steps, 25 episodes" in out
-  assert ("final evaluation return: 43.5 (mean over 2 greedy episodes, actors fp32); "
-          "learner parameters 00770280e7054368") in out
-  with open(os.path.join(run, "run.json")) as f:
-    assert json.load(f) == before  # a resume does not rewrite the run's description
-  assert sorted(os.listdir(os.path.join(run, "checkpoints"))) == [
-      "ckpt-000000000400.pkl", "ckpt-000000000600.pkl"]
-  with open(os.path.join(run, "eval.csv")) as f:
-    lines = f.read().splitlines()
-  assert [line.split(",")[1] for line in lines[1:]] == ["200", "400", "600"]
+  # Two resumes of the same old run in this test: what they compute (returns, episodes,
+  # the learner's checksum) depends on the CPU's instruction set (XLA compiles for the
+  # host), so it is compared between the two, never with a value recorded elsewhere
+  # (issue 56, B21); the step counts do not depend on it.
+  outs = []
+  for name in ("a", "b"):
+    run = str(tmp_path / name)
+    shutil.copytree(FIXTURE, run)
+    with open(os.path.join(run, "run.json")) as f:
+      before = json.load(f)
+    assert cli.main(["train", "--resume", run, "--steps", "600", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert f"resumed from {run}/checkpoints/ckpt-000000000400.pkl (actor step 400)" in out
+    assert re.search(r"\b600 actor steps, 998 learner steps, \d+ episodes", out), out
+    assert "actorq: --resume: run.json now records steps 400 -> 600\n" in out
+    with open(os.path.join(run, "run.json")) as f:
+      after = json.load(f)  # the extended --steps is recorded (case B13), the rest kept
+    assert after["train"] == dict(before["train"], steps=600)
+    assert {k: after[k] for k in ("agent", "env", "seed")} == \
+        {k: before[k] for k in ("agent", "env", "seed")}
+    assert {k: after["config"][k] for k in before["config"]} == before["config"]
+    assert sorted(os.listdir(os.path.join(run, "checkpoints"))) == [
+        "ckpt-000000000400.pkl", "ckpt-000000000600.pkl"]
+    with open(os.path.join(run, "eval.csv")) as f:
+      lines = f.read().splitlines()
+    assert [line.split(",")[1] for line in lines[1:]] == ["200", "400", "600"]
+    outs.append(out)
+  final = [re.search(r"^final evaluation return: .* learner parameters [0-9a-f]{16}$", out,
+                     re.M) for out in outs]
+  assert all(final), outs
+  assert final[0].group(0) == final[1].group(0)
+  assert [re.search(r"\d+ episodes", out).group(0) for out in outs] == \
+      [re.search(r"\d+ episodes", outs[0]).group(0)] * 2

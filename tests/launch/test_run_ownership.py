@@ -10,20 +10,10 @@ import pytest
 
 from actorq.launch import checkpointing
 from actorq.launch import run_dir
-from actorq.testing.cli import run_cli
+from actorq.testing.cli import run_cli, snapshot
 
 SMALL = ["--set", "hidden_sizes=[16]", "--set", "min_replay_size=64", "--set", "batch_size=16",
          "--eval-episodes", "1", "--no-progress"]
-
-
-def _snapshot(path):
-  """Every file under `path` with its size and modification time."""
-  out = {}
-  for dirpath, _, files in os.walk(path):
-    for name in files:
-      full = os.path.join(dirpath, name)
-      out[os.path.relpath(full, path)] = (os.path.getsize(full), os.path.getmtime(full))
-  return out
 
 
 @pytest.fixture(name="finished_run")
@@ -39,7 +29,7 @@ def _finished_run(tmp_path, capsys):
 @pytest.mark.slow
 def test_b8_a_second_run_into_a_run_directory_is_refused_in_one_line(finished_run, capsys):
   logdir = finished_run
-  before = _snapshot(logdir)
+  before = snapshot(logdir)
   code, out, err = run_cli(["train", "--steps", "200", "--eval-every", "200", "--logdir",
                             str(logdir)] + SMALL, capsys)
   lines = err.strip().splitlines()
@@ -49,7 +39,7 @@ def test_b8_a_second_run_into_a_run_directory_is_refused_in_one_line(finished_ru
                          "gym:CartPole-v1, seed 0; 1 checkpoint, the newest at actor step 300")
   assert f"actorq train --resume {logdir}" in line and "another --logdir" in line
   assert "--overwrite" in line and out == ""
-  assert _snapshot(logdir) == before  # nothing written
+  assert snapshot(logdir) == before  # nothing written
   # The run still evaluates from its own (only) checkpoint.
   code, _, err = run_cli(["eval", "--checkpoint", str(logdir), "--episodes", "1"], capsys)
   assert code == 0, err
@@ -107,3 +97,58 @@ def test_bench_and_quantize_out_refuse_a_train_run_directory(tmp_path, capsys):
   with pytest.raises(Exception, match=r"--out .*D is the directory of an 'actorq train' run"):
     run_dir.refuse_run_directory(str(logdir), "--out")
   run_dir.refuse_run_directory(str(logdir / "quantize-sweep"), "--out")  # a folder inside: fine
+
+
+def _population_dir(path):
+  """A population run's directory as `actorq pbt` leaves it (its files, small)."""
+  path.mkdir()
+  (path / "pbt.json").write_text(json.dumps({
+      "agent": "dqn", "env_id": "gym:CartPole-v1", "population": 4, "steps": 300,
+      "ready_every": 100, "mutate": [], "seed": 0, "num_envs": 1, "eval_episodes": 1,
+      "quantile": 0.25, "resample_probability": 0.25, "config": {},
+      "max_episode_steps": 27000}))
+  for name in ("pbt.csv", "pbt_member0.csv"):
+    (path / name).write_text("member,actor_steps\n0,100\n")
+  for folder in ("population", "best", "tensorboard"):
+    (path / folder).mkdir()
+  (path / "best" / "run.json").write_text("{}")
+  return path
+
+
+def test_b19_train_refuses_a_population_run_naming_the_command_that_owns_it(tmp_path, capsys):
+  """Case B19: a directory belongs to one kind of run. `actorq train --logdir P` on a
+  population run P names `actorq pbt --resume P` (not `actorq train --resume P`, which
+  cannot continue it), also with --overwrite, which must not leave a mixed directory."""
+  pop = _population_dir(tmp_path / "P")
+  before = snapshot(pop)
+  for extra in ([], ["--overwrite"]):
+    code, _, err = run_cli(["train", "--steps", "100", "--logdir", str(pop)] + SMALL + extra,
+                           capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert err == (f"actorq: error: --logdir {pop} holds a population run of 4 dqn members on "
+                   f"gym:CartPole-v1, seed 0 (a directory of 'actorq pbt'); continue it with "
+                   f"'actorq pbt --resume {pop}' or give another --logdir (--overwrite starts "
+                   "over only a run of 'actorq train')\n")
+    assert snapshot(pop) == before
+  code, _, err = run_cli(["train", "--resume", str(pop)], capsys)
+  assert code == 2 and f"continue it with 'actorq pbt --resume {pop}'" in err, err
+  assert snapshot(pop) == before
+
+
+def test_b19_pbt_refuses_a_train_run_naming_the_command_that_owns_it(tmp_path, capsys):
+  run = tmp_path / "D"
+  run.mkdir()
+  (run / "run.json").write_text(json.dumps({"agent": "dqn", "env": "gym:CartPole-v1",
+                                            "seed": 3, "config": {}}))
+  (run / "eval.csv").write_text("x\n")
+  before = snapshot(run)
+  pbt_argv = ["pbt", "--population", "2", "--steps", "100", "--ready-every", "100",
+              "--logdir", str(run)]
+  for extra in ([], ["--overwrite"]):
+    code, _, err = run_cli(pbt_argv + extra, capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert (f"holds a run of dqn on gym:CartPole-v1, seed 3 (a directory of 'actorq train'); "
+            f"continue it with 'actorq train --resume {run}'") in err, err
+  code, _, err = run_cli(["pbt", "--resume", str(run)], capsys)
+  assert code == 2 and f"continue it with 'actorq train --resume {run}'" in err, err
+  assert snapshot(run) == before

@@ -258,3 +258,36 @@ def test_run_child_forwards_a_stop_once_and_waits_for_the_child(tmp_path):
   thread.join()
   assert (code, forwarded) == (143, signal.SIGTERM)
   assert time.time() - start < 30  # stopped by the forwarded signal, not its sleep
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_with_sigkill_leaves_no_child_running(tmp_path):
+  """SIGKILL cannot be caught, so the sweep cannot forward it; its `actorq train` child
+  notices that its parent is gone (within about a second) and stops as on SIGTERM (a
+  checkpoint, exit 143), which the same sweep resumes."""
+  logdir, steps = tmp_path / "sweep", 800
+  run = logdir / "fp32-s0"
+  proc = subprocess.Popen([sys.executable, "-m", "actorq.cli.main"] + _sweep_argv(logdir, steps),
+                          cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+  started = set()
+  try:
+    deadline = time.time() + 180
+    while time.time() < deadline and _episodes(run / "train.csv") < 10:  # past start-up
+      assert proc.poll() is None
+      started.update(p.pid for p in psutil.Process(proc.pid).children(recursive=True))
+      time.sleep(0.2)
+    started.update(p.pid for p in psutil.Process(proc.pid).children(recursive=True))
+    proc.kill()
+    proc.wait(timeout=10)
+    deadline = time.time() + 60
+    while time.time() < deadline and _alive(started):
+      time.sleep(0.2)
+  finally:
+    for pid in _alive(started):
+      os.kill(pid, signal.SIGKILL)
+  assert started and not _alive(started), "the sweep's child outlived a SIGKILL of the sweep"
+  stopped_at = _checkpoint_steps(run)
+  assert len(stopped_at) == 1 and 0 < stopped_at[0] < steps  # it stopped with a checkpoint
+  assert "actorq: checkpoint saved" in (logdir / "logs" / "fp32-s0.log").read_text()
+  # (the same sweep run again resumes it, as after a SIGTERM: test_b11_... above)

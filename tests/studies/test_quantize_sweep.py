@@ -96,6 +96,15 @@ def test_sweep_reuses_a_checkpoints_rows_only_for_the_same_options(runs, capsys,
   cached = json.loads((out / "runs" / "plain.json").read_text())
   assert [r["setting"] for r in cached["rows"]] == ["fp32", "int8", "int2"]
   assert cached["key"]["seeds"] == [7] and cached["key"]["learner_steps"] >= 0
+  # A folder holding a finished report is not replaced without asking (issue 56).
+  before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+  code, _, err = _main(base + ["--checkpoint", str(runs / "plain"), str(runs / "qat4"),
+                               "--seeds", "7"], capsys)
+  assert code == 2 and err == (f"actorq: error: --out {out} already holds a report of 'actorq "
+                               "quantize' (sweep.json, table.md); give another --out, or add "
+                               "--overwrite to replace it\n"), err
+  assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+  base.append("--overwrite")
   # The same options with a checkpoint added: plain is reused as it was, qat4 computed.
   code, stdout, _ = _main(base + ["--checkpoint", str(runs / "plain"), str(runs / "qat4"),
                                   "--seeds", "7"], capsys)

@@ -61,10 +61,26 @@ def test_sticky_actions_noops_and_truncation():
     steps += 1
     if ts.last():
       break
-  # The 120-frame limit (30 agent steps x 4) counts the no-op frames too.
-  assert ale.getEpisodeFrameNumber() == 120
-  assert steps == -(-(120 - noop_frames) // 4)
+  # The limit is 30 agent steps (120 frames) after the no-op frames, which it does not
+  # count (case B16: they used to be charged, ending episodes after 23..30 agent steps).
+  assert steps == 30 and ale.getEpisodeFrameNumber() == noop_frames + 120
   assert float(ts.discount) == 1.0  # a time limit: bootstrap
+
+
+def test_b16_a_limit_in_agent_steps_is_agent_steps_in_every_episode():
+  """Case B16: a 50-step limit with the default noop_max=30 ended episodes after 44-48
+  agent steps. Each of three episodes (each with its own random no-op count) has 50."""
+  env = atari.make_atari("Pong", seed=1, max_episode_steps=50)
+  ale = env._env.unwrapped.ale
+  lengths, noops = [], []
+  for _ in range(3):
+    env.reset()
+    noops.append(ale.getEpisodeFrameNumber())
+    steps = 1
+    while not env.step(np.int32(0)).last():
+      steps += 1
+    lengths.append(steps)
+  assert lengths == [50, 50, 50] and all(1 <= n <= 30 for n in noops), noops
 
 
 def test_environment_ids_and_errors():
