@@ -9,7 +9,7 @@ from actorq.studies import quantize as quantize_study
 def test_study_settings_defaults_are_the_flag_defaults():
   args = cli.build_parser("quantize").parse_args(["quantize", "--checkpoint", "run"])
   fields = dataclasses.fields(quantize_study.StudySettings)
-  assert len(fields) == 24
+  assert len(fields) == 25
   for f in fields:
     if f.name != "checkpoint":
       assert getattr(args, f.name) == f.default, f.name
