@@ -24,11 +24,15 @@ import jax
 from acme import specs
 
 from actorq import core
+from actorq.agents.multiagent_common import decentralized
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
+from actorq.components.acting import multi_agent as ma_loop
+from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments, vector_env
+from actorq.components.envs import multi_agent as ma_env
 from actorq.launch import checkpointing
-from actorq.quantization import runtimes
+from actorq.quantization import bias_correction, runtimes
 
 # Seeds derived from `ExperimentConfig.seed`: the training actor (single process) uses
 # the seed itself, actor i of a distributed run `seed + 1 + i`, the evaluator
@@ -78,8 +82,8 @@ class ExperimentConfig:
   Attributes:
     builder: the agent's builder (`actorq.core.Builder`; stateless, so one builder
       serves every node of a distributed run), or a `core.MultiAgentBuilder` for a
-      multi-agent environment id (`actorq.launch.multi_agent` runs it in one process,
-      `launch.distributed` with the nodes of `launch.multi_agent_nodes`).
+      multi-agent environment id (the `MultiAgent` environment family binds it to the
+      environment's parameter groups: `decentralized.DecentralizedBuilder`).
     env_id: environment id (`actorq.components.envs.environments`).
     num_steps: actor steps after which training ends (summed over actors).
     seed: seeds environments, networks, exploration and replay sampling.
@@ -145,7 +149,7 @@ class ExperimentConfig:
     if not isinstance(self.builder, (core.Builder, core.MultiAgentBuilder)):
       raise ValueError(f"builder must implement actorq.core.Builder or "
                        f"actorq.core.MultiAgentBuilder, got {type(self.builder).__name__}")
-    if not self.multi_agent:  # `launch.multi_agent` steps num_envs environments itself
+    if not self.multi_agent:  # `MultiAgent.make` makes num_envs environments itself
       vector_env.check_num_envs(self.env_id, self.num_envs)
     elif isinstance(self.num_envs, bool) or not isinstance(self.num_envs, int) \
         or self.num_envs < 1:
@@ -164,7 +168,7 @@ class ExperimentConfig:
 
   @property
   def multi_agent(self) -> bool:
-    """Whether the builder is a `core.MultiAgentBuilder` (run by `launch.multi_agent`)."""
+    """Whether the builder is a `core.MultiAgentBuilder` (the `MultiAgent` family)."""
     return isinstance(self.builder, core.MultiAgentBuilder)
 
   @property
@@ -195,11 +199,14 @@ class ExperimentConfig:
 @dataclasses.dataclass
 class AgentParts:
   """What every node builds from the config before its own pieces: the environment
-  spec, the networks and the training and evaluation policies."""
+  spec, the networks and the training and evaluation policies, and the builder that made
+  them (`config.builder`, or a multi-agent builder bound to the environment's parameter
+  groups: `MultiAgent.bind`)."""
   environment_spec: specs.EnvironmentSpec
   networks: Any
   policy: core.ActorPolicy
   eval_policy: core.ActorPolicy
+  builder: Any = None
 
 
 def restored_checkpoint(config: ExperimentConfig) -> Tuple[Optional[str], Optional[dict]]:
@@ -268,11 +275,32 @@ def make_training_loop(config: ExperimentConfig, env, actor, hooks, should_stop=
                   max_episode_steps=config.max_episode_steps)
 
 
-def agent_parts(config: ExperimentConfig, environment_spec: specs.EnvironmentSpec) -> AgentParts:
-  networks = config.builder.make_networks(environment_spec)
+def agent_parts(config: ExperimentConfig, environment_spec: specs.EnvironmentSpec,
+                builder: Any = None) -> AgentParts:
+  """`builder`'s (default: `config.builder`'s) networks and policies on `environment_spec`."""
+  builder = config.builder if builder is None else builder
+  networks = builder.make_networks(environment_spec)
   return AgentParts(environment_spec, networks,
-                    config.builder.make_policy(networks, environment_spec, evaluation=False),
-                    config.builder.make_policy(networks, environment_spec, evaluation=True))
+                    builder.make_policy(networks, environment_spec, evaluation=False),
+                    builder.make_policy(networks, environment_spec, evaluation=True), builder)
+
+
+def parts_for(config: ExperimentConfig, env) -> AgentParts:
+  """The agent's parts acting in `env` (what the environment family's `make` made):
+  `bind` gives the builder and its environment spec."""
+  builder, spec = environments_of(config).bind(config.builder, env)
+  return agent_parts(config, spec, builder)
+
+
+def parts_of(config: ExperimentConfig) -> AgentParts:
+  """`parts_for` an environment of `config.env_id` made and closed here (seeded
+  `config.seed`, one environment)."""
+  family = environments_of(config)
+  env = family.make(dataclasses.replace(config, num_envs=1), config.seed)
+  try:
+    return parts_for(config, env)
+  finally:
+    family.close(env)
 
 
 def environment_spec(config: ExperimentConfig) -> specs.EnvironmentSpec:
@@ -326,3 +354,184 @@ def checkpoint_state(config: ExperimentConfig, learner, *, actor_steps: int, epi
           "learning_started": bool(learning_started), "wall_seconds": float(wall_seconds),
           "env_id": config.env_id, "seed": config.seed, "num_steps": config.num_steps,
           **extra}
+
+
+# ---------------------------------------------------------------------------------------
+# Environment families: how a run makes, steps and evaluates its environments. One class
+# per family and one entry in `ENVIRONMENTS`, looked up by the kind of builder.
+
+
+class SingleAgent:
+  """`dm_env` environments (`components.envs.environments`): one environment (or a vector
+  of `num_envs`), `loop.ActorLoop` (`VectorActorLoop`), the builder as it is."""
+
+  @staticmethod
+  def matches(builder) -> bool:
+    return True
+
+  def make(self, config: "ExperimentConfig", seed: int):
+    return make_training_environment(config, seed)
+
+  def bind(self, builder, env):
+    """`(builder, environment spec)` of the agent acting in `env`."""
+    return builder, training_environment_spec(env)
+
+  def make_actor(self, config, parts, random_key, replay_client, variable_source):
+    return make_training_actor(config, parts, random_key, replay_client, variable_source)
+
+  def make_loop(self, config, env, actor, hooks, should_stop=None):
+    return make_training_loop(config, env, actor, hooks, should_stop)
+
+  def episode_logger(self, logger, precision: Optional[str]) -> loop_lib.Hook:
+    """One row per episode; with its `actor_precision` when given."""
+    return loop_lib.EpisodeLogger(logger, **({} if precision is None else
+                                             {"actor_precision": precision}))
+
+  def evaluate(self, config, parts, actor, should_stop=None):
+    return evaluate(config, actor, should_stop=should_stop)
+
+  def close(self, env) -> None:
+    env.close()
+
+  def close_acting(self, adder, env) -> None:
+    """An actor node's end: nothing (its process or thread ends with the program)."""
+    del adder, env
+
+
+class MultiAgent:
+  """PettingZoo parallel environments (`components.envs.multi_agent`): `num_envs` of them
+  stepped together by `MultiAgentLoop`; the builder (a `core.MultiAgentBuilder`) is bound
+  to their parameter groups (`decentralized.bind`), which are its environment spec."""
+
+  @staticmethod
+  def matches(builder) -> bool:
+    return isinstance(builder, core.MultiAgentBuilder)
+
+  def make(self, config: "ExperimentConfig", seed: int):
+    """`num_envs` environments, environment e seeded `seed + e`.
+
+    Raises: core.UsageError: not a multi-agent environment id (naming what is allowed)."""
+    made = []
+    try:
+      for e in range(config.num_envs):
+        made.append(ma_env.make_multi_agent_environment(config.env_id, seed=seed + e))
+    except (core.UnknownEnvironmentError, core.UnsupportedEnvironmentError) as e:
+      self.close(made)
+      raise core.UsageError(str(e)) from None
+    return made
+
+  def bind(self, builder, env):
+    """Raises: core.UsageError: agents the builder cannot group (e.g. parameter sharing
+    across agents with different specs)."""
+    try:
+      groups = builder.make_groups(env[0])
+    except (core.UnknownEnvironmentError, core.UnsupportedEnvironmentError) as e:
+      raise core.UsageError(str(e)) from None
+    return decentralized.bind(builder, groups), groups
+
+  def make_actor(self, config, parts, random_key, replay_client, variable_source):
+    builder = parts.builder
+    adder = builder.make_batched_adder(replay_client, parts.environment_spec, parts.policy,
+                                       config.num_envs)
+    return adder, builder.make_actor(random_key, parts.policy, parts.environment_spec,
+                                     variable_source, adder)
+
+  def make_loop(self, config, env, actor, hooks, should_stop=None):
+    return ma_loop.MultiAgentLoop(env, actor.groups, actor.actors, hooks=hooks,
+                                  should_stop=should_stop,
+                                  max_episode_steps=config.max_episode_steps)
+
+  def episode_logger(self, logger, precision: str) -> loop_lib.Hook:
+    del precision
+    return _TeamEpisodeLogger(logger)
+
+  def evaluate(self, config, parts, actor, should_stop=None):
+    """`config.eval_episodes` greedy episodes on a fresh environment seeded `seed +
+    EVAL_SEED_OFFSET` (as `evaluate`); the team return (mean, std), mean length and each
+    agent's mean return (`return_<agent>`); None when `should_stop` ended them first."""
+    env = ma_env.make_multi_agent_environment(config.env_id,
+                                              seed=config.seed + EVAL_SEED_OFFSET)
+    try:
+      evaluator = ma_loop.MultiAgentLoop([env], parts.environment_spec, actor.actors,
+                                         learn=False, should_stop=should_stop,
+                                         max_episode_steps=config.max_episode_steps)
+      episodes = evaluator.run(num_episodes=config.eval_episodes)
+      if len(episodes) < config.eval_episodes:
+        return None
+      return {**loop_lib.summarize(episodes), **decentralized.mean_returns(episodes, env.agents)}
+    finally:
+      env.close()
+
+  def close(self, env) -> None:
+    for environment in env:
+      environment.close()
+
+  def close_acting(self, adder, env) -> None:
+    """An actor node's end: its adders (Reverb may be gone: errors ignored) and its
+    environments."""
+    try:
+      adder.close()
+    except Exception:  # pylint: disable=broad-except
+      pass  # the program is stopping: Reverb may be gone
+    self.close(env)
+
+
+class _TeamEpisodeLogger(loop_lib.Hook):
+  """One row per training episode with the team return and each agent's return."""
+
+  def __init__(self, logger):
+    self._logger = logger
+
+  def on_episode_end(self, loop, stats):
+    self._logger.write({"actor_steps": loop.steps, "episodes": loop.episodes,
+                        "episode_return": stats.episode_return,
+                        "episode_length": stats.episode_length,
+                        **{f"return_{a}": r for a, r in stats.agent_returns.items()},
+                        "policy_version": loop.actor.policy_version})
+
+
+# Environment family, tried in order (the first that `matches` an id makes it).
+ENVIRONMENTS = [MultiAgent(), SingleAgent()]
+
+
+def environments_of(config: ExperimentConfig):
+  """The environment family (`ENVIRONMENTS`) of `config.builder`."""
+  return next(family for family in ENVIRONMENTS if family.matches(config.builder))
+
+
+# ---------------------------------------------------------------------------------------
+# Composed agents: a multi-agent builder's objects are one part per parameter group
+# (`decentralized.Composite`); what the launchers do per learner (schedule, serve, tap,
+# checkpoint) they do per part.
+
+
+def split(x) -> Dict[str, Any]:
+  """`x`'s parts (group name -> part) for a `decentralized.Composite`, else ``{"": x}``."""
+  return dict(x.parts) if isinstance(x, decentralized.Composite) else {"": x}
+
+
+def tapped_dataset(builder, networks, replay_client):
+  """`(dataset, calibrations)`: the builder's dataset behind one `bias_correction.tap` per
+  policy (the int8 payloads' biases are recalibrated on the learner's newest sample, issue
+  39), and part name -> that tap's calibration."""
+  datasets, nets = builder.make_dataset_iterator(replay_client), split(networks)
+  taps = {n: bias_correction.tap(d, nets[n].spec) for n, d in split(datasets).items()}
+  if isinstance(datasets, decentralized.Composite):
+    return decentralized.Groups((n, t[0]) for n, t in taps.items()), {
+        n: t[1] for n, t in taps.items()}
+  return taps[""][0], {"": taps[""][1]}
+
+
+def policy_server(learner, networks, calibrations):
+  """The actors' variable source: a `vc.PolicyServer` per learner part (its payloads made
+  once per version and precision), grouped in a `decentralized.GroupServers` for parts."""
+  nets = split(networks)
+  servers = {n: vc.PolicyServer(l, nets[n].spec, calibration=calibrations[n])
+             for n, l in split(learner).items()}
+  return servers[""] if "" in servers else decentralized.GroupServers(servers)
+
+
+def payload_bytes(server, precision: str) -> int:
+  """The bytes of one policy payload at `precision`, summed over the server's parts."""
+  return int(sum(s.publisher(precision).stats["payload_bytes"]
+                 for s in split(server).values()))
