@@ -623,6 +623,7 @@ class EvaluatorNode:
     when the node's stop ended it first."""
     self._actor.update(wait=True)
     stats = self._family.evaluate(self._config, self._parts, self._actor,
+                                  self._config.seed + experiment_lib.EVAL_SEED_OFFSET,
                                   should_stop=self._stop.is_set)
     return stats, self._actor.policy_version
 

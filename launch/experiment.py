@@ -27,10 +27,8 @@ from actorq import core
 from actorq.agents.multiagent_common import decentralized
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
-from actorq.components.acting import multi_agent as ma_loop
 from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments, vector_env
-from actorq.components.envs import multi_agent as ma_env
 from actorq.launch import checkpointing
 from actorq.quantization import bias_correction, runtimes
 
@@ -387,7 +385,9 @@ class SingleAgent:
     return loop_lib.EpisodeLogger(logger, **({} if precision is None else
                                              {"actor_precision": precision}))
 
-  def evaluate(self, config, parts, actor, should_stop=None):
+  def evaluate(self, config, parts, actor, seed: int, should_stop=None):
+    """`evaluate` (`seed` is `config.seed + EVAL_SEED_OFFSET`, as there)."""
+    del parts, seed
     return evaluate(config, actor, should_stop=should_stop)
 
   def close(self, env) -> None:
@@ -398,100 +398,8 @@ class SingleAgent:
     del adder, env
 
 
-class MultiAgent:
-  """PettingZoo parallel environments (`components.envs.multi_agent`): `num_envs` of them
-  stepped together by `MultiAgentLoop`; the builder (a `core.MultiAgentBuilder`) is bound
-  to their parameter groups (`decentralized.bind`), which are its environment spec."""
-
-  @staticmethod
-  def matches(builder) -> bool:
-    return isinstance(builder, core.MultiAgentBuilder)
-
-  def make(self, config: "ExperimentConfig", seed: int):
-    """`num_envs` environments, environment e seeded `seed + e`.
-
-    Raises: core.UsageError: not a multi-agent environment id (naming what is allowed)."""
-    made = []
-    try:
-      for e in range(config.num_envs):
-        made.append(ma_env.make_multi_agent_environment(config.env_id, seed=seed + e))
-    except (core.UnknownEnvironmentError, core.UnsupportedEnvironmentError) as e:
-      self.close(made)
-      raise core.UsageError(str(e)) from None
-    return made
-
-  def bind(self, builder, env):
-    """Raises: core.UsageError: agents the builder cannot group (e.g. parameter sharing
-    across agents with different specs)."""
-    try:
-      groups = builder.make_groups(env[0])
-    except (core.UnknownEnvironmentError, core.UnsupportedEnvironmentError) as e:
-      raise core.UsageError(str(e)) from None
-    return decentralized.bind(builder, groups), groups
-
-  def make_actor(self, config, parts, random_key, replay_client, variable_source):
-    builder = parts.builder
-    adder = builder.make_batched_adder(replay_client, parts.environment_spec, parts.policy,
-                                       config.num_envs)
-    return adder, builder.make_actor(random_key, parts.policy, parts.environment_spec,
-                                     variable_source, adder)
-
-  def make_loop(self, config, env, actor, hooks, should_stop=None):
-    return ma_loop.MultiAgentLoop(env, actor.groups, actor.actors, hooks=hooks,
-                                  should_stop=should_stop,
-                                  max_episode_steps=config.max_episode_steps)
-
-  def episode_logger(self, logger, precision: str) -> loop_lib.Hook:
-    del precision
-    return _TeamEpisodeLogger(logger)
-
-  def evaluate(self, config, parts, actor, should_stop=None):
-    """`config.eval_episodes` greedy episodes on a fresh environment seeded `seed +
-    EVAL_SEED_OFFSET` (as `evaluate`); the team return (mean, std), mean length and each
-    agent's mean return (`return_<agent>`); None when `should_stop` ended them first."""
-    env = ma_env.make_multi_agent_environment(config.env_id,
-                                              seed=config.seed + EVAL_SEED_OFFSET)
-    try:
-      evaluator = ma_loop.MultiAgentLoop([env], parts.environment_spec, actor.actors,
-                                         learn=False, should_stop=should_stop,
-                                         max_episode_steps=config.max_episode_steps)
-      episodes = evaluator.run(num_episodes=config.eval_episodes)
-      if len(episodes) < config.eval_episodes:
-        return None
-      return {**loop_lib.summarize(episodes), **decentralized.mean_returns(episodes, env.agents)}
-    finally:
-      env.close()
-
-  def close(self, env) -> None:
-    for environment in env:
-      environment.close()
-
-  def close_acting(self, adder, env) -> None:
-    """An actor node's end: its adders (Reverb may be gone: errors ignored) and its
-    environments."""
-    try:
-      adder.close()
-    except Exception:  # pylint: disable=broad-except
-      pass  # the program is stopping: Reverb may be gone
-    self.close(env)
-
-
-class _TeamEpisodeLogger(loop_lib.Hook):
-  """One row per training episode with the team return and each agent's return."""
-
-  def __init__(self, logger):
-    self._logger = logger
-
-  def on_episode_end(self, loop, stats):
-    self._logger.write({"actor_steps": loop.steps, "episodes": loop.episodes,
-                        "episode_return": stats.episode_return,
-                        "episode_length": stats.episode_length,
-                        **{f"return_{a}": r for a, r in stats.agent_returns.items()},
-                        "policy_version": loop.actor.policy_version})
-
-
 # Environment family, tried in order (the first that `matches` an id makes it).
-ENVIRONMENTS = [MultiAgent(), SingleAgent()]
+ENVIRONMENTS = [decentralized.MultiAgentEnvironments(), SingleAgent()]
 
 
 def environments_of(config: ExperimentConfig):

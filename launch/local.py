@@ -34,7 +34,7 @@ import dataclasses
 import hashlib
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional
 
 import jax
 import numpy as np
@@ -154,42 +154,6 @@ def checkpoint_at_stop(stop: KeyboardInterrupt, save: Optional[Callable[[], str]
           "ignored, the run stops now", file=sys.stderr, flush=True)
 
 
-def run_to_end(config: experiment_lib.ExperimentConfig, training, evaluations: List[Any],
-               run_evaluation: Callable[[], None], save_checkpoint: Callable[[], str],
-               keep_state_on: Tuple[type, ...] = ()) -> None:
-  """The tail of a single-process run (`train`): steps `training`
-  (a loop with `steps` and `run(num_steps=)`) on to `config.num_steps`, evaluates once when
-  no evaluation was made (a run resumed at or past `num_steps`) and, with a checkpoint
-  directory (`config.checkpoint_dir`), writes the final checkpoint. All of it is
-  preemptible (SIGTERM stops it like Ctrl-C) and reaches the `startup` fault point first.
-
-  Raises:
-    KeyboardInterrupt (experiment.Preempted for SIGTERM): with `checkpoint_path`, the
-      checkpoint `save_checkpoint` wrote at the stop (`checkpoint_at_stop`; None without
-      a checkpoint directory).
-    keep_state_on: one of these exception types, re-raised after a checkpoint of the
-      run's state (with a checkpoint directory), which is still the last good one.
-    Anything else `training.run`, `run_evaluation` or `save_checkpoint` raises, as it is.
-  """
-  save = save_checkpoint if config.checkpoint_dir is not None else None
-  try:
-    with experiment_lib.preemptible():
-      fault_points.point("startup")
-      if training.steps < config.num_steps:
-        training.run(num_steps=config.num_steps - training.steps)
-      if not evaluations:  # resumed at (or past) num_steps: evaluate once
-        run_evaluation()
-      if save is not None:
-        save()
-  except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM (experiment.Preempted)
-    checkpoint_at_stop(stop, save)
-    raise
-  except keep_state_on:
-    if save is not None:
-      save()
-    raise
-
-
 def run(config: experiment_lib.ExperimentConfig, *,
         progress: Optional[Callable[[Dict[str, Any]], None]] = None,
         on_learner_step: Optional[Callable[[Any], None]] = None) -> RunResult:
@@ -199,21 +163,8 @@ def run(config: experiment_lib.ExperimentConfig, *,
   `export` and `train --resume` take the run directory as they take a CLI run's. Arguments,
   result and errors are `train`'s."""
   from actorq.launch import engine  # pylint: disable=g-import-not-at-top
-  report = None if progress is None else _Progress(progress)
-  return engine.run(spec_lib.RunSpec.from_config(config), config=config, report=report,
-                    claim=False, on_learner_step=on_learner_step).result
-
-
-class _Progress:
-  """A `modes.Report` that passes an in-process run's step counts to `progress` alone."""
-
-  def __init__(self, progress: Callable[[Dict[str, Any]], None]):
-    self.steps = progress
-
-  def say(self, line: str) -> None:
-    del line
-
-  warn = say
+  return engine.run(spec_lib.RunSpec.from_config(config), config=config, claim=False,
+                    progress=progress, on_learner_step=on_learner_step).result
 
 
 def train(config: experiment_lib.ExperimentConfig, *,
@@ -254,7 +205,7 @@ def _run(config: experiment_lib.ExperimentConfig,
   start_time = time.time()
   family = experiment_lib.environments_of(config)
   resumed_from, restored = experiment_lib.restored_checkpoint(config)
-  multi_agent = isinstance(family, experiment_lib.MultiAgent)
+  multi_agent = config.multi_agent
   if restored is not None and multi_agent != bool(restored.get("multi_agent")):
     raise checkpointing.CheckpointError(
         f"{resumed_from} is {'not ' if multi_agent else ''}a multi-agent checkpoint")
@@ -353,7 +304,8 @@ def _train(config, family, env, logger_fn, start_time, resumed_from, restored, p
     del loop
     fault_points.point("evaluation")
     eval_actor.update(wait=True)
-    stats = family.evaluate(config, parts, eval_actor)
+    stats = family.evaluate(config, parts, eval_actor,
+                            config.seed + experiment_lib.EVAL_SEED_OFFSET)
     state["last_eval"] = stats["episode_return"]
     row = experiment_lib.evaluation_row(
         stats, actor_steps=training.steps, learner_steps=learner.step_count,
@@ -385,11 +337,25 @@ def _train(config, family, env, logger_fn, start_time, resumed_from, restored, p
     for p in learning.parts:
       if p.index >= 0:
         training.group_steps[p.index] = int(_part_state(restored, p.name)["group_steps"])
-  try:
+  save = save_checkpoint if ckpt_dir is not None else None
+  try:  # all of it preemptible: SIGTERM stops it like Ctrl-C
+    with experiment_lib.preemptible():
+      fault_points.point("startup")
+      if training.steps < config.num_steps:
+        training.run(num_steps=config.num_steps - training.steps)
+      if not evaluations:  # resumed at (or past) num_steps: evaluate once
+        run_evaluation()
+      if save is not None:
+        save()
+  except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM (experiment.Preempted)
+    checkpoint_at_stop(stop, save)
+    raise
+  except (core.EnvironmentFailure, core.NonFiniteLossError):
     # The environment raised, or a learner step was refused (its state kept): the run's
     # state is still the last good one, so it is kept as on Ctrl-C.
-    run_to_end(config, training, evaluations, run_evaluation, save_checkpoint,
-               keep_state_on=(core.EnvironmentFailure, core.NonFiniteLossError))
+    if save is not None:
+      save()
+    raise
   except (replay_lib.NonFiniteValueError, actors.NonFiniteOutputError) as e:
     # Rejected before it reached replay or an action: the state is still the last good one.
     if ckpt_dir is not None:

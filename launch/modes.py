@@ -136,14 +136,16 @@ class Local:
             f"reverb.Table definitions, 1 actor, learner, evaluation every {spec.eval_every} "
             "actor steps); no Launchpad program (--launch local_mt: real Reverb in one process)")
 
-  def run(self, spec, config, report, on_learner_step=None) -> Outcome:
+  def run(self, spec, config, report, progress=None, on_learner_step=None) -> Outcome:
+    """`local.train(config)`; `progress` (default: `report.steps`) after every actor step."""
     from actorq.launch import local, placement  # pylint: disable=g-import-not-at-top
     learner_on = placement.device_name(placement.learner_device(config.learner_device))
     _say(report, f"actorq: {'resuming' if spec.resume else 'training'} {spec.agent} on "
          f"{spec.env} for {spec.steps} steps (seed {spec.seed}, actors {config.precision} on "
          f"cpu, learner on {learner_on}); logs in {spec.logdir}")
-    result = local.train(config, progress=None if report is None else report.steps,
-                         on_learner_step=on_learner_step)
+    if progress is None and report is not None:
+      progress = report.steps
+    result = local.train(config, progress=progress, on_learner_step=on_learner_step)
     lines = []
     if result.resumed_from:
       lines.append(f"actorq: resumed from {result.resumed_from} (actor step "

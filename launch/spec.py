@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from actorq import core
 from actorq.components import config_io
-from actorq.components.envs import environments, multi_agent, vector_env
+from actorq.components.envs import multi_agent, vector_env
 from actorq.launch import checkpointing, experiment, modes, registry, run_dir
 from actorq.launch import precision_arg
 
@@ -472,55 +472,35 @@ def resolve_config(agent: str, resumed: Optional[RunSpec] = None, *,
 
 def _check_fit(agent: str, env_id: str, seed: int, config: Any,
                policy_file: Optional[str]) -> None:
-  """The environment exists and the agent can act in it (its networks are made for the
-  environment's spec); a per-layer precision fits the policy network.
+  """The environment exists and the agent can act in it (an environment of its family,
+  `experiment.environments_of`, is made and the agent's networks and policies for it); a
+  per-layer precision fits the policy network.
 
   Raises:
     core.UsageError: naming the environment error, or the agent and environment.
   """
   _, builder_cls = registry.get(agent)
-  if isinstance(builder_cls(config), core.MultiAgentBuilder):  # its own environments
-    _check_multi_agent_fit(agent, env_id, seed, builder_cls(config))
-    return
-  if multi_agent.is_multi_agent(env_id):
+  builder = builder_cls(config)
+  multi = isinstance(builder, core.MultiAgentBuilder)
+  if multi_agent.is_multi_agent(env_id) and not multi:
     allowed = ", ".join(n for n in registry.names()
                         if isinstance(registry.get(n)[1], type)
                         and hasattr(registry.get(n)[1], "make_groups"))
     raise core.UsageError(f"{env_id} is a multi-agent environment and agent {agent!r} is "
                           f"single-agent; multi-agent agents: {allowed}")
+  run = experiment.ExperimentConfig(builder, env_id, seed=seed)
+  family = experiment.environments_of(run)
   try:
-    env = environments.make_environment(env_id, seed=seed)
-  except (core.UnknownEnvironmentError, core.UnsupportedEnvironmentError) as e:
-    raise core.UsageError(str(e)) from None
-  builder = builder_cls(config)
+    env = family.make(run, seed)
+  except (core.UsageError, core.UnknownEnvironmentError,
+          core.UnsupportedEnvironmentError) as e:
+    raise core.UsageError(f"agent {agent!r} is multi-agent: {e}" if multi else str(e)) from None
   try:
-    env_spec = environments.environment_spec(env)
-    networks = builder.make_networks(env_spec)
-  except ValueError as e:  # e.g. UnsupportedEnvironmentError: continuous actions for DQN
+    parts = experiment.parts_for(run, env)
+  except (ValueError, core.UsageError) as e:  # e.g. continuous actions for DQN
     raise core.UsageError(f"agent {agent!r} cannot run on {env_id}: {e}") from None
   finally:
-    env.close()
-  precision = config.actor_precision
-  if core.is_mixed(precision):  # a per-layer policy must fit this agent's policy network
-    precision_arg.check_policy_file("--actor-precision", precision, policy_file,
-                                    builder.make_policy(networks, env_spec).spec)
-
-
-def _check_multi_agent_fit(agent: str, env_id: str, seed: int, builder: Any) -> None:
-  """A multi-agent environment exists and every parameter group's networks can be made
-  for it (`core.MultiAgentBuilder`).
-
-  Raises:
-    core.UsageError: naming the environment error, or the agent and environment.
-  """
-  try:
-    env = multi_agent.make_multi_agent_environment(env_id, seed=seed)
-  except (core.UnknownEnvironmentError, core.UnsupportedEnvironmentError) as e:
-    raise core.UsageError(f"agent {agent!r} is multi-agent: {e}") from None
-  try:
-    for group in builder.make_groups(env):
-      builder.group_builder(group).make_networks(group.environment_spec)
-  except ValueError as e:
-    raise core.UsageError(f"agent {agent!r} cannot run on {env_id}: {e}") from None
-  finally:
-    env.close()
+    family.close(env)
+  if core.is_mixed(config.actor_precision):  # a per-layer policy must fit the policy network
+    precision_arg.check_policy_file("--actor-precision", config.actor_precision, policy_file,
+                                    parts.policy.spec)

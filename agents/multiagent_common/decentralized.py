@@ -11,8 +11,9 @@ launchers schedule and checkpoint each group's learner on its own, `parts`), the
 adders (one adder state per (environment, agent) stream) and the actors (`GroupActors`:
 one batched actor per group acting for every agent of the group, in every environment).
 The launchers run it like any builder (`launch.local`, `launch.distributed_nodes`) with
-the multi-agent environment family of `launch.experiment.ENVIRONMENTS`, which steps the
-environments with `MultiAgentLoop`.
+the multi-agent environment family (`MultiAgentEnvironments`, a row of
+`launch.experiment.ENVIRONMENTS`), which binds it and steps the environments with
+`MultiAgentLoop`.
 """
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ from acme.utils import counting
 
 from actorq import core
 from actorq.components.acting import actors as actors_lib
+from actorq.components.acting import loop as loop_lib
+from actorq.components.acting import multi_agent as ma_loop
+from actorq.components.envs import multi_agent as ma_env
 
 
 class Composite:
@@ -291,11 +295,96 @@ def bind(builder, groups) -> DecentralizedBuilder:
                               {g.name: builder.group_builder(g) for g in groups})
 
 
-def stats_precision(policies: Groups) -> str:
-  """The precision an evaluation row records: the first group's."""
-  return policies.precision
+class MultiAgentEnvironments:
+  """The multi-agent environment family of `launch.experiment.ENVIRONMENTS`: PettingZoo
+  parallel environments (`components.envs.multi_agent`), `num_envs` of them stepped
+  together by `MultiAgentLoop`; the builder (a `core.MultiAgentBuilder`) is bound to their
+  parameter groups (`bind`), which are its environment spec."""
+
+  @staticmethod
+  def matches(builder) -> bool:
+    return isinstance(builder, core.MultiAgentBuilder)
+
+  def make(self, config: "ExperimentConfig", seed: int):
+    """`num_envs` environments, environment e seeded `seed + e`.
+
+    Raises: core.UsageError: not a multi-agent environment id (naming what is allowed)."""
+    made = []
+    try:
+      for e in range(config.num_envs):
+        made.append(ma_env.make_multi_agent_environment(config.env_id, seed=seed + e))
+    except (core.UnknownEnvironmentError, core.UnsupportedEnvironmentError) as e:
+      self.close(made)
+      raise core.UsageError(str(e)) from None
+    return made
+
+  def bind(self, builder, env):
+    """Raises: core.UsageError: agents the builder cannot group (e.g. parameter sharing
+    across agents with different specs)."""
+    try:
+      groups = builder.make_groups(env[0])
+    except (core.UnknownEnvironmentError, core.UnsupportedEnvironmentError) as e:
+      raise core.UsageError(str(e)) from None
+    return bind(builder, groups), groups
+
+  def make_actor(self, config, parts, random_key, replay_client, variable_source):
+    builder = parts.builder
+    adder = builder.make_batched_adder(replay_client, parts.environment_spec, parts.policy,
+                                       config.num_envs)
+    return adder, builder.make_actor(random_key, parts.policy, parts.environment_spec,
+                                     variable_source, adder)
+
+  def make_loop(self, config, env, actor, hooks, should_stop=None):
+    return ma_loop.MultiAgentLoop(env, actor.groups, actor.actors, hooks=hooks,
+                                  should_stop=should_stop,
+                                  max_episode_steps=config.max_episode_steps)
+
+  def episode_logger(self, logger, precision: str) -> loop_lib.Hook:
+    del precision
+    return TeamEpisodeLogger(logger)
+
+  def evaluate(self, config, parts, actor, seed: int, should_stop=None):
+    """`config.eval_episodes` greedy episodes on a fresh environment seeded `seed` (the
+    run's evaluation seed, the same every evaluation); the team return (mean, std), mean
+    length and each agent's mean return (`return_<agent>`); None when `should_stop` ended
+    them first."""
+    env = ma_env.make_multi_agent_environment(config.env_id, seed=seed)
+    try:
+      evaluator = ma_loop.MultiAgentLoop([env], parts.environment_spec, actor.actors,
+                                         learn=False, should_stop=should_stop,
+                                         max_episode_steps=config.max_episode_steps)
+      episodes = evaluator.run(num_episodes=config.eval_episodes)
+      if len(episodes) < config.eval_episodes:
+        return None
+      return {**loop_lib.summarize(episodes), **{
+          f"return_{a}": float(np.mean([e.agent_returns[a] for e in episodes]))
+          for a in env.agents}}
+    finally:
+      env.close()
+
+  def close(self, env) -> None:
+    for environment in env:
+      environment.close()
+
+  def close_acting(self, adder, env) -> None:
+    """An actor node's end: its adders (Reverb may be gone: errors ignored) and its
+    environments."""
+    try:
+      adder.close()
+    except Exception:  # pylint: disable=broad-except
+      pass  # the program is stopping: Reverb may be gone
+    self.close(env)
 
 
-def mean_returns(episodes, agents) -> Dict[str, float]:
-  """`return_<agent>`: each agent's mean return over `episodes`."""
-  return {f"return_{a}": float(np.mean([e.agent_returns[a] for e in episodes])) for a in agents}
+class TeamEpisodeLogger(loop_lib.Hook):
+  """One row per training episode with the team return and each agent's return."""
+
+  def __init__(self, logger):
+    self._logger = logger
+
+  def on_episode_end(self, loop, stats):
+    self._logger.write({"actor_steps": loop.steps, "episodes": loop.episodes,
+                        "episode_return": stats.episode_return,
+                        "episode_length": stats.episode_length,
+                        **{f"return_{a}": r for a, r in stats.agent_returns.items()},
+                        "policy_version": loop.actor.policy_version})
