@@ -370,9 +370,9 @@ class LearnerNode:
           wall_seconds=self._wall_offset + time.time() - self._start,
           launch="distributed", num_actors=self._num_actors)
       if "" not in self._parts:  # a multi-agent learner: its groups
-        del state["learner"]
+        saved = state.pop("learner")
         state["groups"] = {name: {
-            "learner": learner.save(),
+            "learner": saved[name],
             "policy_params": state["policy_params"][name],
             "learner_steps": int(learner.step_count)} for name, learner in self._parts.items()}
         state["multi_agent"] = True
