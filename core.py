@@ -435,7 +435,9 @@ class MultiAgentBuilder(Protocol):
   `make_groups(environment)` splits the environment's agents into parameter groups
   (`actorq.components.acting.multi_agent.ParameterGroup`), and `group_builder(group)` is
   the `Builder` (also a `VectorBuilder`) of one group, on the group's per-agent spec.
-  `actorq.launch.multi_agent` runs it (see `actorq.agents.multiagent_common`)."""
+  The launchers run it as a `core.Builder`: bound to an environment's groups
+  (`actorq.agents.multiagent_common.decentralized.bind`, the `MultiAgent` environment
+  family of `actorq.launch.experiment`)."""
   config: Any
 
   def make_groups(self, environment: Any) -> Any:

@@ -22,7 +22,6 @@ statistics (IQM, median, mean, stratified bootstrap intervals, paired comparison
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -134,9 +133,9 @@ def resolve(args) -> dict:
   config = os.path.abspath(args.config) if args.config else None
   assignments = [a.split("=", 1)[0].strip() for a in args.set]
   def run_spec(precision):  # agent, environment, their fit, config: as `actorq train` checks
-    return spec_lib.RunSpec.from_args(argparse.Namespace(
-        agent=args.agent, env=args.env, seed=seeds[0], config=config, set=list(args.set),
-        actor_precision=precision))
+    return spec_lib.RunSpec.resolve(agent=args.agent, env=args.env, seed=seeds[0],
+                                    config=config, set=list(args.set),
+                                    actor_precision=precision, dry_run=True)
 
   first = run_spec(precisions[0])
   try:

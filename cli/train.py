@@ -1,18 +1,15 @@
 """`actorq train`: train an agent (default: DQN on gym:CartPole-v1), in one process
 (`--launch local`, the default) or as a Launchpad program (`--launch local_mt|local_mp
-[--num-actors N]`, or `--launch hosts --hosts H1,H2,...` across machines, see
-`launch/hosts.py`). The parsed flags become one `launch.spec.RunSpec` (`RunSpec.from_args`:
-resume, launch checks and config resolution; the flags are not changed afterwards), whose
-`build()` is the `launch.experiment.ExperimentConfig` every launch consumes; its JSON,
-`run.json`, is written once before any starts (by `local.run` for `--launch local`, here
-for the Launchpad launches).
+[--num-actors N]`, or `--launch hosts --hosts H1,H2,...` across machines): one flag
+`--launch` per row of the launch table (`launch/modes.py`), whose rows' own options are
+added as flags. This module only parses, prints and maps failures to exit codes: the
+parsed flags become one `launch.spec.RunSpec` (`RunSpec.from_args`), and `launch.run(spec)`
+(`launch/engine.py`) launches it (writing run.json, its one writer).
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-import os
 import shutil
 import sys
 import textwrap
@@ -22,12 +19,12 @@ import warnings
 from tqdm import tqdm
 
 from actorq import core
+from actorq import launch as launch_lib
 from actorq.cli import main as cli
 from actorq.components import config_io
-from actorq.launch import checkpointing, distributed, distributed_nodes, experiment, hosts, local
-from actorq.launch import elastic
-from actorq.launch import multi_agent
-from actorq.launch import placement, precision_arg, registry, run_dir, supervisors, tracking
+from actorq.launch import checkpointing, engine, experiment, modes, precision_arg, registry
+from actorq.launch import tracking
+from actorq.launch import distributed_nodes as nodes
 from actorq.launch import spec as spec_lib
 
 DEFAULT_AGENT = spec_lib.DEFAULT_AGENT
@@ -38,15 +35,9 @@ TRAIN_DEFAULTS = spec_lib.TRAIN_DEFAULTS
 
 
 def launch_choices() -> tuple:
-  """``--launch``'s choices: ``local`` (one process, `launch.local.run`) and the launch
-  types of `supervisors.SUPERVISORS` (`supervisors.launch_types()`, read when a parser is
-  built, so a launch type registered before that is offered too)."""
-  return (spec_lib.LOCAL,) + supervisors.launch_types()
-
-
-def _in_process(launch: str) -> bool:
-  """Whether the learner computes in this process under `launch`."""
-  return launch == spec_lib.LOCAL or supervisors.supervisor_for(launch).in_process
+  """``--launch``'s choices: the listed rows of the launch table (`modes.names()`, read
+  when a parser is built, so a launch mode registered before that is offered too)."""
+  return modes.names()
 
 
 class _AgentName(argparse.Action):
@@ -162,41 +153,14 @@ def add_parser(subparsers):
                      "(default: 10; one is also written at the end and on Ctrl-C)")
   train.add_argument("--keep-checkpoints", type=cli.positive_int("--keep-checkpoints"), default=3,
                      metavar="K", help="keep the newest K checkpoints (default: 3)")
-  train.add_argument("--launch", choices=launch_choices(), default="local",
-                     help="local: one process (default); " + "; ".join(
-                         f"{name}: {supervisors.supervisor_for(name).summary}"
-                         for name in supervisors.launch_types()))
+  distributed = [n for n in launch_choices() if modes.mode_for(n).distributed]
+  train.add_argument("--launch", choices=launch_choices(), default=spec_lib.LOCAL,
+                     help="; ".join(f"{name}: {modes.mode_for(name).summary}"
+                                    for name in launch_choices()))
   train.add_argument("--num-actors", type=cli.positive_int("--num-actors"), default=None,
-                     help=f"actor nodes with --launch {'/'.join(supervisors.launch_types())} "
+                     help=f"actor nodes with --launch {'/'.join(distributed)} "
                           f"(default: {DEFAULT_NUM_ACTORS})")
-  train.add_argument("--max-actor-restarts", type=cli.nonnegative_int("--max-actor-restarts"),
-                     default=None, metavar="K",
-                     help="(--launch local_mp, hosts) restart a dead actor or evaluator node in "
-                          "its place, with a fresh seed, up to K times per node (default: "
-                          f"{elastic.DEFAULT_MAX_RESTARTS}); 0: any node's death stops the run")
-  where = train.add_mutually_exclusive_group()
-  where.add_argument("--hosts", default=None, metavar="H1,H2,...",
-                     help="(--launch hosts) machines, reachable from each other; the first "
-                          "runs replay, counter and learner, the others actors and evaluator; "
-                          "'slurm': the SLURM allocation's nodes (the default inside one)")
-  where.add_argument("--hosts-file", default=None, metavar="FILE",
-                     help="(--launch hosts) one host per line, '#' comments")
-  train.add_argument("--port-base", type=cli.positive_int("--port-base"),
-                     default=hosts.DEFAULT_PORT_BASE, metavar="PORT",
-                     help=f"(--launch hosts) node k listens on PORT+k of its host "
-                          f"(default: {hosts.DEFAULT_PORT_BASE}; 2 actors use 6 ports)")
-  train.add_argument("--start", default=None, metavar="HOW",
-                     help="(--launch hosts) how each host's runner is started: ssh (default), "
-                          "srun (default inside a SLURM allocation), print (print the "
-                          "commands, start nothing), or a command template with {host} "
-                          "and/or {index}, e.g. 'ssh -p 2222 {host}'")
-  train.add_argument("--host-timeout", type=cli.positive_float("--host-timeout"), default=None,
-                     metavar="SECONDS", help="(--launch hosts) a node (or the launcher) that has "
-                     "not polled the program's stop for this long is taken for dead and the "
-                     "program stops (default: 15; at least 3 s)")
-  train.add_argument("--node-python", default=sys.executable, metavar="PATH",
-                     help="(--launch hosts) Python with actorq installed on the hosts "
-                          "(default: this one's path)")
+  _add_launch_options(train)
   train.add_argument("--num-envs", type=cli.positive_int("--num-envs"), default=None,
                      metavar="B", help="environments each actor steps at once, with one "
                      "batched inference per step (default: 1; B > 1 uses EnvPool where it "
@@ -210,24 +174,24 @@ def add_parser(subparsers):
   return train
 
 
-def _place(args) -> None:
-  """Where this process's jax may compute, decided before anything starts a jax backend:
-  a `local_mp` launcher and a CPU learner's process use the CPU only (no GPU backend, no GPU
-  memory reserved); a GPU learner must have a GPU (checked in this process for `local` and
-  `local_mt`, in a child process with this environment for `local_mp`).
+_KINDS = {"str": lambda flag: str, "positive_int": cli.positive_int,
+          "nonnegative_int": cli.nonnegative_int, "positive_float": cli.positive_float}
 
-  Raises:
-    cli.UsageError: `--learner-device gpu` and jax sees no GPU.
-  """
-  if not _in_process(args.launch) or args.learner_device == "cpu":
-    placement.restrict_to_cpu()
-  if args.launch == "hosts":  # the learner's host decides; its node fails in one line
-    return
-  try:
-    placement.check_learner_device(args.learner_device, in_process=_in_process(args.launch),
-                                   name="--learner-device")
-  except placement.NoAcceleratorError as e:
-    raise cli.UsageError(str(e)) from None
+
+def _add_launch_options(parser) -> None:
+  """Every launch mode's own options (`LaunchMode.options`) as flags, '(--launch NAME)'
+  before each one's help."""
+  exclusive = {}
+  for names, option in modes.options_by_flag():
+    target = parser
+    if option.exclusive:
+      key = (names, option.exclusive)
+      if key not in exclusive:
+        exclusive[key] = parser.add_mutually_exclusive_group()
+      target = exclusive[key]
+    target.add_argument(option.flag, dest=option.dest, default=option.default,
+                        type=_KINDS[option.kind](option.flag), metavar=option.metavar,
+                        help=f"(--launch {', '.join(names)}) {option.help}")
 
 
 def run(args) -> int:
@@ -238,189 +202,72 @@ def run(args) -> int:
     return _run(args)
 
 
-def _max_actor_restarts(args) -> int:
-  """`--max-actor-restarts` (its default when not given).
-
-  Raises:
-    cli.UsageError: given with a launch type that restarts no node.
-  """
-  given = getattr(args, "max_actor_restarts", None)
-  if given is None:
-    return elastic.DEFAULT_MAX_RESTARTS
-  if args.launch == spec_lib.LOCAL or not getattr(
-      supervisors.supervisor_for(args.launch), "restarts_nodes", False):
-    able = [n for n in supervisors.launch_types()
-            if getattr(supervisors.supervisor_for(n), "restarts_nodes", False)]
-    raise cli.UsageError(f"--max-actor-restarts needs --launch {' or '.join(able)} (--launch "
-                         f"{args.launch} runs its actors in one process and restarts none)")
-  return given
-
-
 def _run(args) -> int:
-  _place(args)  # before anything starts a jax backend (launch and device are as parsed)
-  _max_actor_restarts(args)  # bad input before anything is written
+  # Before anything starts a jax backend (launch and device are as parsed).
+  engine.place(args.launch, args.learner_device)
   spec = spec_lib.RunSpec.from_args(args)
-  if args.track:
-    tracking.check_tracker(args.track)  # installed, before anything is written
-  config = (dataclasses.replace(spec, logdir=None) if args.dry_run else spec).build()
-  if not args.dry_run:
-    if not spec.resume:  # one run per directory (case B8)
-      run_dir.claim_logdir(spec.logdir, overwrite=getattr(args, "overwrite", False))
-    spec = dataclasses.replace(spec, logdir=cli.ensure_writable_dir(spec.logdir))
-    if args.track:  # launch/tracking.py: tracking.json, read by every process's loggers
-      tracking.start(spec.logdir, args.track)
-  warning = no_learning_warning(spec.steps, config.steps_before_learning(), spec.resume)
-  if warning:
-    print(warning, file=sys.stderr, flush=True)
-  if args.dry_run and spec.launch == "local":
-    print(f"launch local: one process (seeded in-process replay built from the agent's "
-          f"reverb.Table definitions, 1 actor, learner, evaluation every {spec.eval_every} "
-          "actor steps); no Launchpad program (--launch local_mt: real Reverb in one process)")
-    return 0
-  if spec.launch == "local":
-    return _run_local(args, spec, config)  # local.run writes run.json
-  if not args.dry_run and not spec.resume:
-    spec.save(spec.logdir)
-  return _run_distributed(args, spec, config)
-
-
-def record_resumed_settings(spec: spec_lib.RunSpec) -> None:
-  """A resume that changes a train setting (`--steps` extended, `--eval-every`, `--launch`,
-  ...) writes it into run.json, and says so, once the launch has taken the run's
-  checkpoint (at its first actor step; after `make_program` for a Launchpad launch): the
-  run directory describes the run it now holds, and a later plain `--resume` ends at the
-  new total (case B13). A resume that is refused (no checkpoint, one of another launch)
-  writes nothing."""
-  with warnings.catch_warnings():  # (`from_args` has warned of its unknown keys once)
-    warnings.simplefilter("ignore")
-    saved = spec_lib.RunSpec.load(spec.logdir)
-  changes = spec_lib.recorded_changes(saved, spec)
-  if changes and checkpointing.list_checkpoints(os.path.join(spec.logdir, run_dir.CHECKPOINTS)):
-    spec.save(spec.logdir)
-    print(f"actorq: --resume: {run_dir.RUN_INFO} now records {'; '.join(changes)}", flush=True)
-
-
-def no_learning_warning(steps: int, needed: int, resume: bool = False) -> "str | None":
-  """The line `actorq train` prints (to stderr; the run goes on) when `steps` (`--steps`,
-  summed over actors and environments) is below `needed`, the actor steps before the
-  learner's first step (`ExperimentConfig.steps_before_learning`); None otherwise. A
-  warning, not an error, as Acme's rate limiter and SB3's `learning_starts` do not refuse
-  such a run: smoke runs and acting-only runs are legitimate. `resume`: the config is the
-  run's own (no `--set`), so only `--steps` is offered."""
-  if steps >= needed:
-    return None
-  change = "" if resume else f" or --set min_replay_size=N with N below {steps}"
-  return (f"actorq: warning: --steps {steps} ends before the learner's first step: it starts "
-          f"once replay holds min_replay_size={needed} items, one per actor step at most "
-          f"(summed over actors and environments), so this run will not learn; give --steps "
-          f"above {needed}{change}")
-
-
-def failure(spec: spec_lib.RunSpec, error: core.RunFailure) -> core.RunFailure:
-  """`error` (same type) with the environment id before an environment's fault and, when
-  the run has a readable checkpoint, how to continue from it."""
-  message = f"{spec.env}: {error}" if isinstance(error, core.EnvironmentFailure) else str(error)
-  ckpt_dir = os.path.join(spec.logdir, run_dir.CHECKPOINTS) if spec.logdir else None
-  if ckpt_dir and checkpointing.list_checkpoints(ckpt_dir):
-    message += f"; continue from the newest checkpoint with: actorq train --resume {spec.logdir}"
-  return type(error)(message)
-
-
-def stop_message(logdir: str, saved: "str | None") -> str:
-  """What a stopped run (Ctrl-C, SIGTERM) says about its checkpoints, truthfully (case
-  B9): the checkpoint `saved` at the stop, else the newest earlier one, else that there
-  is nothing to resume."""
-  if saved:
-    return (f"actorq: checkpoint saved ({os.path.basename(saved)}); continue with: "
-            f"actorq train --resume {logdir}")
-  if checkpointing.list_checkpoints(os.path.join(logdir, run_dir.CHECKPOINTS)):
-    return (f"actorq: no checkpoint was written at the stop; continue from the newest "
-            f"earlier one with: actorq train --resume {logdir}")
-  return (f"actorq: stopped before the first checkpoint, nothing to resume; start again "
-          f"with the same flags and --overwrite (--logdir {logdir})")
-
-
-def _run_local(args, spec: spec_lib.RunSpec, config) -> int:
-  bar = tqdm(total=spec.steps, unit="step", dynamic_ncols=True, disable=args.no_progress,
-             mininterval=0.5, smoothing=0.05)
-  last = {"n": 0, "recorded": not spec.resume}
-
-  def progress(c):
-    if not last["recorded"]:  # the checkpoint was taken: record a changed setting
-      last["recorded"] = True
-      record_resumed_settings(spec)
-    bar.update(c["actor_steps"] - last["n"])
-    last["n"] = c["actor_steps"]
-    if c["actor_steps"] % 500 == 0:
-      bar.set_postfix(episodes=c["episodes"], learner=c["learner_steps"],
-                      eval_return=f"{c['eval_return']:.1f}", refresh=False)
-
-  learner_on = placement.device_name(placement.learner_device(config.learner_device))
-  print(f"actorq: {'resuming' if spec.resume else 'training'} {spec.agent} on {spec.env} for "
-        f"{spec.steps} steps (seed {spec.seed}, actors {config.precision} on cpu, learner on "
-        f"{learner_on}); logs in {spec.logdir}", flush=True)
+  report = _Report(args.no_progress, spec.steps)
   try:
-    result = (multi_agent.run if config.multi_agent else local.run)(config, progress=progress)
+    outcome = launch_lib.run(spec, report=report, dry_run=args.dry_run,
+                             overwrite=getattr(args, "overwrite", False),
+                             track=getattr(args, "track", None))
   except checkpointing.CheckpointError as e:
     raise cli.UsageError(f"--resume {spec.logdir}: {e}") from None
   except core.RunFailure as e:
-    raise failure(spec, e) from e
-  except KeyboardInterrupt as e:
-    print(stop_message(spec.logdir, getattr(e, "checkpoint_path", None)), file=sys.stderr)
+    raise engine.failure(spec, e) from e
+  except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM: say which checkpoint continues it
+    report.close()
+    if spec.logdir is not None:
+      report.warn(engine.stop_message(spec.logdir, getattr(e, "checkpoint_path", None)))
     raise
   finally:
-    bar.close()
-  if result.resumed_from:
-    print(f"actorq: resumed from {result.resumed_from} (actor step {result.resumed_actor_steps})")
-  print(f"actorq: done in {result.wall_seconds:.0f} s: {result.actor_steps} actor steps, "
-        f"{result.learner_steps} learner steps, {result.episodes} episodes; "
-        f"best evaluation return {result.best_eval_return:.1f} at step {result.best_eval_step}")
-  print(f"final evaluation return: {result.final_eval_return:.1f} "
-        f"(mean over {spec.eval_episodes} greedy episodes, actors {config.precision}); "
-        f"learner parameters {result.params_checksum}")
-  return 0
+    report.close()
+  for line in outcome.lines:
+    print(line, flush=True)
+  for line in outcome.errors:
+    print(line, file=sys.stderr, flush=True)
+  outcome.finish()
+  return outcome.exit_code
 
 
-def _run_distributed(args, spec: spec_lib.RunSpec, config) -> int:
-  try:
-    options = distributed.DistributedOptions(max_actor_restarts=_max_actor_restarts(args))
-    if spec.host_timeout is not None:
-      options = dataclasses.replace(options, silent_after_s=spec.host_timeout)
-    dp = distributed.make_program(config, spec.num_actors, name=f"actorq-{spec.agent}",
-                                  hosts=spec.hosts_config(), options=options)
-  except checkpointing.CheckpointError as e:
-    raise cli.UsageError(f"--resume {spec.logdir}: {e}") from None
-  if args.dry_run:
-    print(distributed.describe(dp, spec.launch))
-    return 0
-  if spec.resume:  # the program took the checkpoint: record a changed setting
-    record_resumed_settings(spec)
-  n = distributed_nodes
-  print(f"actorq: {'resuming' if spec.resume else 'training'} {spec.agent} on {spec.env} for "
-        f"{spec.steps} actor steps with {spec.num_actors} actors ({spec.launch}, seed "
-        f"{spec.seed}, actors {config.precision} on cpu, learner device "
-        f"{config.learner_device}); logs in {spec.logdir}", flush=True)
-  if dp.resumed_from:
-    print(f"actorq: resuming from {dp.resumed_from} (actor step "
-          f"{int(dp.resumed_counts[n.ACTOR_STEPS])}, learner step "
-          f"{int(dp.resumed_counts[n.LEARNER_STEPS])})", flush=True)
-  last = {"t": 0.0}
+class _Report:
+  """What a run tells `actorq train` (`modes.Report`): lines, a progress bar of an
+  in-process run's steps, a progress line of a program's counts every 30 s."""
 
-  def on_poll(counts):
-    if args.no_progress or time.time() - last["t"] < 30:
+  def __init__(self, quiet: bool, steps: int):
+    self._quiet, self._steps = quiet, steps
+    self._bar, self._last, self._said = None, 0, 0.0
+
+  def say(self, line: str) -> None:
+    print(line, flush=True)
+
+  def warn(self, line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+  def steps(self, c) -> None:
+    if self._bar is None:
+      self._bar = tqdm(total=self._steps, unit="step", dynamic_ncols=True, disable=self._quiet,
+                       mininterval=0.5, smoothing=0.05)
+    self._bar.update(c["actor_steps"] - self._last)
+    self._last = c["actor_steps"]
+    if c["actor_steps"] % 500 == 0:
+      self._bar.set_postfix(episodes=c["episodes"], learner=c["learner_steps"],
+                            eval_return=f"{c['eval_return']:.1f}", refresh=False)
+
+  def poll(self, counts) -> None:
+    if self._quiet or time.time() - self._said < 30:
       return
-    last["t"] = time.time()
-    print(f"actorq: {int(counts.get(n.ACTOR_STEPS, 0))} actor steps, "
-          f"{int(counts.get(n.LEARNER_STEPS, 0))} learner steps, "
-          f"{int(counts.get(n.ACTOR_EPISODES, 0))} episodes", flush=True)
+    self._said = time.time()
+    print(f"actorq: {int(counts.get(nodes.ACTOR_STEPS, 0))} actor steps, "
+          f"{int(counts.get(nodes.LEARNER_STEPS, 0))} learner steps, "
+          f"{int(counts.get(nodes.ACTOR_EPISODES, 0))} episodes", flush=True)
 
-  result = distributed.launch(dp, spec.launch, echo=not args.no_progress, on_poll=on_poll)
-  print(distributed.summary_line(result), flush=True)
-  if result.reason == "signal":  # which checkpoint the run continues from, truthfully
-    print(stop_message(spec.logdir, result.checkpoint), file=sys.stderr, flush=True)
-  if result.evaluations:
-    print(f"final evaluation return: {result.final_eval_return:.1f} "
-          f"(mean over {spec.eval_episodes} greedy episodes, actors {config.precision})",
-          flush=True)
-  distributed.exit_now(result)  # local_mt node threads that never stopped: end here
-  return result.exit_code
+  def close(self) -> None:
+    if self._bar is not None:
+      self._bar.close()
+
+
+# Kept under their old names for callers of this module.
+no_learning_warning = engine.no_learning_warning
+stop_message = engine.stop_message
+failure = engine.failure

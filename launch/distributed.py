@@ -5,11 +5,10 @@ Launchpad program.
                                             logdir="runs/x"), num_actors=2)
     result = launch(program)            # blocks; result.exit_code is 0 only on a clean finish
 
-The learner, actor and evaluator node classes and the replay's table factory come from
-`NODE_KINDS`, by the builder's kind: `distributed_nodes`' for a `core.Builder`,
-`multi_agent_nodes`' for a `core.MultiAgentBuilder` (parameter groups: every group's table
-on the one Reverb node, every group's learner on the one learner node, whole multi-agent
-environments on each actor node); what follows is the same for both.
+The nodes (`distributed_nodes`) run any builder, a multi-agent one included (its parameter
+groups: every group's table on the one Reverb node, every group's learner on the one
+learner node, whole multi-agent environments on each actor node; see
+`agents/multiagent_common/decentralized.py`).
 
 Groups (`describe(program)` lists them; `actorq train --dry-run` prints it):
   replay     a ReverbNode with the builder's tables (`rate_limited=True`: samples-per-insert
@@ -125,7 +124,6 @@ from actorq.launch import distributed_nodes as nodes_lib
 from actorq.launch import elastic
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import hosts as hosts_lib
-from actorq.launch import multi_agent_nodes as ma_nodes
 from actorq.launch import processes, run_dir, supervisors
 
 GROUPS = ("replay", "counter", "learner", "actor", "evaluator", "limiter")
@@ -252,46 +250,6 @@ class _ReverbNode(lp.ReverbNode):
         server.stop()
 
 
-@dataclasses.dataclass(frozen=True)
-class NodeKinds:
-  """The node classes of a program for one kind of builder (the replay, counter and
-  limiter nodes are the same for every kind). Each has the constructor signature of the
-  single-agent class in `distributed_nodes` it stands in for.
-
-  Attributes:
-    builder_type: the builder protocol this entry serves (`isinstance` against it).
-    make_tables: the ReverbNode's table factory, `(config, launcher_pid) -> tables`.
-    learner, actor, evaluator: the node classes.
-  """
-  builder_type: type
-  make_tables: Any
-  learner: type
-  actor: type
-  evaluator: type
-
-
-# Builder kind -> its nodes, tried in order (a new kind of program is one entry here).
-NODE_KINDS: List[NodeKinds] = [
-    NodeKinds(core.MultiAgentBuilder, ma_nodes.make_tables, ma_nodes.MultiAgentLearnerNode,
-              ma_nodes.MultiAgentActorNode, ma_nodes.MultiAgentEvaluatorNode),
-    NodeKinds(core.Builder, nodes_lib.make_tables, nodes_lib.LearnerNode, nodes_lib.ActorNode,
-              nodes_lib.EvaluatorNode),
-]
-
-
-def node_kinds(builder) -> NodeKinds:
-  """The first entry of `NODE_KINDS` whose `builder_type` `builder` is.
-
-  Raises:
-    ValueError: no entry serves the builder.
-  """
-  for kinds in NODE_KINDS:
-    if isinstance(builder, kinds.builder_type):
-      return kinds
-  raise ValueError(f"no distributed program for a {type(builder).__name__}; builders served: "
-                   f"{', '.join(k.builder_type.__name__ for k in NODE_KINDS)}")
-
-
 def _with_timeout(handle, seconds: float):
   handle.set_client_kwargs(call_timeout=seconds)
   return handle
@@ -338,14 +296,13 @@ def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *
   counts = None if restored is None else nodes_lib.restored_counts(restored)
   actor_steps = 0 if counts is None else int(counts[nodes_lib.ACTOR_STEPS])
   builder_name = type(c.builder).__name__
-  kinds = node_kinds(c.builder)
 
   checkpoint_ctor = None
   if ckpt_dir is not None:
     replay_name = restored.get("replay_checkpoint") if restored else None
     checkpoint_ctor = lambda: checkpointing.reverb_checkpointer(ckpt_dir, replay_name)
   with program.group("replay"):
-    replay = program.add_node(_ReverbNode(lambda: kinds.make_tables(c, launcher_pid),
+    replay = program.add_node(_ReverbNode(lambda: nodes_lib.make_tables(c, launcher_pid),
                                           checkpoint_ctor))
   descriptions["replay"] = [f"ReverbNode: {builder_name}.make_replay_tables"
                             f"(rate_limited=True), checkpoints {ckpt_dir or 'off'}"
@@ -369,9 +326,9 @@ def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *
 
   with program.group("learner"):
     learner = _with_timeout(program.add_node(lp.CourierNode(
-        kinds.learner, c, replay, counter, num_actors, options.reverb_timeout_s,
+        nodes_lib.LearnerNode, c, replay, counter, num_actors, options.reverb_timeout_s,
         launcher_pid, restore_path=resumed_from)), options.courier_timeout_s)
-  descriptions["learner"] = [f"CourierNode: {kinds.learner.__name__}({builder_name}) on learner "
+  descriptions["learner"] = [f"CourierNode: LearnerNode({builder_name}) on learner "
                              f"device {c.learner_device}, variable source (PolicyServer: one "
                              "publisher per precision)"
                              + (f", restores {resumed_from}" if resumed_from else "")]
@@ -383,18 +340,18 @@ def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *
   with program.group("actor"):
     for i in range(num_actors):
       actors.append(_with_timeout(program.add_node(lp.CourierNode(
-          kinds.actor, c, i, seeds[i], replay, learner, counter,
+          nodes_lib.ActorNode, c, i, seeds[i], replay, learner, counter,
           options.reverb_timeout_s, launcher_pid, initial_steps=initial_steps,
           num_actors=num_actors)),
           options.courier_timeout_s))
-  descriptions["actor"] = [f"CourierNode: {kinds.actor.__name__} {i} (seed {seeds[i]}, "
+  descriptions["actor"] = [f"CourierNode: ActorNode {i} (seed {seeds[i]}, "
                            f"{c.precision}"
                            + (f", from step {initial_steps}" if restored else "") + ")"
                            for i in range(num_actors)]
 
   with program.group("evaluator"):
-    program.add_node(lp.CourierNode(kinds.evaluator, c, learner, counter, launcher_pid))
-  descriptions["evaluator"] = [f"CourierNode: {kinds.evaluator.__name__} (greedy, every "
+    program.add_node(lp.CourierNode(nodes_lib.EvaluatorNode, c, learner, counter, launcher_pid))
+  descriptions["evaluator"] = [f"CourierNode: EvaluatorNode (greedy, every "
                                f"{c.eval_every} actor steps, {c.eval_episodes} episodes)"]
 
   with program.group("limiter"):

@@ -8,13 +8,21 @@ a call timeout, Reverb writes go through `components.reverb_timeouts.TimeoutClie
 and the learner's sampling (the builder's dataset, which has Reverb rate-limiter
 timeouts) runs in a helper thread the node does not wait on after a stop.
 
+Every node runs any builder: the environment family of `experiment.environments_of`
+makes, steps and evaluates the environments (for a multi-agent builder, bound to the
+environment's parameter groups: whole multi-agent environments on each actor node, one
+batched actor per group; every group's table on the one Reverb node; every group's learner
+on the one learner node, each stepped in its own thread, each with its `PolicyServer`).
+
 Counter keys (one Counter node sums them): `actor_steps`, `actor_episodes`,
-`learner_steps` (via the learner's child counter, prefix ``learner``), `final_evaluation`
+`learner_steps` (via the learner's child counter, prefix ``learner``; a multi-agent
+learner adds `learner_<group>_steps` per group), `final_evaluation`
 (the evaluator's evaluation at the step limit is written), `limit_reached`, and each actor's
 own steps, `actor_steps_key(i)` (the launcher notices an actor that stopped stepping by it).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import threading
@@ -26,6 +34,7 @@ import launchpad as lp
 from acme.utils import counting
 
 from actorq import core
+from actorq.agents.multiagent_common import decentralized
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
@@ -37,7 +46,6 @@ from actorq.launch import logging as logging_lib
 from actorq.launch import placement
 from actorq.launch import processes
 from actorq.launch import profiling
-from actorq.quantization import bias_correction
 
 ACTOR_STEPS = "actor_steps"
 ACTOR_EPISODES = "actor_episodes"
@@ -115,11 +123,12 @@ def wait_for_learner(learner, stop: threading.Event, timeout_s: float = 600.0) -
 
 
 def make_tables(config: experiment_lib.ExperimentConfig, launcher_pid: Optional[int] = None):
-  """The ReverbNode's table factory: the builder's tables, rate limiters kept."""
+  """The ReverbNode's table factory: the builder's tables (every parameter group's for a
+  multi-agent builder), rate limiters kept."""
   processes.watch_launcher(launcher_pid)
-  parts = experiment_lib.agent_parts(config, experiment_lib.environment_spec(config))
-  return config.builder.make_replay_tables(parts.environment_spec, parts.policy,
-                                           rate_limited=True)
+  parts = experiment_lib.parts_of(config)
+  return parts.builder.make_replay_tables(parts.environment_spec, parts.policy,
+                                          rate_limited=True)
 
 
 def restored_counts(state: Dict[str, Any]) -> Dict[str, float]:
@@ -288,14 +297,38 @@ class CounterNode(counting.Counter):
       time.sleep(0.1)
 
 
+class _Prefetch:
+  """An iterator whose next item can be fetched ahead (`fetch`), so a learner part's step
+  thread waits for its sample WITHOUT holding its step lock. Otherwise a checkpoint that
+  has paused one parameter group (its table then fills, and the actors, which write every
+  group's table, block on it) could wait forever for another group's lock held by a step
+  waiting for data those blocked actors never write."""
+
+  def __init__(self, iterator):
+    self._iterator, self._next, self._held = iterator, None, False
+
+  def fetch(self) -> None:
+    if not self._held:
+      self._next, self._held = next(self._iterator), True
+
+  def __iter__(self):
+    return self
+
+  def __next__(self):
+    self.fetch()
+    item, self._next, self._held = self._next, None, False
+    return item
+
+
 class LearnerNode:
   """The learner and, through its `PolicyServer`, the actors' variable source.
 
   Courier methods:
     get_variables(names) -> for ``"policy/<precision>"`` the payload of the newest
       version at that precision (converted once per version and precision on this
-      node), for any other name the learner's own variable (fp32);
-    get_version() -> int learner steps;
+      node), for any other name the learner's own variable (fp32); a multi-agent
+      learner's group's as ``"<group>/<name>"`` (`decentralized.GroupServers`);
+    get_version() -> int learner steps (a multi-agent learner: its groups' smallest);
     checkpoint() -> path of a new run checkpoint (None without a logdir);
     placement() -> the node's placement (`placement.describe_process`) and learner device;
     profile() -> what this node measured (`profile` below; the distributed benchmark).
@@ -303,12 +336,16 @@ class LearnerNode:
   The learner is built, restored and stepped inside `jax.default_device` of
   `placement.learner_device(config.learner_device)` (a GPU when there is one and the choice
   allows it); in `local_mp` the launcher gave this node's process its environment
-  (`placement.node_env`).
+  (`placement.node_env`). Each learner part (`experiment.split`: the learner, or one per
+  parameter group) steps in its own thread, waiting for its table's `min_replay_size()`
+  items first and for each sample outside its step lock (`_Prefetch`).
 
   Checkpoints are written every `config.checkpoint_every` minutes (None or 0: only when
-  asked) with `checkpointing.save_run`: the step loop is paused while Reverb writes its
-  tables and the pickle (`experiment.checkpoint_state`, with the counter's totals and
-  `learner_steps` set to the saved learner's steps) is written, so the two halves match.
+  asked) with `checkpointing.save_run`: every part's step loop is paused while Reverb
+  writes its tables and the pickle (`experiment.checkpoint_state`, with the counter's
+  totals and `learner_steps` set to the saved learner's steps; per group under
+  ``groups[<name>]`` for a multi-agent learner) is written, so the two halves match (a
+  sample fetched meanwhile is in neither: one batch lost on resume).
   `restore_path`: a run checkpoint whose learner state this learner starts from.
   """
 
@@ -321,39 +358,55 @@ class LearnerNode:
     print(f"actorq: learner on {placement.device_name(self._device)} "
           f"(learner_device={config.learner_device})",
           flush=True)
-    env_spec = experiment_lib.environment_spec(config)
+    parts = experiment_lib.parts_of(config)
+    builder = self._builder = parts.builder
     self._replay = reverb_timeouts.TimeoutClient(replay, reverb_timeout_s)
     self._logger_fn = logging_lib.make_logger_factory(config.logdir)
     self._counter = counting.Counter(counter, prefix="learner", time_delta=0.5)
     with jax.default_device(self._device):
-      networks = config.builder.make_networks(env_spec)
-      iterator, calibration = bias_correction.tap(  # int8 bias correction (issue 39)
-          config.builder.make_dataset_iterator(replay), networks.spec)
+      iterator, calibrations = experiment_lib.tapped_dataset(builder, parts.networks, replay)
+      self._prefetch = {n: _Prefetch(it) for n, it in experiment_lib.split(iterator).items()}
+      if "" in self._prefetch:
+        iterator = self._prefetch[""]
+      else:
+        iterator = decentralized.Groups(self._prefetch)
       key = jax.random.split(jax.random.PRNGKey(config.seed), 2)[0]
-      self._learner = config.builder.make_learner(
-          key, networks, iterator, lambda label: self._logger_fn(label, time_delta=1.0),
-          env_spec, replay, self._counter)
+      self._learner = builder.make_learner(
+          key, parts.networks, iterator, lambda label: self._logger_fn(label, time_delta=1.0),
+          parts.environment_spec, replay, self._counter)
       if config.init_from is not None and restore_path is None:  # launch/warm_start.py
         config.init_from.apply(self._learner)
-    self._server = vc.PolicyServer(self._learner, networks.spec, calibration=calibration)
+    self._server = experiment_lib.policy_server(self._learner, parts.networks, calibrations)
+    self._parts = experiment_lib.split(self._learner)
     self._error: Optional[BaseException] = None
     self._counter_client = counter
     self._num_actors = int(num_actors)
-    self._step_lock = threading.Lock()  # held by each learner step and by a checkpoint
+    # Each held by its part's learner steps; all of them by a checkpoint.
+    self._step_locks = {name: threading.Lock() for name in self._parts}
     self._ckpt_lock = threading.Lock()
     self._start = time.time()
     self._wall_offset = 0.0
     if restore_path is not None:
       state = checkpointing.load(restore_path)
+      if "" not in self._parts:
+        saved = state.get("groups") or {}
+        if sorted(saved) != sorted(self._parts):
+          raise checkpointing.CheckpointError(
+              f"{restore_path} holds the parameter groups {', '.join(sorted(saved)) or 'none'}"
+              f", this run has {', '.join(self._parts)}")
       with jax.default_device(self._device):
-        self._learner.restore(state["learner"])
+        for name, learner in self._parts.items():
+          learner.restore(state["learner"] if name == "" else state["groups"][name]["learner"])
       self._wall_offset = float(state.get("wall_seconds", 0.0))
 
   def checkpoint(self) -> Optional[str]:
     """Writes a run checkpoint; returns its path (None: no logdir)."""
     if self._config.checkpoint_dir is None:
       return None
-    with self._ckpt_lock, self._step_lock:
+    with contextlib.ExitStack() as held:
+      held.enter_context(self._ckpt_lock)
+      for lock in self._step_locks.values():
+        held.enter_context(lock)
       counts = dict(self._counter_client.get_counts())
       for key in _PER_LAUNCH_KEYS:
         counts.pop(key, None)
@@ -366,6 +419,13 @@ class LearnerNode:
           learning_started=self._learner.step_count > 0,
           wall_seconds=self._wall_offset + time.time() - self._start,
           launch="distributed", num_actors=self._num_actors)
+      if "" not in self._parts:  # a multi-agent learner: its groups
+        saved = state.pop("learner")
+        state["groups"] = {name: {
+            "learner": saved[name],
+            "policy_params": state["policy_params"][name],
+            "learner_steps": int(learner.step_count)} for name, learner in self._parts.items()}
+        state["multi_agent"] = True
       return checkpointing.save_run(self._config.checkpoint_dir, state, step=actor_steps,
                                     keep=self._config.keep_checkpoints,
                                     replay_client=self._replay)
@@ -384,51 +444,56 @@ class LearnerNode:
   def profile(self) -> Dict[str, Any]:
     """What this node has measured, as plain numbers: ``"served"``, precision -> the
     variable source's counts (`PolicyServer.served`: pulls, bytes_sent, payload_bytes,
-    conversions, convert_seconds); ``"learner_steps"``; ``"time"`` (this node's
-    `time.time()`); and, when the builder is instrumented
-    (`components.profiling.InstrumentedBuilder`), its `snapshot()` under ``"timings"``."""
+    conversions, convert_seconds; per group for a multi-agent learner);
+    ``"learner_steps"``; ``"time"`` (this node's `time.time()`); and, when the builder is
+    instrumented (`components.profiling.InstrumentedBuilder`), its `snapshot()` under
+    ``"timings"``."""
     snapshot = getattr(self._config.builder, "snapshot", None)
     return {"served": self._server.served(), "learner_steps": int(self._learner.step_count),
             "time": time.time(), "timings": snapshot() if callable(snapshot) else {}}
 
-  def _step_loop(self, stop: threading.Event) -> None:
+  def _part_steps(self, name: str, stop: threading.Event) -> None:
+    """Steps learner part `name` until `stop` (in its own thread)."""
+    builder = self._builder if name == "" else self._builder.builders[name]
+    learner, lock = self._parts[name], self._step_locks[name]
     with jax.default_device(self._device):  # thread-local: this thread's steps
-      self._step_loop_on_device(stop)
-
-  def _step_loop_on_device(self, stop: threading.Event) -> None:
-    try:
-      min_size = int(self._config.builder.min_replay_size())
-      table = self._config.builder.replay_table_name()
-      while min_size and not stop.is_set():
-        if int(self._replay.server_info()[table].current_size) >= min_size:
-          break
-        stop.wait(0.5)
-      while not stop.is_set():
-        with self._step_lock:
-          self._learner.step()
-    except BaseException as e:  # pylint: disable=broad-except
-      if not stop.is_set():
-        self._error = e
+      try:
+        min_size = int(builder.min_replay_size())
+        table = builder.replay_table_name()
+        while min_size and not stop.is_set():
+          if int(self._replay.server_info()[table].current_size) >= min_size:
+            break
+          stop.wait(0.5)
+        while not stop.is_set():
+          self._prefetch[name].fetch()  # waits for data unlocked (`_Prefetch`)
+          with lock:
+            learner.step()
+      except BaseException as e:  # pylint: disable=broad-except
+        if not stop.is_set():
+          self._error = e
 
   def run(self) -> None:
     stop = lp.stop_event()
-    stepper = threading.Thread(target=self._step_loop, args=(stop,), name="learner-steps",
-                               daemon=True)
-    stepper.start()
+    steppers = [threading.Thread(target=self._part_steps, args=(name, stop),
+                                 name=f"learner-steps{'-' + name if name else ''}", daemon=True)
+                for name in self._parts]
+    for stepper in steppers:
+      stepper.start()
     every = float(self._config.checkpoint_every or 0.0)
     last_checkpoint = time.time()
     try:
       while not stop.wait(0.5):
         if self._error is not None:
           raise RuntimeError(f"learner failed: {self._error!r}") from self._error
-        if not stepper.is_alive():
+        if not all(stepper.is_alive() for stepper in steppers):
           raise RuntimeError("learner step loop ended without a stop request")
         if every and time.time() - last_checkpoint >= 60.0 * every:
           self.checkpoint()
           last_checkpoint = time.time()
     finally:
-      stepper.join(timeout=2.0)  # it may sit in a sample until the dataset's timeout
-      self._logger_fn("learner").close()
+      for stepper in steppers:
+        stepper.join(timeout=2.0)  # it may sit in a sample until the dataset's timeout
+      self._logger_fn.close_all()
 
 
 class _Counting(loop_lib.Hook):
@@ -504,29 +569,30 @@ class ActorNode:
     self._loop.steps = int(initial_steps)
 
   def _prepare(self, seed: int, num_actors: int) -> None:
-    """What is built before the learner answers: the environment and the agent's parts
-    (its policy's exploration on the run's summed steps)."""
+    """What is built before the learner answers: the environments and the agent's parts
+    (its policy's exploration on the run's summed steps; every group's)."""
     config = self._config
-    self._env = experiment_lib.make_training_environment(config, seed)
-    self._parts = experiment_lib.agent_parts(
-        config, experiment_lib.training_environment_spec(self._env))
-    policy = self._parts.policy
-    self._parts.policy = dataclasses.replace(
+    self._family = experiment_lib.environments_of(config)
+    self._env = self._family.make(config, seed)
+    self._parts = experiment_lib.parts_for(config, self._env)
+    shared = {name: dataclasses.replace(
         policy, selector=actors.on_shared_schedule(policy.selector, num_actors))
+              for name, policy in experiment_lib.split(self._parts.policy).items()}
+    self._parts.policy = shared[""] if "" in shared else decentralized.Groups(shared)
 
   def _make_loop(self, client, learner, counting_hook: loop_lib.Hook, seed: int,
                  initial_steps: int):
     """The acting loop (its adder writing through `client`, its variable client pulling
     from `learner`, `counting_hook` among its hooks); sets `_logger` (`actor_<i>.csv`)."""
     config, parts = self._config, self._parts
-    self._adder, actor = experiment_lib.make_training_actor(
-        config, parts, _cpu_key(seed), client, learner)
-    actor.num_steps = int(initial_steps)
+    self._adder, self._actor = self._family.make_actor(config, parts, _cpu_key(seed), client,
+                                                       learner)
+    for actor in experiment_lib.split(self._actor).values():
+      actor.num_steps = int(initial_steps)
     self._logger = logging_lib.make_logger_factory(config.logdir)(f"actor_{self._actor_id}")
-    return experiment_lib.make_training_loop(
-        config, self._env, actor, should_stop=self._stop.is_set,
-        hooks=[counting_hook,
-               loop_lib.EpisodeLogger(self._logger, actor_precision=parts.policy.precision)])
+    return self._family.make_loop(
+        config, self._env, self._actor, should_stop=self._stop.is_set,
+        hooks=[counting_hook, self._family.episode_logger(self._logger, parts.policy.precision)])
 
   def status(self) -> Dict[str, Any]:
     if self._loop is None:
@@ -544,9 +610,10 @@ class ActorNode:
   def placement(self) -> Dict[str, Any]:
     """This node's process placement (`placement.describe_process`) and the devices its
     policy runtime computes on (None before the actor was built)."""
-    runtime = None if self._loop is None else self._loop.actor.runtime
+    runtimes = ([] if self._loop is None else
+                [a.runtime for a in experiment_lib.split(self._actor).values()])
     return {**placement.describe_process(),
-            "runtime_devices": None if runtime is None else list(runtime.devices())}
+            "runtime_devices": [d for r in runtimes for d in r.devices()] or None}
 
   def run(self) -> None:
     if self._loop is None:
@@ -559,6 +626,7 @@ class ActorNode:
       raise core.EnvironmentFailure(f"{self._env_id} (actor {self._actor_id}): {e}") from e
     finally:
       self._logger.close()
+      self._family.close_acting(self._adder, self._env)
 
 
 def _cpu_key(seed: int):
@@ -600,15 +668,16 @@ class EvaluatorNode:
     self._stop = lp.stop_event()
     learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
     seed = config.seed + experiment_lib.EVAL_SEED_OFFSET
-    parts = experiment_lib.agent_parts(config, experiment_lib.environment_spec(config))
+    parts = self._parts = experiment_lib.parts_of(config)
+    self._family = experiment_lib.environments_of(config)
     self._precision = parts.eval_policy.precision
     self._actor = None
     try:
       wait_for_learner(learner, self._stop)
     except NodeStopping:
       return
-    self._actor = config.builder.make_actor(_cpu_key(seed), parts.eval_policy,
-                                            parts.environment_spec, learner, None)
+    self._actor = parts.builder.make_actor(_cpu_key(seed), parts.eval_policy,
+                                           parts.environment_spec, learner, None)
     self._counter = counter
     self._logger = logging_lib.make_logger_factory(config.logdir)("eval")
     self._start = time.time()
@@ -617,7 +686,9 @@ class EvaluatorNode:
     """`(stats, policy version)` of one evaluation with the newest parameters; stats None
     when the node's stop ended it first."""
     self._actor.update(wait=True)
-    stats = experiment_lib.evaluate(self._config, self._actor, should_stop=self._stop.is_set)
+    stats = self._family.evaluate(self._config, self._parts, self._actor,
+                                  self._config.seed + experiment_lib.EVAL_SEED_OFFSET,
+                                  should_stop=self._stop.is_set)
     return stats, self._actor.policy_version
 
   def run(self) -> None:

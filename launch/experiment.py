@@ -24,44 +24,17 @@ import jax
 from acme import specs
 
 from actorq import core
+from actorq.agents.multiagent_common import decentralized
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
+from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments, vector_env
+# The run's seed streams live in `components.envs.seeding` (the multi-agent environments'
+# family uses them too); re-exported here, where the launchers read them.
+from actorq.components.envs.seeding import (  # noqa: F401
+    EVAL_SEED_OFFSET, EVAL_SEED_ROWS, training_seed)
 from actorq.launch import checkpointing, processes
-from actorq.quantization import runtimes
-
-# Seeds derived from `ExperimentConfig.seed`: the training actor (single process) uses
-# the seed itself, actor i of a distributed run `seed + 1 + i`, a resumed run's actors
-# those plus the actor steps done (`training_seed` moves any of them past the evaluation
-# seeds), the evaluator `seed + EVAL_SEED_OFFSET` (and its vector rows the seeds after).
-EVAL_SEED_OFFSET = 10_000
-# The evaluation seeds of a run lie in [seed + EVAL_SEED_OFFSET, seed + EVAL_SEED_OFFSET +
-# EVAL_SEED_ROWS); no training environment is ever seeded in that window.
-EVAL_SEED_ROWS = EVAL_SEED_OFFSET // 2
-
-
-def training_seed(run_seed: int, offset: int, rows: int = 1) -> int:
-  """The seed of a training environment (of the first of `rows` environments, seeded
-  seed, seed + 1, ...) `offset` into the run's training seeds: 0 for a single-process run,
-  1 + i for actor i of a distributed run, plus the actor steps done for a resumed run.
-
-  The training and evaluation streams never coincide (case B14: a run resumed at actor
-  step 10,000 used to train on the evaluation episodes' start states): an offset whose
-  rows would reach `EVAL_SEED_OFFSET` is moved past the evaluation window (+
-  EVAL_SEED_OFFSET), so every training seed is below `seed + EVAL_SEED_OFFSET` or at or
-  above `seed + 2 * EVAL_SEED_OFFSET - rows + 1 >= seed + EVAL_SEED_OFFSET + EVAL_SEED_ROWS`
-  (rows <= EVAL_SEED_OFFSET - EVAL_SEED_ROWS). The mapping is one-to-one, and a fresh
-  run's seeds (small offsets) are unchanged.
-
-  Raises:
-    ValueError: `offset` < 0, or `rows` outside [1, EVAL_SEED_OFFSET - EVAL_SEED_ROWS].
-  """
-  if offset < 0 or not 1 <= rows <= EVAL_SEED_OFFSET - EVAL_SEED_ROWS:
-    raise ValueError(f"training_seed: offset {offset} must be >= 0 and rows {rows} in [1, "
-                     f"{EVAL_SEED_OFFSET - EVAL_SEED_ROWS}]")
-  if offset + rows > EVAL_SEED_OFFSET:
-    offset += EVAL_SEED_OFFSET
-  return run_seed + offset
+from actorq.quantization import bias_correction, runtimes
 
 
 class RunError(core.RunFailure):
@@ -116,8 +89,8 @@ class ExperimentConfig:
   Attributes:
     builder: the agent's builder (`actorq.core.Builder`; stateless, so one builder
       serves every node of a distributed run), or a `core.MultiAgentBuilder` for a
-      multi-agent environment id (`actorq.launch.multi_agent` runs it in one process,
-      `launch.distributed` with the nodes of `launch.multi_agent_nodes`).
+      multi-agent environment id (the `MultiAgent` environment family binds it to the
+      environment's parameter groups: `decentralized.DecentralizedBuilder`).
     env_id: environment id (`actorq.components.envs.environments`).
     num_steps: actor steps after which training ends (summed over actors).
     seed: seeds environments, networks, exploration and replay sampling.
@@ -194,7 +167,7 @@ class ExperimentConfig:
     if not isinstance(self.builder, (core.Builder, core.MultiAgentBuilder)):
       raise ValueError(f"builder must implement actorq.core.Builder or "
                        f"actorq.core.MultiAgentBuilder, got {type(self.builder).__name__}")
-    if not self.multi_agent:  # `launch.multi_agent` steps num_envs environments itself
+    if not self.multi_agent:  # `MultiAgent.make` makes num_envs environments itself
       vector_env.check_num_envs(self.env_id, self.num_envs)
     elif isinstance(self.num_envs, bool) or not isinstance(self.num_envs, int) \
         or self.num_envs < 1:
@@ -216,7 +189,7 @@ class ExperimentConfig:
 
   @property
   def multi_agent(self) -> bool:
-    """Whether the builder is a `core.MultiAgentBuilder` (run by `launch.multi_agent`)."""
+    """Whether the builder is a `core.MultiAgentBuilder` (the `MultiAgent` family)."""
     return isinstance(self.builder, core.MultiAgentBuilder)
 
   @property
@@ -247,11 +220,14 @@ class ExperimentConfig:
 @dataclasses.dataclass
 class AgentParts:
   """What every node builds from the config before its own pieces: the environment
-  spec, the networks and the training and evaluation policies."""
+  spec, the networks and the training and evaluation policies, and the builder that made
+  them (`config.builder`, or a multi-agent builder bound to the environment's parameter
+  groups: `MultiAgent.bind`)."""
   environment_spec: specs.EnvironmentSpec
   networks: Any
   policy: core.ActorPolicy
   eval_policy: core.ActorPolicy
+  builder: Any = None
 
 
 def restored_checkpoint(config: ExperimentConfig) -> Tuple[Optional[str], Optional[dict]]:
@@ -325,11 +301,32 @@ def make_training_loop(config: ExperimentConfig, env, actor, hooks, should_stop=
                   max_episode_steps=config.max_episode_steps)
 
 
-def agent_parts(config: ExperimentConfig, environment_spec: specs.EnvironmentSpec) -> AgentParts:
-  networks = config.builder.make_networks(environment_spec)
+def agent_parts(config: ExperimentConfig, environment_spec: specs.EnvironmentSpec,
+                builder: Any = None) -> AgentParts:
+  """`builder`'s (default: `config.builder`'s) networks and policies on `environment_spec`."""
+  builder = config.builder if builder is None else builder
+  networks = builder.make_networks(environment_spec)
   return AgentParts(environment_spec, networks,
-                    config.builder.make_policy(networks, environment_spec, evaluation=False),
-                    config.builder.make_policy(networks, environment_spec, evaluation=True))
+                    builder.make_policy(networks, environment_spec, evaluation=False),
+                    builder.make_policy(networks, environment_spec, evaluation=True), builder)
+
+
+def parts_for(config: ExperimentConfig, env) -> AgentParts:
+  """The agent's parts acting in `env` (what the environment family's `make` made):
+  `bind` gives the builder and its environment spec."""
+  builder, spec = environments_of(config).bind(config.builder, env)
+  return agent_parts(config, spec, builder)
+
+
+def parts_of(config: ExperimentConfig) -> AgentParts:
+  """`parts_for` an environment of `config.env_id` made and closed here (seeded
+  `config.seed`, one environment)."""
+  family = environments_of(config)
+  env = family.make(dataclasses.replace(config, num_envs=1), config.seed)
+  try:
+    return parts_for(config, env)
+  finally:
+    family.close(env)
 
 
 def environment_spec(config: ExperimentConfig) -> specs.EnvironmentSpec:
@@ -383,3 +380,94 @@ def checkpoint_state(config: ExperimentConfig, learner, *, actor_steps: int, epi
           "learning_started": bool(learning_started), "wall_seconds": float(wall_seconds),
           "env_id": config.env_id, "seed": config.seed, "num_steps": config.num_steps,
           **extra}
+
+
+# ---------------------------------------------------------------------------------------
+# Environment families: how a run makes, steps and evaluates its environments. One class
+# per family and one entry in `ENVIRONMENTS`, looked up by the kind of builder.
+
+
+class SingleAgent:
+  """`dm_env` environments (`components.envs.environments`): one environment (or a vector
+  of `num_envs`), `loop.ActorLoop` (`VectorActorLoop`), the builder as it is."""
+
+  @staticmethod
+  def matches(builder) -> bool:
+    return True
+
+  def make(self, config: "ExperimentConfig", seed: int):
+    return make_training_environment(config, seed)
+
+  def bind(self, builder, env):
+    """`(builder, environment spec)` of the agent acting in `env`."""
+    return builder, training_environment_spec(env)
+
+  def make_actor(self, config, parts, random_key, replay_client, variable_source):
+    return make_training_actor(config, parts, random_key, replay_client, variable_source)
+
+  def make_loop(self, config, env, actor, hooks, should_stop=None):
+    return make_training_loop(config, env, actor, hooks, should_stop)
+
+  def episode_logger(self, logger, precision: Optional[str]) -> loop_lib.Hook:
+    """One row per episode; with its `actor_precision` when given."""
+    return loop_lib.EpisodeLogger(logger, **({} if precision is None else
+                                             {"actor_precision": precision}))
+
+  def evaluate(self, config, parts, actor, seed: int, should_stop=None):
+    """`evaluate` (`seed` is `config.seed + EVAL_SEED_OFFSET`, as there)."""
+    del parts, seed
+    return evaluate(config, actor, should_stop=should_stop)
+
+  def close(self, env) -> None:
+    env.close()
+
+  def close_acting(self, adder, env) -> None:
+    """An actor node's end: nothing (its process or thread ends with the program)."""
+    del adder, env
+
+
+# Environment family, tried in order (the first that `matches` an id makes it).
+ENVIRONMENTS = [decentralized.MultiAgentEnvironments(), SingleAgent()]
+
+
+def environments_of(config: ExperimentConfig):
+  """The environment family (`ENVIRONMENTS`) of `config.builder`."""
+  return next(family for family in ENVIRONMENTS if family.matches(config.builder))
+
+
+# ---------------------------------------------------------------------------------------
+# Composed agents: a multi-agent builder's objects are one part per parameter group
+# (`decentralized.Composite`); what the launchers do per learner (schedule, serve, tap,
+# checkpoint) they do per part.
+
+
+def split(x) -> Dict[str, Any]:
+  """`x`'s parts (group name -> part) for a `decentralized.Composite`, else ``{"": x}``."""
+  return dict(x.parts) if isinstance(x, decentralized.Composite) else {"": x}
+
+
+def tapped_dataset(builder, networks, replay_client):
+  """`(dataset, calibrations)`: the builder's dataset behind one `bias_correction.tap` per
+  policy (the int8 payloads' biases are recalibrated on the learner's newest sample, issue
+  39), and part name -> that tap's calibration."""
+  datasets, nets = builder.make_dataset_iterator(replay_client), split(networks)
+  taps = {n: bias_correction.tap(d, nets[n].spec) for n, d in split(datasets).items()}
+  if isinstance(datasets, decentralized.Composite):
+    return decentralized.Groups((n, t[0]) for n, t in taps.items()), {
+        n: t[1] for n, t in taps.items()}
+  return taps[""][0], {"": taps[""][1]}
+
+
+def policy_server(learner, networks, calibrations):
+  """The actors' variable source: a `vc.PolicyServer` per learner part (its payloads made
+  once per version and precision), grouped in a `decentralized.GroupServers` for parts."""
+  nets = split(networks)
+  servers = {n: vc.PolicyServer(l, nets[n].spec, calibration=calibrations[n])
+             for n, l in split(learner).items()}
+  return servers[""] if "" in servers else decentralized.GroupServers(servers)
+
+
+def payload_bytes(server, precision: str) -> int:
+  """The bytes of one policy payload at `precision`, summed over the server's parts."""
+  return int(sum(s.publisher(precision).stats["payload_bytes"]
+                 for s in split(server).values()))

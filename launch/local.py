@@ -34,7 +34,7 @@ import dataclasses
 import hashlib
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional
 
 import jax
 import numpy as np
@@ -88,35 +88,53 @@ def _table_size(client, table: str) -> int:
   return int(client.server_info()[table].current_size)
 
 
-class _Learning(loop_lib.Hook):
-  """Starts learning once the table holds `min_replay_size()` items, then runs the
-  learner steps the builder says are owed after each actor step."""
+@dataclasses.dataclass
+class _Part:
+  """One learner part (the agent's learner, or one parameter group's: `experiment.split`)
+  and its learning schedule: started, the part's steps when it started, the items its
+  adder wrote in a resumed run's earlier sessions."""
+  name: str
+  builder: Any
+  learner: Any
+  adder: Any
+  actor: Any
+  index: int  # its group's index in the multi-agent loop's `group_steps`; -1: `loop.steps`
+  started: bool = False
+  start_step: int = 0
+  items_before: int = 0
 
-  def __init__(self, builder, learner, client, adder, on_learner_step=None):
-    self._builder, self._learner, self._client, self._adder = builder, learner, client, adder
-    self._min_replay = int(builder.min_replay_size())
-    self._on_learner_step = on_learner_step
-    self.started = False
-    self.start_step = 0  # actor steps before learning started
-    self.items_before = 0  # items a resumed run's earlier sessions had written
+  def steps(self, loop) -> int:
+    return loop.steps if self.index < 0 else loop.group_steps[self.index]
 
   @property
   def items_written(self) -> int:
-    return self.items_before + int(self._adder.items_written)
+    return self.items_before + int(self.adder.items_written)
+
+
+class _Learning(loop_lib.Hook):
+  """Starts each part's learning once its table holds its builder's `min_replay_size()`
+  items, then runs the learner steps its builder says are owed after each actor step (a
+  parameter group counts its own agents' steps)."""
+
+  def __init__(self, parts: List[_Part], client, on_learner_step=None):
+    self.parts, self._client = parts, client
+    self._on_learner_step = on_learner_step
 
   def on_step(self, loop, action, timestep):
-    if not self.started and loop.steps >= self._min_replay:
-      self.started = (self._min_replay == 0 or
-                      _table_size(self._client, self._builder.replay_table_name())
-                      >= self._min_replay)
-      self.start_step = loop.steps - 1
-    if self.started:
-      owed = self._builder.learner_steps_owed(core.ReplayProgress(
-          loop.steps - self.start_step, self.items_written))
-      while self._learner.step_count < owed:
-        self._learner.step()
+    for p in self.parts:
+      steps = p.steps(loop)
+      if not p.started:
+        minimum = int(p.builder.min_replay_size())
+        if minimum and (steps < minimum or _table_size(
+            self._client, p.builder.replay_table_name()) < minimum):
+          continue
+        p.started, p.start_step = True, (steps - 1 if minimum or p.index < 0 else 0)
+      owed = p.builder.learner_steps_owed(core.ReplayProgress(steps - p.start_step,
+                                                              p.items_written))
+      while p.learner.step_count < owed:
+        p.learner.step()
         if self._on_learner_step is not None:
-          self._on_learner_step(self._learner)
+          self._on_learner_step(p.learner)
 
 
 def checkpoint_at_stop(stop: KeyboardInterrupt, save: Optional[Callable[[], str]]) -> None:
@@ -136,54 +154,27 @@ def checkpoint_at_stop(stop: KeyboardInterrupt, save: Optional[Callable[[], str]
           "ignored, the run stops now", file=sys.stderr, flush=True)
 
 
-def run_to_end(config: experiment_lib.ExperimentConfig, training, evaluations: List[Any],
-               run_evaluation: Callable[[], None], save_checkpoint: Callable[[], str],
-               keep_state_on: Tuple[type, ...] = ()) -> None:
-  """The tail of a single-process run (`run`, `launch.multi_agent.run`): steps `training`
-  (a loop with `steps` and `run(num_steps=)`) on to `config.num_steps`, evaluates once when
-  no evaluation was made (a run resumed at or past `num_steps`) and, with a checkpoint
-  directory (`config.checkpoint_dir`), writes the final checkpoint. All of it is
-  preemptible (SIGTERM stops it like Ctrl-C) and reaches the `startup` fault point first.
-
-  Raises:
-    KeyboardInterrupt (experiment.Preempted for SIGTERM): with `checkpoint_path`, the
-      checkpoint `save_checkpoint` wrote at the stop (`checkpoint_at_stop`; None without
-      a checkpoint directory).
-    keep_state_on: one of these exception types, re-raised after a checkpoint of the
-      run's state (with a checkpoint directory), which is still the last good one.
-    Anything else `training.run`, `run_evaluation` or `save_checkpoint` raises, as it is.
-  """
-  save = save_checkpoint if config.checkpoint_dir is not None else None
-  try:
-    with experiment_lib.preemptible():
-      fault_points.point("startup")
-      if training.steps < config.num_steps:
-        training.run(num_steps=config.num_steps - training.steps)
-      if not evaluations:  # resumed at (or past) num_steps: evaluate once
-        run_evaluation()
-      if save is not None:
-        save()
-  except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM (experiment.Preempted)
-    checkpoint_at_stop(stop, save)
-    raise
-  except keep_state_on:
-    if save is not None:
-      save()
-    raise
-
-
 def run(config: experiment_lib.ExperimentConfig, *,
         progress: Optional[Callable[[Dict[str, Any]], None]] = None,
         on_learner_step: Optional[Callable[[Any], None]] = None) -> RunResult:
+  """`train(config)` launched as `actorq train --launch local` launches it
+  (`launch.run(RunSpec.from_config(config), config=config)`): with a `config.logdir` and
+  not `config.resume`, `<logdir>/run.json` is written first, so `actorq eval`, `quantize`,
+  `export` and `train --resume` take the run directory as they take a CLI run's. Arguments,
+  result and errors are `train`'s."""
+  from actorq.launch import engine  # pylint: disable=g-import-not-at-top
+  return engine.run(spec_lib.RunSpec.from_config(config), config=config, claim=False,
+                    progress=progress, on_learner_step=on_learner_step).result
+
+
+def train(config: experiment_lib.ExperimentConfig, *,
+          progress: Optional[Callable[[Dict[str, Any]], None]] = None,
+          on_learner_step: Optional[Callable[[Any], None]] = None) -> RunResult:
   """Trains `config.builder`'s agent for `config.num_steps` actor steps in this process.
 
   The learner computes on `placement.learner_device(config.learner_device)` (the run
   executes inside `jax.default_device` of it); the actor's and the evaluator's policy
   runtimes compute on the CPU (`actorq.launch.placement`).
-
-  With a `config.logdir` and not `config.resume`, `<logdir>/run.json` is written first
-  (`spec.RunSpec.from_config(config)`, as `actorq train` writes it), so `actorq eval`,
-  `quantize`, `export` and `train --resume` take the run directory as they take a CLI run's.
 
   Args:
     config: the experiment (see `ExperimentConfig`).
@@ -202,8 +193,6 @@ def run(config: experiment_lib.ExperimentConfig, *,
     placement.NoAcceleratorError: `config.learner_device` is "gpu" and jax sees no GPU.
   """
   device = placement.learner_device(config.learner_device)
-  if config.logdir is not None and not config.resume:
-    spec_lib.RunSpec.from_config(config).save(config.logdir)
   with jax.default_device(device):
     result = _run(config, progress, on_learner_step)
   result.learner_device = placement.device_name(device)
@@ -214,16 +203,34 @@ def _run(config: experiment_lib.ExperimentConfig,
          progress: Optional[Callable[[Dict[str, Any]], None]],
          on_learner_step: Optional[Callable[[Any], None]]) -> RunResult:
   start_time = time.time()
-  builder = config.builder
-  ckpt_dir = config.checkpoint_dir
+  family = experiment_lib.environments_of(config)
   resumed_from, restored = experiment_lib.restored_checkpoint(config)
+  multi_agent = config.multi_agent
+  if restored is not None and multi_agent != bool(restored.get("multi_agent")):
+    raise checkpointing.CheckpointError(
+        f"{resumed_from} is {'not ' if multi_agent else ''}a multi-agent checkpoint")
+  if restored is not None and restored.get("replay_state") is None:
+    raise checkpointing.CheckpointError(
+        f"{resumed_from} holds no in-process replay (a Reverb-era or distributed "
+        "checkpoint): a single-process run resumes only from its own checkpoints")
   logger_fn = logging_lib.make_logger_factory(config.logdir)
   # A resumed run's training environment continues with a different seed (its
   # internal state is not checkpointed); evaluations are seeded the same every time.
-  env = experiment_lib.make_training_environment(
-      config, config.seed if restored is None else config.seed + int(restored["actor_steps"]))
-  parts = experiment_lib.agent_parts(config, experiment_lib.training_environment_spec(env))
-  env_spec = parts.environment_spec
+  env = family.make(config, config.seed if restored is None
+                    else config.seed + int(restored["actor_steps"]))
+  try:
+    return _train(config, family, env, logger_fn, start_time, resumed_from, restored,
+                  progress, on_learner_step)
+  finally:
+    family.close(env)
+    logger_fn.close_all()
+
+
+def _train(config, family, env, logger_fn, start_time, resumed_from, restored, progress,
+           on_learner_step) -> RunResult:
+  ckpt_dir = config.checkpoint_dir
+  parts = experiment_lib.parts_for(config, env)
+  builder, env_spec = parts.builder, parts.environment_spec
 
   key_learner, key_actor, key_eval, key_replay = jax.random.split(
       jax.random.PRNGKey(config.seed), 4)
@@ -231,71 +238,82 @@ def _run(config: experiment_lib.ExperimentConfig,
       builder.make_replay_tables(env_spec, parts.policy),
       seed=int(jax.random.randint(key_replay, (), 0, 2**31 - 1)))
   if restored is not None:
-    if restored.get("replay_state") is None:
-      raise checkpointing.CheckpointError(
-          f"{resumed_from} holds no in-process replay (a Reverb-era or distributed "
-          "checkpoint): a single-process run resumes only from its own checkpoints")
     client.restore(restored["replay_state"])
   counter = counting.Counter()
   # The actors' keys (their seeds are drawn with jax) stay on the CPU with the actors.
   key_actor, key_eval = jax.device_put((key_actor, key_eval), placement.cpu_device())
-  # The int8 payloads' biases are recalibrated on the learner's newest sample (issue 39).
-  iterator, calibration = bias_correction.tap(builder.make_dataset_iterator(client),
-                                              parts.networks.spec)
+  iterator, calibrations = experiment_lib.tapped_dataset(builder, parts.networks, client)
+  # Synced to the root counter at once (time_delta 0): checkpoints hold its counts.
   learner = builder.make_learner(key_learner, parts.networks, iterator,
                                  lambda label: logger_fn(label, time_delta=1.0), env_spec,
-                                 client, counting.Counter(counter, "learner"))
+                                 client, counting.Counter(counter, "learner", time_delta=0.0))
   if config.init_from is not None and restored is None:  # a warm start (launch/warm_start.py)
     config.init_from.apply(learner, client)
-  policy_server = vc.PolicyServer(learner, parts.networks.spec, calibration=calibration)
-  adder, actor = experiment_lib.make_training_actor(config, parts, key_actor, client,
-                                                     policy_server)
+  policy_server = experiment_lib.policy_server(learner, parts.networks, calibrations)
+  adder, actor = family.make_actor(config, parts, key_actor, client, policy_server)
   eval_actor = builder.make_actor(key_eval, parts.eval_policy, env_spec, policy_server)
   train_logger, eval_logger = logger_fn("train"), logger_fn("eval")
 
-  learning = _Learning(builder, learner, client, adder, on_learner_step)
+  actors_of, adders_of = experiment_lib.split(actor), experiment_lib.split(adder)
+  learning = _Learning([
+      _Part(name, builder if name == "" else builder.builders[name], part, adders_of[name],
+            actors_of[name], -1 if name == "" else g)
+      for g, (name, part) in enumerate(experiment_lib.split(learner).items())],
+      client, on_learner_step)
   evaluations: List[Dict[str, Any]] = []
-  state = {"last_eval": float("nan"), "wall_offset": 0.0, "last_checkpoint": time.time()}
+  state = {"last_eval": float("nan"), "wall_offset": 0.0}
   if restored is not None:
     state["wall_offset"] = float(restored.get("wall_seconds", 0.0))
-    learner.restore(restored["learner"])
+    state["last_eval"] = float(restored.get("last_eval", float("nan")))
     if restored.get("counter") is not None:
       counter.restore(restored["counter"])
-    learning.started = bool(restored.get("learning_started", restored["learner_steps"] > 0))
-    learning.start_step = int(restored.get("learning_start_step", 0))
-    learning.items_before = int(restored.get("items_written", 0))
-    actor.num_steps = int(restored["actor_num_steps"])
-    if restored.get("actor_rng") is not None:
-      actor.rng_state = restored["actor_rng"]
-    state["last_eval"] = float(restored.get("last_eval", float("nan")))
-    actor.update(wait=True)  # act with the restored parameters
+    for p in learning.parts:
+      saved = _part_state(restored, p.name)
+      p.learner.restore(saved["learner"])
+      p.actor.num_steps = int(saved["actor_num_steps"])
+      if saved.get("actor_rng") is not None:
+        p.actor.rng_state = saved["actor_rng"]
+      p.items_before = int(saved.get("items_written", 0))
+      if p.name == "":
+        p.started = bool(saved.get("learning_started", saved["learner_steps"] > 0))
+        p.start_step = int(saved.get("learning_start_step", 0))
+      else:
+        p.started = saved["learning_start"] is not None
+        p.start_step = int(saved["learning_start"] or 0)
+      p.actor.update(wait=True)  # act with the restored parameters
 
   def wall_seconds() -> float:
     return state["wall_offset"] + time.time() - start_time
 
   def save_checkpoint(loop=None) -> str:
     del loop
-    return checkpointing.save_run(
-        ckpt_dir, experiment_lib.checkpoint_state(
-            config, learner, actor_steps=training.steps, episodes=training.episodes,
-            actor_num_steps=actor.num_steps, counts=counter.save()["counts"],
-            learning_started=learning.started, wall_seconds=wall_seconds(),
-            learning_start_step=learning.start_step, items_written=learning.items_written,
-            actor_rng=actor.rng_state, last_eval=state["last_eval"],
-            replay_state=client.state()),
-        step=training.steps, keep=config.keep_checkpoints)
+    if len(learning.parts) == 1 and learning.parts[0].name == "":
+      p = learning.parts[0]
+      run_state = experiment_lib.checkpoint_state(
+          config, learner, actor_steps=training.steps, episodes=training.episodes,
+          actor_num_steps=actor.num_steps, counts=counter.save()["counts"],
+          learning_started=p.started, wall_seconds=wall_seconds(),
+          learning_start_step=p.start_step, items_written=p.items_written,
+          actor_rng=actor.rng_state, last_eval=state["last_eval"],
+          replay_state=client.state())
+    else:
+      run_state = _groups_checkpoint(config, learning.parts, training, counter,
+                                     wall_seconds(), state["last_eval"], client)
+    return checkpointing.save_run(ckpt_dir, run_state, step=training.steps,
+                                  keep=config.keep_checkpoints)
 
   def run_evaluation(loop=None) -> None:
     del loop
     fault_points.point("evaluation")
     eval_actor.update(wait=True)
-    stats = experiment_lib.evaluate(config, eval_actor)
+    stats = family.evaluate(config, parts, eval_actor,
+                            config.seed + experiment_lib.EVAL_SEED_OFFSET)
     state["last_eval"] = stats["episode_return"]
     row = experiment_lib.evaluation_row(
         stats, actor_steps=training.steps, learner_steps=learner.step_count,
         episodes=training.episodes, wall_seconds=wall_seconds(),
         precision=parts.eval_policy.precision,
-        payload_bytes=policy_server.publisher(parts.eval_policy.precision).stats["payload_bytes"],
+        payload_bytes=experiment_lib.payload_bytes(policy_server, parts.eval_policy.precision),
         policy_version=eval_actor.policy_version)
     evaluations.append(row)
     eval_logger.write(row)
@@ -309,20 +327,37 @@ def _run(config: experiment_lib.ExperimentConfig,
       if progress is not None:
         progress({"actor_steps": loop.steps, "episodes": loop.episodes,
                   "learner_steps": learner.step_count, "eval_return": state["last_eval"],
-                  "actor_num_steps": actor.num_steps})
+                  "actor_num_steps": learning.parts[0].actor.num_steps})
 
-  hooks = [learning, loop_lib.EpisodeLogger(train_logger),
+  hooks = [learning, family.episode_logger(train_logger, None),
            loop_lib.EveryNSteps(config.eval_every, run_evaluation), _Progress()]
   if ckpt_dir is not None and config.checkpoint_every:
     hooks.append(loop_lib.EveryNSeconds(60.0 * config.checkpoint_every, save_checkpoint))
-  training = experiment_lib.make_training_loop(config, env, actor, hooks)
+  training = family.make_loop(config, env, actor, hooks)
   if restored is not None:
     training.steps, training.episodes = int(restored["actor_steps"]), int(restored["episodes"])
-  try:
+    for p in learning.parts:
+      if p.index >= 0:
+        training.group_steps[p.index] = int(_part_state(restored, p.name)["group_steps"])
+  save = save_checkpoint if ckpt_dir is not None else None
+  try:  # all of it preemptible: SIGTERM stops it like Ctrl-C
+    with experiment_lib.preemptible():
+      fault_points.point("startup")
+      if training.steps < config.num_steps:
+        training.run(num_steps=config.num_steps - training.steps)
+      if not evaluations:  # resumed at (or past) num_steps: evaluate once
+        run_evaluation()
+      if save is not None:
+        save()
+  except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM (experiment.Preempted)
+    checkpoint_at_stop(stop, save)
+    raise
+  except (core.EnvironmentFailure, core.NonFiniteLossError):
     # The environment raised, or a learner step was refused (its state kept): the run's
     # state is still the last good one, so it is kept as on Ctrl-C.
-    run_to_end(config, training, evaluations, run_evaluation, save_checkpoint,
-               keep_state_on=(core.EnvironmentFailure, core.NonFiniteLossError))
+    if save is not None:
+      save()
+    raise
   except (replay_lib.NonFiniteValueError, actors.NonFiniteOutputError) as e:
     # Rejected before it reached replay or an action: the state is still the last good one.
     if ckpt_dir is not None:
@@ -331,8 +366,6 @@ def _run(config: experiment_lib.ExperimentConfig,
         f"{e}; environment {config.env_id}, actor step {training.steps + 1}"
         + (f"; the last good state is checkpointed in {ckpt_dir}" if ckpt_dir else "")) from e
   finally:
-    for logger in (train_logger, eval_logger, logger_fn("learner")):
-      logger.close()
     adder.close()
 
   best = max(evaluations, key=lambda r: r["episode_return"])
@@ -343,3 +376,33 @@ def _run(config: experiment_lib.ExperimentConfig,
                    evaluations=evaluations, resumed_from=resumed_from,
                    resumed_actor_steps=int(restored["actor_steps"]) if restored else 0,
                    params_checksum=params_checksum(learner.get_variables(["policy"])[0]))
+
+
+def _part_state(restored: Dict[str, Any], name: str) -> Dict[str, Any]:
+  """A part's state in a run checkpoint: the checkpoint itself for the agent's one learner
+  (""), ``groups[<name>]`` for a parameter group's."""
+  return restored if name == "" else restored["groups"][name]
+
+
+def _groups_checkpoint(config, parts: List[_Part], training, counter, wall_seconds: float,
+                       last_eval: float, client) -> Dict[str, Any]:
+  """A multi-agent run checkpoint (atomic, checksummed by `checkpointing.save_run`): per
+  parameter group (``groups[<name>]``) its learner state, fp32 policy, learner steps,
+  actor step count and selector RNG, items written, learning start and agent steps; the
+  in-process replay of every group's table (items, sampling RNG); the counters. Not kept:
+  the episodes in progress and the environments' state."""
+  groups = {p.name: {
+      "learner": p.learner.save(),
+      "policy_params": jax.device_get(p.learner.get_variables(["policy"])[0]),
+      "learner_steps": int(p.learner.step_count), "actor_num_steps": int(p.actor.num_steps),
+      "actor_rng": p.actor.rng_state, "learning_start": p.start_step if p.started else None,
+      "items_written": p.items_written, "group_steps": int(training.group_steps[p.index])}
+            for p in parts}
+  return {"multi_agent": True, "groups": groups,
+          "policy_params": {name: g["policy_params"] for name, g in groups.items()},
+          "learner_steps": int(sum(g["learner_steps"] for g in groups.values())),
+          "actor_steps": int(training.steps), "episodes": int(training.episodes),
+          "counter": counter.save(), "learning_started": any(p.started for p in parts),
+          "wall_seconds": wall_seconds, "last_eval": last_eval,
+          "replay_state": client.state(), "env_id": config.env_id, "seed": config.seed,
+          "num_steps": config.num_steps, "launch": "local"}

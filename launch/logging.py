@@ -151,7 +151,8 @@ class _Closing(loggers.Dispatcher):
 
 def make_logger_factory(logdir: Optional[str], extra_fn: Optional[Callable] = None,
                         tensorboard: bool = True):
-  """Returns `logger_fn(label, time_delta=0.0) -> acme Logger`.
+  """Returns `logger_fn(label, time_delta=0.0) -> acme Logger` (one per label; every one
+made is closed by `logger_fn.close_all()`).
 
   `logdir=None` gives no-op loggers. `extra_fn(label)` may add more loggers to each
   label's dispatcher; `tensorboard` adds a `TensorBoardLogger` in
@@ -186,4 +187,10 @@ def make_logger_factory(logdir: Optional[str], extra_fn: Optional[Callable] = No
     cache[label] = logger
     return logger
 
+  def close_all() -> None:
+    """Closes every logger made so far."""
+    for logger in cache.values():
+      logger.close()
+
+  logger_fn.close_all = close_all
   return logger_fn

@@ -16,26 +16,27 @@ run.json (`to_json`; the same keys and values as before RunSpec existed):
      "config": {every field of the agent's config, as JSON},
      "train": {"steps": N, "eval_every": K, "eval_episodes": M,
                ["launch": L, "num_actors": A]              (launch other than local)
-               ["hosts": [...], "port_base": P, "start": S] (launch hosts)
+               [the launch mode's options recorded in run.json, e.g. "hosts": [...],
+                "port_base": P, "start": S for launch hosts (`modes.Option.in_run_json`)]
                ["num_envs": B]}}                            (B > 1)
 
-The fields after `start` (logdir, resume, checkpointing, learner device, host timeout and
-Python) say how this invocation runs the run, not what the run is: they are not in
-run.json, and `to_argv` gives them back as flags.
+The fields after `launch_options` (logdir, resume, checkpointing, learner device) and the
+launch options not recorded in run.json (e.g. the hosts' Python) say how this invocation
+runs the run, not what the run is: they are not in run.json, and `to_argv` gives them back
+as flags.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
-import sys
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from actorq import core
 from actorq.components import config_io
-from actorq.components.envs import environments, multi_agent, vector_env
-from actorq.launch import checkpointing, experiment, hosts, registry, run_dir, supervisors
+from actorq.components.envs import multi_agent, vector_env
+from actorq.launch import checkpointing, experiment, modes, registry, run_dir
 from actorq.launch import precision_arg, warm_start
 
 DEFAULT_AGENT = "dqn"
@@ -45,11 +46,20 @@ TRAIN_DEFAULTS = {"steps": 100_000, "eval_every": 5_000, "eval_episodes": 10}
 DEFAULT_NUM_ACTORS = 2
 DEFAULT_CHECKPOINT_EVERY = 10.0  # minutes
 DEFAULT_KEEP_CHECKPOINTS = 3
-LOCAL = "local"
+# `resolve`'s keywords besides the launch modes' options: the flags of `actorq train`.
+REQUEST_KEYS = ("agent", "env", "seed", "logdir", "steps", "eval_every", "eval_episodes",
+                "num_actors", "num_envs", "launch", "resume", "config", "set",
+                "actor_precision", "checkpoint_every", "keep_checkpoints", "learner_device",
+                "dry_run", "overwrite", "init_from", "init_keep")
+LOCAL = modes.LOCAL
 
 _REQUIRED = ("agent", "env", "seed", "config")
-_TRAIN_KEYS = ("steps", "eval_every", "eval_episodes", "launch", "num_actors", "hosts",
-               "port_base", "start", "num_envs")
+_TRAIN_KEYS = ("steps", "eval_every", "eval_episodes", "launch", "num_actors", "num_envs")
+
+
+def _run_json_options(launch: str) -> Tuple[str, ...]:
+  """The options of launch mode `launch` that run.json records."""
+  return tuple(o.dest for o in modes.mode_for(launch).options if o.in_run_json)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,20 +76,17 @@ class RunSpec:
     steps: actor (environment) steps in total, summed over actors.
     eval_every: actor steps between greedy evaluations.
     eval_episodes: greedy episodes per evaluation.
-    launch: "local" (one process) or one of `supervisors.launch_types()`.
+    launch: a launch mode of `modes.MODES` ("local": one process, "local_mp", ...).
     num_actors: actor nodes of a distributed launch; None for "local".
     num_envs: environments each actor steps at once (B >= 1).
-    hosts: (launch "hosts") the machines, in order; else None.
-    port_base: (launch "hosts") the first TCP port; else None.
-    start: (launch "hosts") how host runners start (ssh, srun, print or a template).
+    launch_options: the launch mode's own options (`modes.Option.dest` -> value, as its
+      `resolve_options` gives them; e.g. hosts, port_base, start, node_python and
+      host_timeout for "hosts"); those with `in_run_json` are in run.json. Read-only.
     logdir: the run directory; None: no files (a dry run). Not in run.json.
     resume: continue from the newest readable checkpoint in `logdir`. Not in run.json.
     checkpoint_every: minutes between checkpoints. Not in run.json.
     keep_checkpoints: the newest checkpoints kept. Not in run.json.
     learner_device: one of `core.LEARNER_DEVICES`. Not in run.json.
-    host_timeout: (launch "hosts") seconds a silent node is taken for dead; None: the
-      default of `distributed.DistributedOptions`. Not in run.json.
-    node_python: (launch "hosts") the Python of the hosts; None: this one's. Not in run.json.
     init_from: a warm start (`warm_start.WarmStart`: the origin run, checkpoint, steps,
       checksum and the parts kept); run.json's "init_from". None: none.
   """
@@ -93,17 +100,13 @@ class RunSpec:
   launch: str = LOCAL
   num_actors: Optional[int] = None
   num_envs: int = 1
-  hosts: Optional[Tuple[str, ...]] = None
-  port_base: Optional[int] = None
-  start: Optional[str] = None
+  launch_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   # How this invocation runs it (not in run.json).
   logdir: Optional[str] = None
   resume: bool = False
   checkpoint_every: Optional[float] = DEFAULT_CHECKPOINT_EVERY
   keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS
   learner_device: str = "auto"
-  host_timeout: Optional[float] = None
-  node_python: Optional[str] = None
   init_from: Optional[warm_start.WarmStart] = None
 
   # -- run.json -------------------------------------------------------------------------
@@ -114,8 +117,9 @@ class RunSpec:
                              "eval_episodes": self.eval_episodes}
     if self.launch != LOCAL:
       train.update(launch=self.launch, num_actors=self.num_actors)
-    if self.launch == "hosts":
-      train.update(hosts=list(self.hosts or ()), port_base=self.port_base, start=self.start)
+    for key in _run_json_options(self.launch):
+      value = self.launch_options.get(key)
+      train[key] = list(value) if isinstance(value, tuple) else value
     if self.num_envs > 1:
       train["num_envs"] = self.num_envs
     info = {"agent": self.agent, "env": self.env, "seed": self.seed,
@@ -143,7 +147,12 @@ class RunSpec:
                            f"{', '.join(missing)})")
     unknown = [k for k in info if k not in _REQUIRED + ("train", "init_from")]
     train = dict(info.get("train") or {})
-    unknown += [f"train.{k}" for k in train if k not in _TRAIN_KEYS]
+    launch = str(train.get("launch", LOCAL))
+    try:
+      own = _run_json_options(launch)
+    except ValueError as e:
+      raise core.UsageError(f"{where}: {e}") from None
+    unknown += [f"train.{k}" for k in train if k not in _TRAIN_KEYS + own]
     config = dict(info["config"] or {})
     try:
       config_cls, _ = registry.get(info["agent"])
@@ -159,16 +168,16 @@ class RunSpec:
     if unknown:
       warnings.warn(f"run.json: ignoring key(s) this version does not know: "
                     f"{', '.join(unknown)}", UserWarning, stacklevel=3)
+    options = {k: tuple(train[k]) if isinstance(train.get(k), list) else train.get(k)
+               for k in own}
+    options.update(runtime.pop("launch_options", None) or {})
     try:
-      hosts_list = train.get("hosts")
       return cls(agent=str(info["agent"]), env=str(info["env"]), seed=int(info["seed"]),
                  config=config,
                  **{k: int(train.get(k, v)) for k, v in TRAIN_DEFAULTS.items()},
-                 launch=str(train.get("launch", LOCAL)),
+                 launch=launch,
                  num_actors=None if train.get("num_actors") is None else int(train["num_actors"]),
-                 num_envs=int(train.get("num_envs", 1)),
-                 hosts=None if hosts_list is None else tuple(hosts_list),
-                 port_base=train.get("port_base"), start=train.get("start"),
+                 num_envs=int(train.get("num_envs", 1)), launch_options=options,
                  init_from=(None if info.get("init_from") is None
                             else warm_start.WarmStart.from_json(info["init_from"])), **runtime)
     except (TypeError, ValueError, KeyError) as e:
@@ -249,78 +258,99 @@ class RunSpec:
     except ValueError as e:
       raise core.UsageError(str(e)) from None
 
-  def hosts_config(self) -> Optional[hosts.HostsConfig]:
-    """(launch "hosts") where the nodes run; None for other launches."""
-    if self.launch != "hosts":
-      return None
-    return hosts.HostsConfig(self.hosts, self.port_base, self.start,
-                             self.node_python or sys.executable)
-
   # -- the command line ------------------------------------------------------------------
   @classmethod
   def from_args(cls, args: Any, environ: Mapping[str, str] = os.environ) -> "RunSpec":
-    """The spec of parsed `actorq train` arguments; `args` is not changed.
+    """`resolve` of parsed `actorq train` arguments (the flags' dests are `resolve`'s
+    keywords and the launch modes' option dests); `args` is not changed."""
+    keys = REQUEST_KEYS + tuple(o.dest for _, o in modes.options())
+    return cls.resolve(environ=environ, **{k: getattr(args, k) for k in keys
+                                           if getattr(args, k, None) is not None})
 
-    With `--resume RUN_DIR`: agent, environment, seed, config and (unless given) steps,
-    evaluation period and episodes, actor count and environments per actor come from the
-    run's run.json. Then: the train defaults, the launch checks (actor count, hosts),
-    the config (defaults <- `--config` file <- `--set` <- `--actor-precision`), the agent,
-    the environment and their fit (an environment and the networks are made), a per-layer
-    precision against the policy network, and `--num-envs`. Without `--logdir` (and not a
-    dry run): `runs/<agent>-<env>-s<seed>[-<launch>]-<time>`.
+  @classmethod
+  def resolve(cls, *, agent: str = DEFAULT_AGENT, env: str = DEFAULT_ENV, seed: int = 0,
+              logdir: Optional[str] = None, steps: Optional[int] = None,
+              eval_every: Optional[int] = None, eval_episodes: Optional[int] = None,
+              num_actors: Optional[int] = None, num_envs: Optional[int] = None,
+              launch: str = LOCAL, resume: Optional[str] = None, config: Optional[str] = None,
+              set: Sequence[str] = (),  # pylint: disable=redefined-builtin
+              actor_precision: Optional[str] = None,
+              checkpoint_every: Optional[float] = DEFAULT_CHECKPOINT_EVERY,
+              keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS, learner_device: str = "auto",
+              dry_run: bool = False, overwrite: bool = False,
+              init_from: Optional[str] = None, init_keep: Optional[str] = None,
+              environ: Mapping[str, str] = os.environ, **launch_options: Any) -> "RunSpec":
+    """The spec of a run asked for as `actorq train` asks (each keyword is the flag of the
+    same name; `config` the `--config` file, `set` the `--set KEY=VALUE`s, `resume` a run
+    directory; `launch_options` the launch modes' options by `modes.Option.dest`).
+
+    With `resume`: agent, environment, seed, config and (unless given) steps, evaluation
+    period and episodes, actor count and environments per actor come from the run's
+    run.json. Then: the train defaults, the launch checks (actor count, the launch mode's
+    options: `modes.resolve`), the config (defaults <- `config` file <- `set` <-
+    `actor_precision`), the agent, the environment and their fit (an environment and the
+    networks are made), a per-layer precision against the policy network, and `num_envs`.
+    Without `logdir` (and not `dry_run`): `runs/<agent>-<env>-s<seed>[-<launch>]-<time>`.
 
     Raises:
       core.UsageError: one line naming what is wrong and what is allowed, exactly as
         `actorq train` prints it.
     """
-    get = lambda key, default=None: getattr(args, key, default)
-    f: Dict[str, Any] = {"agent": get("agent", DEFAULT_AGENT), "env": get("env", DEFAULT_ENV),
-                         "seed": get("seed", 0), "logdir": get("logdir"),
-                         "steps": get("steps"), "eval_every": get("eval_every"),
-                         "eval_episodes": get("eval_episodes"), "num_actors": get("num_actors"),
-                         "num_envs": get("num_envs"), "launch": get("launch", LOCAL)}
+    f: Dict[str, Any] = {"agent": agent, "env": env, "seed": seed, "logdir": logdir,
+                         "steps": steps, "eval_every": eval_every,
+                         "eval_episodes": eval_episodes, "num_actors": num_actors,
+                         "num_envs": num_envs, "launch": launch}
     resumed = None
-    if get("resume"):
-      resumed = _resume(args, f)
+    if resume:
+      if config or set:
+        raise core.UsageError("--resume keeps the run's config from its run.json; "
+                              "--config and --set cannot be combined with it")
+      if dry_run:
+        raise core.UsageError("--dry-run cannot be combined with --resume")
+      if init_from is not None:
+        raise core.UsageError("--init-from starts a new run from another run's state; "
+                              "--resume continues one as itself: give one of them")
+      if overwrite:
+        raise core.UsageError("--overwrite starts a new run; --resume continues one: give "
+                              "one of them")
+      resumed = _resume(resume, f)
     for key, default in TRAIN_DEFAULTS.items():
       if f[key] is None:
         f[key] = default
-    launch = f["launch"]
-    if launch == LOCAL and f["num_actors"] not in (None, 1):
-      *others, last = supervisors.launch_types()
+    try:
+      mode = modes.mode_for(launch)
+    except ValueError as e:
+      raise core.UsageError(str(e)) from None
+    if not mode.distributed and f["num_actors"] not in (None, 1):
+      *others, last = [n for n in modes.names() if modes.mode_for(n).distributed]
       raise core.UsageError(f"--num-actors needs --launch {', '.join(others)} or {last} "
-                            "(--launch local runs one actor)")
-    if launch != LOCAL and f["num_actors"] is None:
+                            f"(--launch {launch} runs one actor)")
+    if mode.distributed and f["num_actors"] is None:
       f["num_actors"] = DEFAULT_NUM_ACTORS
-    hosts_cfg = _hosts_config(args, launch, f["num_actors"], environ)
-    config, policy_file = resolve_config(args, f["agent"], resumed)
+    options = modes.resolve(launch, launch_options, f["num_actors"], environ)
+    agent_config, policy_file = resolve_config(f["agent"], resumed, config_file=config,
+                                               sets=set, actor_precision=actor_precision)
+    _check_fit(f["agent"], f["env"], f["seed"], agent_config, policy_file)
     if resumed is not None:
-      _check_same_config(resumed, config, get("actor_precision"))
-    _check_fit(f["agent"], f["env"], f["seed"], config, policy_file)
+      _check_same_config(resumed, agent_config, actor_precision)
     num_envs = f["num_envs"] or 1
     if not multi_agent.is_multi_agent(f["env"]):  # a multi-agent runner steps num_envs envs
       try:
         vector_env.check_num_envs(f["env"], num_envs)
       except ValueError as e:
         raise core.UsageError(f"--num-envs: {e}") from None
-    init_from = resumed.init_from if resumed is not None else _warm_start(args, f, config)
-    if f["logdir"] is None and not get("dry_run", False):
+    init_from = (resumed.init_from if resumed is not None else
+                 _warm_start(init_from, init_keep, f, agent_config))
+    if f["logdir"] is None and not dry_run:
       f["logdir"] = run_dir.default_logdir(f["agent"], f["env"], f"s{f['seed']}",
                                            *(() if launch == LOCAL else (launch,)))
     return cls(
-        agent=f["agent"], env=f["env"], seed=f["seed"], config=config_io.to_dict(config),
+        agent=f["agent"], env=f["env"], seed=f["seed"], config=config_io.to_dict(agent_config),
         steps=f["steps"], eval_every=f["eval_every"], eval_episodes=f["eval_episodes"],
-        launch=launch, num_actors=f["num_actors"] if launch != LOCAL else None,
-        num_envs=num_envs,
-        hosts=None if hosts_cfg is None else tuple(hosts_cfg.hosts),
-        port_base=None if hosts_cfg is None else hosts_cfg.port_base,
-        start=None if hosts_cfg is None else hosts_cfg.start,
-        logdir=f["logdir"], resume=bool(get("resume")),
-        checkpoint_every=get("checkpoint_every", DEFAULT_CHECKPOINT_EVERY),
-        keep_checkpoints=get("keep_checkpoints", DEFAULT_KEEP_CHECKPOINTS),
-        learner_device=get("learner_device", "auto"),
-        host_timeout=get("host_timeout") if launch == "hosts" else None,
-        node_python=None if hosts_cfg is None else hosts_cfg.python, init_from=init_from)
+        launch=launch, num_actors=f["num_actors"] if mode.distributed else None,
+        num_envs=num_envs, launch_options=options, logdir=f["logdir"], resume=bool(resume),
+        checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints,
+        learner_device=learner_device, init_from=init_from)
 
   def to_argv(self) -> List[str]:
     """The `actorq train` arguments (after `train`) that reproduce this spec:
@@ -352,13 +382,15 @@ class RunSpec:
                "--init-keep", ",".join(self.init_from.keep)]
     if self.launch != LOCAL:
       argv += ["--launch", self.launch, "--num-actors", str(self.num_actors)]
-    if self.launch == "hosts":
-      argv += ["--hosts", ",".join(self.hosts), "--port-base", str(self.port_base),
-               "--start", self.start]
-      if self.node_python is not None:
-        argv += ["--node-python", self.node_python]
-      if self.host_timeout is not None:
-        argv += ["--host-timeout", repr(float(self.host_timeout))]
+    for option in modes.mode_for(self.launch).options:
+      value = self.launch_options.get(option.dest)
+      if value is None or value == option.default:
+        continue
+      if isinstance(value, (tuple, list)):
+        value = ",".join(value)
+      elif isinstance(value, float):
+        value = repr(value)
+      argv += [option.flag, str(value)]
     if self.num_envs > 1:
       argv += ["--num-envs", str(self.num_envs)]
     if self.checkpoint_every != DEFAULT_CHECKPOINT_EVERY:
@@ -398,25 +430,14 @@ def make_builder(agent: str, config: Optional[Mapping[str, Any]] = None,
   return builder_cls(config_io.from_dict(config_cls, dict(config or {}), overrides or {}))
 
 
-def _resume(args: Any, f: Dict[str, Any]) -> "RunSpec":
+def _resume(run: str, f: Dict[str, Any]) -> "RunSpec":
   """`--resume RUN_DIR`: fills `f` from the run's run.json; returns the run's spec.
 
   Raises:
     core.UsageError: not a run directory, or flags that would change the run.
   """
-  if getattr(args, "config", None) or getattr(args, "set", None):
-    raise core.UsageError("--resume keeps the run's config from its run.json; "
-                         "--config and --set cannot be combined with it")
-  if getattr(args, "dry_run", False):
-    raise core.UsageError("--dry-run cannot be combined with --resume")
-  if getattr(args, "init_from", None) is not None:
-    raise core.UsageError("--init-from starts a new run from another run's state; --resume "
-                          "continues one as itself: give one of them")
-  if getattr(args, "overwrite", False):
-    raise core.UsageError("--overwrite starts a new run; --resume continues one: give one "
-                          "of them")
   try:
-    run_path, ckpt_dir = run_dir.resolve(args.resume)
+    run_path, ckpt_dir = run_dir.resolve(run)
   except core.UsageError as e:
     raise core.UsageError(str(e).replace("--checkpoint", "--resume", 1)) from None
   saved = RunSpec.load(run_path, logdir=run_path)
@@ -472,10 +493,12 @@ def recorded_changes(saved: RunSpec, spec: RunSpec) -> List[str]:
           if old.get(k) != new.get(k)]
 
 
-def resolve_config(args: Any, agent: str, resumed: Optional[RunSpec] = None):
-  """`(config, policy_file)`: defaults <- `--config` file (or a resumed run's config) <-
-  `--set`, checked as given, then `--actor-precision` (a policy file's path is returned
-  for the fit check).
+def resolve_config(agent: str, resumed: Optional[RunSpec] = None, *,
+                   config_file: Optional[str] = None, sets: Sequence[str] = (),
+                   actor_precision: Optional[str] = None):
+  """`(config, policy_file)`: defaults <- `config_file` (or a resumed run's config) <-
+  `sets` (``KEY=VALUE``), checked as given, then `actor_precision` (a policy file's path is
+  returned for the fit check).
 
   Raises:
     core.UsageError: an unknown agent; unknown keys (named, with the allowed ones), bad
@@ -486,14 +509,13 @@ def resolve_config(args: Any, agent: str, resumed: Optional[RunSpec] = None):
     config_cls, _ = registry.get(agent)
   except registry.UnknownAgentError as e:
     raise core.UsageError(str(e)) from None
-  config_file = getattr(args, "config", None)
   try:
     values = (dict(resumed.config) if resumed is not None else
               config_io.read_file(config_file) if config_file else {})
-    overrides = dict(config_io.parse_assignment(a) for a in getattr(args, "set", None) or [])
+    overrides = dict(config_io.parse_assignment(a) for a in sets or [])
     config = config_io.from_dict(config_cls, values, overrides)
     precision, policy_file = precision_arg.actor_precision(
-        "--actor-precision", getattr(args, "actor_precision", None))
+        "--actor-precision", actor_precision)
     if precision is not None:
       config = dataclasses.replace(config, actor_precision=precision)
     return config, policy_file
@@ -502,115 +524,53 @@ def resolve_config(args: Any, agent: str, resumed: Optional[RunSpec] = None):
     raise core.UsageError(f"{where}{e}") from None
 
 
-def _warm_start(args: Any, f: Dict[str, Any], config: Any) -> Optional[warm_start.WarmStart]:
+def _warm_start(init_from: Optional[str], init_keep: Optional[str], f: Dict[str, Any],
+                config: Any) -> Optional[warm_start.WarmStart]:
   """`--init-from RUN [--init-keep PARTS]` checked against this run (`warm_start.resolve`);
-  None without `--init-from`.
+  None without `init_from`.
 
   Raises:
     core.UsageError: `--init-keep` without `--init-from`, or `resolve`'s one line.
   """
-  if getattr(args, "init_from", None) is None:
-    if getattr(args, "init_keep", None) is not None:
+  if init_from is None:
+    if init_keep is not None:
       raise core.UsageError("--init-keep needs --init-from RUN (the run whose state it keeps)")
     return None
-  return warm_start.resolve(args.init_from, getattr(args, "init_keep", None), agent=f["agent"],
-                            env_id=f["env"], seed=f["seed"], config=config, launch=f["launch"])
+  return warm_start.resolve(init_from, init_keep, agent=f["agent"], env_id=f["env"],
+                            seed=f["seed"], config=config, launch=f["launch"])
 
 
 def _check_fit(agent: str, env_id: str, seed: int, config: Any,
                policy_file: Optional[str]) -> None:
-  """The environment exists and the agent can act in it (its networks are made for the
-  environment's spec); a per-layer precision fits the policy network.
+  """The environment exists and the agent can act in it (an environment of its family,
+  `experiment.environments_of`, is made and the agent's networks and policies for it); a
+  per-layer precision fits the policy network.
 
   Raises:
     core.UsageError: naming the environment error, or the agent and environment.
   """
   _, builder_cls = registry.get(agent)
-  if isinstance(builder_cls(config), core.MultiAgentBuilder):  # its own environments
-    _check_multi_agent_fit(agent, env_id, seed, builder_cls(config))
-    return
-  if multi_agent.is_multi_agent(env_id):
+  builder = builder_cls(config)
+  multi = isinstance(builder, core.MultiAgentBuilder)
+  if multi_agent.is_multi_agent(env_id) and not multi:
     allowed = ", ".join(n for n in registry.names()
                         if isinstance(registry.get(n)[1], type)
                         and hasattr(registry.get(n)[1], "make_groups"))
     raise core.UsageError(f"{env_id} is a multi-agent environment and agent {agent!r} is "
                           f"single-agent; multi-agent agents: {allowed}")
+  run = experiment.ExperimentConfig(builder, env_id, seed=seed)
+  family = experiment.environments_of(run)
   try:
-    env = environments.make_environment(env_id, seed=seed)
-  except (core.UnknownEnvironmentError, core.UnsupportedEnvironmentError) as e:
-    raise core.UsageError(str(e)) from None
-  builder = builder_cls(config)
+    env = family.make(run, seed)
+  except (core.UsageError, core.UnknownEnvironmentError,
+          core.UnsupportedEnvironmentError) as e:
+    raise core.UsageError(f"agent {agent!r} is multi-agent: {e}" if multi else str(e)) from None
   try:
-    env_spec = environments.environment_spec(env)
-    networks = builder.make_networks(env_spec)
-  except ValueError as e:  # e.g. UnsupportedEnvironmentError: continuous actions for DQN
+    parts = experiment.parts_for(run, env)
+  except (ValueError, core.UsageError) as e:  # e.g. continuous actions for DQN
     raise core.UsageError(f"agent {agent!r} cannot run on {env_id}: {e}") from None
   finally:
-    env.close()
-  precision = config.actor_precision
-  if core.is_mixed(precision):  # a per-layer policy must fit this agent's policy network
-    precision_arg.check_policy_file("--actor-precision", precision, policy_file,
-                                    builder.make_policy(networks, env_spec).spec)
-
-
-def _check_multi_agent_fit(agent: str, env_id: str, seed: int, builder: Any) -> None:
-  """A multi-agent environment exists and every parameter group's networks can be made
-  for it (`core.MultiAgentBuilder`).
-
-  Raises:
-    core.UsageError: naming the environment error, or the agent and environment.
-  """
-  try:
-    env = multi_agent.make_multi_agent_environment(env_id, seed=seed)
-  except (core.UnknownEnvironmentError, core.UnsupportedEnvironmentError) as e:
-    raise core.UsageError(f"agent {agent!r} is multi-agent: {e}") from None
-  try:
-    for group in builder.make_groups(env):
-      builder.group_builder(group).make_networks(group.environment_spec)
-  except ValueError as e:
-    raise core.UsageError(f"agent {agent!r} cannot run on {env_id}: {e}") from None
-  finally:
-    env.close()
-
-
-def _hosts_config(args: Any, launch: str, num_actors: Optional[int],
-                  environ: Mapping[str, str]) -> Optional[hosts.HostsConfig]:
-  """`--launch hosts`: the hosts (from --hosts, --hosts-file or the SLURM allocation),
-  port base, start command and Python; None for other launch types.
-
-  Raises:
-    core.UsageError: hosts flags without --launch hosts, no hosts, a bad name or template.
-  """
-  get = lambda key, default=None: getattr(args, key, default)
-  port_base = get("port_base", hosts.DEFAULT_PORT_BASE)
-  given = [flag for flag, v in (("--hosts", get("hosts")), ("--hosts-file", get("hosts_file")),
-                                ("--start", get("start")), ("--host-timeout", get("host_timeout")))
-           if v is not None]
-  if launch != "hosts":
-    if given or port_base != hosts.DEFAULT_PORT_BASE:
-      raise core.UsageError(f"{(given or ['--port-base'])[0]} needs --launch hosts")
-    return None
-  try:
-    if get("hosts_file") is not None:
-      names = hosts.read_hosts_file(get("hosts_file"))
-    elif get("hosts") not in (None, "slurm"):
-      names = hosts.parse_host_list(get("hosts"))
-    else:
-      names = hosts.slurm_hosts(environ)
-      if names is None:
-        raise ValueError("--launch hosts needs --hosts H1,H2,..., --hosts-file FILE or a "
-                         "SLURM allocation (SLURM_JOB_NODELIST)" + (
-                             " (--hosts slurm: SLURM_JOB_NODELIST is not set)"
-                             if get("hosts") == "slurm" else ""))
-    slurm = get("hosts") in (None, "slurm") and get("hosts_file") is None
-    start = get("start") or ("srun" if slurm else "ssh")
-    config = hosts.HostsConfig(names, port_base, start,
-                               get("node_python") or sys.executable)
-    if get("host_timeout") is not None and get("host_timeout") < 3:
-      raise ValueError(f"--host-timeout must be >= 3 seconds, got {get('host_timeout'):g}")
-    if config.port_base + 3 + num_actors > 65535:
-      raise ValueError(f"--port-base {port_base}: the program's "
-                       f"{4 + num_actors} ports run past 65535")
-    return config
-  except ValueError as e:
-    raise core.UsageError(str(e)) from None
+    family.close(env)
+  if core.is_mixed(config.actor_precision):  # a per-layer policy must fit the policy network
+    precision_arg.check_policy_file("--actor-precision", config.actor_precision, policy_file,
+                                    parts.policy.spec)

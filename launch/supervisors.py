@@ -21,9 +21,9 @@ A new launch type is one class that satisfies `Supervisor` plus one entry:
     distributed.launch(dp, "mine")
 
 (`docs/guides/add-a-launch-mode.md` walks through `tests/launch/test_supervisors.py`, which
-does exactly this from outside the package.) The single-process ``local`` launch
-(`launch.local.run`) is no entry: it runs no program (no nodes to supervise, no counter to
-poll); `train_cmd.launch_choices()` puts it in front of `launch_types()`.
+does exactly this from outside the package.) These are the Launchpad rows of the launch
+table `launch.modes.MODES`, whose ``local`` row (one process, `launch.local.train`) runs no
+program (no nodes to supervise, no counter to poll).
 """
 from __future__ import annotations
 

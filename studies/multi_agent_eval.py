@@ -2,7 +2,7 @@
 does for a ``pz:`` run; issue 44).
 
 Each parameter group's fp32 policy in the checkpoint (``policy_params[<group>]``, written by
-`launch.multi_agent`) runs at the chosen precision through `reward_parity.fixed_policy_actor`,
+`launch.local`) runs at the chosen precision through `reward_parity.fixed_policy_actor`,
 batched over the group's agents, in `MultiAgentLoop` on one environment seeded `seed`.
 An integer precision's payload is bias-corrected, as a training run's int8 actors are, on
 the observations the group's fp32 policy sees in greedy episodes on

@@ -6,7 +6,8 @@ agents with parameter sharing, else each agent) is one single-agent agent of
 `agent_builder_class` on the group's per-agent spec. Its networks, policy, replay table,
 dataset, learner, batched adder (one adder state per (environment, agent) stream) and
 actor are that builder's own, unchanged; this class only decides the groups and names each
-group's table. `actorq.launch.multi_agent` runs it.
+group's table. Bound to an environment's groups it is a `decentralized.DecentralizedBuilder`
+(`core.Builder`), which the launchers run as any builder.
 """
 from __future__ import annotations
 

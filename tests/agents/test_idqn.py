@@ -13,7 +13,7 @@ from actorq.components.acting import variable_client as vc
 from actorq.components.envs import multi_agent as ma_env
 from actorq.components.replay import local_replay
 from actorq.launch import experiment
-from actorq.launch import multi_agent
+from actorq.launch import local
 from actorq.testing import fakes
 
 
@@ -71,7 +71,7 @@ def test_an_idqn_run_repeats_itself(monkeypatch):
   def run():
     config = idqn.IDQNConfig(hidden_sizes=(8,), min_replay_size=10, batch_size=8,
                              samples_per_insert=8.0, share_parameters=False)
-    return multi_agent.run(experiment.ExperimentConfig(
+    return local.run(experiment.ExperimentConfig(
         builder=idqn.IDQNBuilder(config), env_id=env_id,
         num_steps=30, eval_every=30, eval_episodes=2, seed=1))
 

@@ -22,7 +22,7 @@ from actorq.components.envs import multi_agent as ma_env
 from actorq.components.replay import local_replay
 from actorq.launch import checkpointing
 from actorq.launch import experiment
-from actorq.launch import multi_agent
+from actorq.launch import local
 from actorq.testing import fakes
 
 @pytest.fixture
@@ -47,7 +47,7 @@ class _CountingRuntime:
 
 def _acting(config, num_envs=1, seed=0):
   """The shared group's networks, params, replay, adder and batched actor over `num_envs`
-  scripted environments (env e seeded `seed + e`), as `launch.multi_agent` builds them."""
+  scripted environments (env e seeded `seed + e`), as the multi-agent environments family (`decentralized.MultiAgentEnvironments`) builds them."""
   builder = ippo.IPPOBuilder(config)
   envs = [ma_env.ParallelEnvironment(fakes.ScriptedParallelEnv(), seed=seed + e)
           for e in range(num_envs)]
@@ -166,7 +166,7 @@ def test_parameter_sharing_is_one_network_over_stacked_observations_with_agent_i
 def _run(env_id, logdir=None, **overrides):
   config = ippo.IPPOConfig(rollout_length=5, batch_size=2, minibatch_size=5, num_epochs=2,
                            policy_hidden=(8,), value_hidden=(8,), **overrides)
-  return multi_agent.run(experiment.ExperimentConfig(
+  return local.run(experiment.ExperimentConfig(
       builder=ippo.IPPOBuilder(config), env_id=env_id, num_steps=40, eval_every=20,
       eval_episodes=2, seed=3, logdir=logdir, num_envs=2))
 
@@ -201,12 +201,12 @@ def test_multi_agent_runs_refuse_what_they_do_not_support(tmp_path):
       builder=ippo.IPPOBuilder(ippo.IPPOConfig()), env_id=env_id, num_steps=1, **kw)
   with pytest.raises(core.UsageError, match="^pz:mpe2/simple_adversary_v3: agents "
                      "'adversary_0' and 'agent_0' have different observation specs"):
-    multi_agent.run(make("pz:mpe2/simple_adversary_v3"))
+    local.run(make("pz:mpe2/simple_adversary_v3"))
   with pytest.raises(core.UsageError, match="^'gym:CartPole-v1' is not a multi-agent"):
-    multi_agent.run(make("gym:CartPole-v1"))
+    local.run(make("gym:CartPole-v1"))
   # Multi-agent runs resume since they write checkpoints; with none there is nothing to resume.
   with pytest.raises(checkpointing.CheckpointError, match="^no readable checkpoint in "):
-    multi_agent.run(make("pz:mpe2/simple_spread_v3", logdir=str(tmp_path), resume=True))
+    local.run(make("pz:mpe2/simple_spread_v3", logdir=str(tmp_path), resume=True))
 
 
 def test_actorq_train_runs_ippo_and_refuses_what_does_not_fit(scripted_id, tmp_path, capsys):

@@ -13,7 +13,7 @@ from actorq.components.acting import variable_client as vc
 from actorq.components.envs import multi_agent as ma_env
 from actorq.components.replay import local_replay
 from actorq.launch import experiment
-from actorq.launch import multi_agent
+from actorq.launch import local
 from actorq.testing import fakes
 
 
@@ -110,7 +110,7 @@ def test_a_mappo_run_repeats_itself(monkeypatch):
   def run():
     config = mappo.MAPPOConfig(rollout_length=5, batch_size=2, minibatch_size=5,
                                num_epochs=2, policy_hidden=(8,), value_hidden=(8,))
-    return multi_agent.run(experiment.ExperimentConfig(
+    return local.run(experiment.ExperimentConfig(
         builder=mappo.MAPPOBuilder(config), env_id=env_id,
         num_steps=30, eval_every=30, eval_episodes=2, seed=1))
 

@@ -97,10 +97,9 @@ def test_train_cli_rejects_an_unknown_key_before_writing_anything(tmp_path, caps
 
 def test_train_resolves_file_then_set_then_flag():
   from actorq.launch import spec as spec_lib
-  import argparse
   resumed = spec_lib.RunSpec(config={"batch_size": 16, "actor_precision": "fp16"})
-  args = argparse.Namespace(config=None, set=["batch_size=8"], actor_precision="int8")
-  config, _ = spec_lib.resolve_config(args, "dqn", resumed)
+  config, _ = spec_lib.resolve_config("dqn", resumed, sets=["batch_size=8"],
+                                      actor_precision="int8")
   assert isinstance(config, DQNConfig)
   assert (config.batch_size, config.actor_precision) == (8, "int8")
 

@@ -210,17 +210,18 @@ def test_a_sigkilled_actor_is_restarted_and_the_run_completes(tmp_path):
 
 
 def test_only_actor_nodes_that_take_a_fresh_seed_are_restarted(tmp_path, monkeypatch):
-  """The multi-agent actor node is an ActorNode (its environments and keys come from the
-  seed its restart draws): restarted like a single-agent one. An actor node class that does
-  not say `fresh_seed_on_restart` keeps the strict behaviour whatever the option says."""
+  """A multi-agent program's actors are ActorNodes (a multi-agent builder runs like any
+  agent; their environments and keys come from the seed its restart draws): restarted like a
+  single-agent one. An actor node class that does not say `fresh_seed_on_restart` keeps the
+  strict behaviour whatever the option says."""
   from actorq.agents import ippo  # pylint: disable=g-import-not-at-top
-  from actorq.launch import multi_agent_nodes  # pylint: disable=g-import-not-at-top
+  from actorq.launch import distributed_nodes  # pylint: disable=g-import-not-at-top
   config = experiment.ExperimentConfig(
       ippo.IPPOBuilder(ippo.IPPOConfig(policy_hidden=(16,), value_hidden=(16,))),
       "pz:mpe2/simple_spread_v3", num_steps=600, logdir=str(tmp_path), checkpoint_every=None)
   options = distributed.DistributedOptions(max_actor_restarts=5)
   assert distributed.make_program(config, num_actors=2, options=options).max_actor_restarts == 5
-  monkeypatch.setattr(multi_agent_nodes.MultiAgentActorNode, "fresh_seed_on_restart", False)
+  monkeypatch.setattr(distributed_nodes.ActorNode, "fresh_seed_on_restart", False)
   dp = distributed.make_program(config, num_actors=2, options=options)
   assert dp.max_actor_restarts == 0
   assert "restarted" not in distributed.describe(dp, "local_mp")

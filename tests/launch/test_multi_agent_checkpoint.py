@@ -13,7 +13,6 @@ from actorq.components.envs import multi_agent as ma_env
 from actorq.launch import checkpointing
 from actorq.launch import experiment
 from actorq.launch import local
-from actorq.launch import multi_agent
 from actorq.testing import fakes
 
 
@@ -39,7 +38,7 @@ def _adam_counts(learner_state):
 
 @pytest.mark.parametrize("share", [True, False])
 def test_a_checkpoint_holds_every_group_and_restores_it_exactly(scripted_id, tmp_path, share):
-  first = multi_agent.run(_config(scripted_id, tmp_path, 40, share))
+  first = local.run(_config(scripted_id, tmp_path, 40, share))
   path, state = checkpointing.restore_latest(str(tmp_path / "checkpoints"),
                                              checkpointing.validate_run)
   groups = ["shared"] if share else ["a", "b"]
@@ -52,7 +51,7 @@ def test_a_checkpoint_holds_every_group_and_restores_it_exactly(scripted_id, tmp
       ["ippo_rollouts"] if share else ["ippo_rollouts_a", "ippo_rollouts_b"])
   # Resumed at its step limit: nothing more to act, one evaluation, the same parameters
   # (the learners' states, optimizers included, come back bit for bit).
-  again = multi_agent.run(_config(scripted_id, tmp_path, 40, share, resume=True))
+  again = local.run(_config(scripted_id, tmp_path, 40, share, resume=True))
   assert again.resumed_from == path and again.resumed_actor_steps == 40
   assert (again.actor_steps, again.learner_steps) == (40, first.learner_steps)
   assert again.params_checksum == first.params_checksum
@@ -67,10 +66,10 @@ def test_a_stopped_and_resumed_run_continues_its_schedules(scripted_id, tmp_path
   progress (and a PPO group's rollouts in progress) are not checkpointed, so the resumed
   run's agents write their own rollouts from new episodes."""
   builder = _config(scripted_id, tmp_path, 1, share=False).builder
-  straight = multi_agent.run(_config(scripted_id, tmp_path / "straight", 80, share=False))
-  part = multi_agent.run(_config(scripted_id, tmp_path / "resumed", 40, share=False))
+  straight = local.run(_config(scripted_id, tmp_path / "straight", 80, share=False))
+  part = local.run(_config(scripted_id, tmp_path / "resumed", 40, share=False))
   _, saved = checkpointing.restore_latest(str(tmp_path / "resumed" / "checkpoints"))
-  resumed = multi_agent.run(_config(scripted_id, tmp_path / "resumed", 80, share=False,
+  resumed = local.run(_config(scripted_id, tmp_path / "resumed", 80, share=False,
                                     resume=True))
   assert resumed.actor_steps == straight.actor_steps == 80
   assert 0 < part.learner_steps < resumed.learner_steps
@@ -107,7 +106,7 @@ def test_resume_refuses_a_single_agent_checkpoint(scripted_id, tmp_path):
   checkpointing.save_run(str(tmp_path / "checkpoints"), {"actor_steps": 1, "learner_steps": 0},
                          step=1)
   with pytest.raises(checkpointing.CheckpointError, match="is not a multi-agent checkpoint"):
-    multi_agent.run(_config(scripted_id, tmp_path, 40, resume=True))
+    local.run(_config(scripted_id, tmp_path, 40, resume=True))
 
 
 def test_actorq_eval_export_and_quantize_of_a_multi_agent_run(scripted_id, tmp_path, capsys):

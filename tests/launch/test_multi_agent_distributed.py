@@ -14,8 +14,7 @@ from actorq.launch import distributed
 from actorq.launch import distributed_nodes
 from actorq.launch import experiment
 from actorq.launch import checkpointing
-from actorq.launch import multi_agent
-from actorq.launch import multi_agent_nodes
+from actorq.launch import local
 from actorq.launch import spec as spec_lib
 
 pytestmark = pytest.mark.slow  # a multi-process Launchpad run
@@ -37,16 +36,15 @@ def _rows(path):
     return list(csv.DictReader(f))
 
 
-def test_the_multi_agent_builder_picks_the_multi_agent_nodes(tmp_path):
+def test_the_multi_agent_builder_runs_on_the_programs_nodes(tmp_path):
+  """The same nodes as any builder's (issue 52: multi-agent is a builder)."""
   dp = distributed.make_program(_config(tmp_path), num_actors=2)
-  assert distributed.node_kinds(dp.config.builder).learner is \
-      multi_agent_nodes.MultiAgentLearnerNode
   assert {label: len(nodes) for label, nodes in dp.program.groups.items()} == {
       "replay": 1, "counter": 1, "learner": 1, "actor": 2, "evaluator": 1, "limiter": 1}
   text = distributed.describe(dp, "local_mp")
-  assert "learner/0: CourierNode: MultiAgentLearnerNode(IPPOBuilder)" in text
-  assert "actor/1: CourierNode: MultiAgentActorNode 1 (seed 2, fp32)" in text
-  assert "evaluator/0: CourierNode: MultiAgentEvaluatorNode (greedy, every 300" in text
+  assert "learner/0: CourierNode: LearnerNode(IPPOBuilder)" in text
+  assert "actor/1: CourierNode: ActorNode 1 (seed 2, fp32)" in text
+  assert "evaluator/0: CourierNode: EvaluatorNode (greedy, every 300" in text
 
 
 def test_ippo_with_two_actor_nodes_under_local_mp(tmp_path):
@@ -104,7 +102,7 @@ def test_train_describes_the_program(capsys):
   code, out, err = run_cli(["train", "--agent", "ippo", "--env", ENV, "--launch", "local_mp",
                             "--num-actors", "2", "--dry-run"], capsys)
   assert code == 0, err
-  assert "actor/0: CourierNode: MultiAgentActorNode 0 (seed 1, fp32)" in out
+  assert "actor/0: CourierNode: ActorNode 0 (seed 1, fp32)" in out
 
 
 @pytest.mark.isolated  # Launchpad nodes as threads of the test process: run in a child
@@ -139,4 +137,4 @@ def test_a_checkpointed_program_resumes_and_evaluates(tmp_path, capsys):
   assert "2 greedy episodes at fp32" in out and "return of agent_2: mean " in out
   config.num_steps = 700
   with pytest.raises(checkpointing.CheckpointError, match="holds no in-process replay"):
-    multi_agent.run(config)
+    local.run(config)

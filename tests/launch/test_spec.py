@@ -125,8 +125,8 @@ def test_distributed_run_json_keys_are_as_train_wrote_them():
       "steps": 100_000, "eval_every": 5_000, "eval_episodes": 10, "launch": "hosts",
       "num_actors": 2, "hosts": ["h1", "h2"], "port_base": 29150, "start": "print",
       "num_envs": 2}
-  loaded = spec_lib.RunSpec.from_json(spec.to_json(), logdir="r",
-                                      node_python=spec.node_python)
+  loaded = spec_lib.RunSpec.from_json(spec.to_json(), logdir="r", launch_options={
+      k: spec.launch_options[k] for k in ("node_python", "host_timeout")})
   assert loaded.to_json() == spec.to_json()
 
 

@@ -11,7 +11,7 @@ from actorq.agents import ippo
 from actorq.components.envs import multi_agent as ma_env
 from actorq.launch import checkpointing
 from actorq.launch import experiment
-from actorq.launch import multi_agent
+from actorq.launch import local
 from actorq.launch import spec as spec_lib
 from actorq.quantization import bias_correction
 from actorq.quantization import payload as pl
@@ -29,7 +29,7 @@ def scripted_id(monkeypatch):
 def _train(env_id, logdir, share):
   config = ippo.IPPOConfig(rollout_length=5, batch_size=2, minibatch_size=5, num_epochs=2,
                            policy_hidden=(8,), value_hidden=(8,), share_parameters=share)
-  multi_agent.run(experiment.ExperimentConfig(
+  local.run(experiment.ExperimentConfig(
       builder=ippo.IPPOBuilder(config), env_id=env_id, num_steps=40, eval_every=40,
       eval_episodes=1, seed=3, logdir=str(logdir), num_envs=2, checkpoint_every=None))
   return str(logdir)
