@@ -53,6 +53,7 @@ from typing import Any, Dict, List, Optional
 
 import psutil
 
+from actorq.components import atomic
 from actorq.launch import distributed, elastic, spec as spec_lib, supervisors
 
 
@@ -295,7 +296,6 @@ def main(argv=None) -> int:
             "summary": summarize(rows), "rows": rows}
   print(json.dumps(report["summary"], indent=1), flush=True)
   if args.json:
-    from actorq.components import atomic  # pylint: disable=g-import-not-at-top
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with atomic.atomic_write(args.json) as f:
       json.dump(report, f, indent=1)

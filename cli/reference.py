@@ -16,6 +16,8 @@ import pathlib
 import sys
 from typing import Iterator, List, Tuple
 
+from actorq.cli import main as cli
+
 WIDTH = 100  # argparse wraps help at $COLUMNS - 2
 PAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "reference" / "cli.md"
 
@@ -48,7 +50,6 @@ def _columns(width: int) -> Iterator[None]:
 def command_helps() -> List[Tuple[str, str]]:
   """[(name, its `--help` text)] for `actorq` itself and then every command, in the order
   of `actorq.cli.main.COMMANDS`."""
-  from actorq.cli import main as cli  # pylint: disable=import-outside-toplevel
   with _columns(WIDTH):
     parser = cli.build_parser()
     subparsers = next(a for a in parser._actions  # pylint: disable=protected-access

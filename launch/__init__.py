@@ -1,9 +1,11 @@
 """Launching runs. `actorq.launch.run(spec)` launches a `spec.RunSpec` with its launch
 mode (`launch/engine.py`, the table `launch/modes.py`)."""
+import importlib
 
 
-def run(spec, **kwargs):
-  """`engine.run(spec, **kwargs)` (imported when called: `actorq.launch.<module>` imports
-  stay light)."""
-  from actorq.launch import engine  # pylint: disable=g-import-not-at-top
-  return engine.run(spec, **kwargs)
+def __getattr__(name: str):
+  """`actorq.launch.run` is `engine.run` (PEP 562: resolved when first read, so importing
+  one `actorq.launch.<module>` does not import the whole engine)."""
+  if name == "run":
+    return importlib.import_module("actorq.launch.engine").run
+  raise AttributeError(f"module 'actorq.launch' has no attribute {name!r}")

@@ -314,7 +314,7 @@ def make_program(config: experiment_lib.ExperimentConfig, num_actors: int = 2, *
   # A restarted actor must not replay its predecessor's episodes: only an actor node that
   # takes a fresh seed on a restart (`elastic.restart_seed`) is restarted.
   max_restarts = (options.max_actor_restarts
-                  if getattr(kinds.actor, "fresh_seed_on_restart", False) else 0)
+                  if getattr(nodes_lib.ActorNode, "fresh_seed_on_restart", False) else 0)
   with program.group("counter"):
     counter = _with_timeout(program.add_node(lp.CourierNode(
         nodes_lib.CounterNode, launcher_pid, counts, participants,

@@ -37,6 +37,8 @@ import signal
 import time
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from actorq.components import atomic
+
 RESTART_ENV = "ACTORQ_NODE_RESTART"  # a node process's restart number (absent or 0: first start)
 RESTARTABLE_GROUPS = ("actor", "evaluator")
 DEFAULT_MAX_RESTARTS = 3
@@ -189,7 +191,6 @@ class Restarts:
   def _write(self) -> None:
     if self._path is None:
       return
-    from actorq.components import atomic  # pylint: disable=g-import-not-at-top
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=_FIELDS)
     writer.writeheader()

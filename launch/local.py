@@ -48,6 +48,7 @@ from actorq.components.acting import variable_client as vc
 from actorq.components.replay import local_replay
 from actorq.components.replay import reverb_replay as replay_lib
 from actorq.launch import checkpointing
+from actorq.launch import engine
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import logging as logging_lib
 from actorq.launch import placement
@@ -162,7 +163,6 @@ def run(config: experiment_lib.ExperimentConfig, *,
   not `config.resume`, `<logdir>/run.json` is written first, so `actorq eval`, `quantize`,
   `export` and `train --resume` take the run directory as they take a CLI run's. Arguments,
   result and errors are `train`'s."""
-  from actorq.launch import engine  # pylint: disable=g-import-not-at-top
   return engine.run(spec_lib.RunSpec.from_config(config), config=config, claim=False,
                     progress=progress, on_learner_step=on_learner_step).result
 

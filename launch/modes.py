@@ -25,6 +25,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Tuple
 
 from actorq import core
 from actorq.launch import elastic
+from actorq.launch import distributed
+from actorq.launch import distributed_nodes as n
+from actorq.launch import engine
+from actorq.launch import local, placement
 from actorq.launch import hosts as hosts_lib
 from actorq.launch import supervisors
 
@@ -129,7 +133,6 @@ def _recording(spec, report: Optional[Report], progress):
   def first_then_progress(counts):
     if not recorded:
       recorded.append(True)
-      from actorq.launch import engine  # pylint: disable=g-import-not-at-top
       engine.record_resumed_settings(spec, report)
     if progress is not None:
       progress(counts)
@@ -156,7 +159,6 @@ class Local:
 
   def run(self, spec, config, report, progress=None, on_learner_step=None) -> Outcome:
     """`local.train(config)`; `progress` (default: `report.steps`) after every actor step."""
-    from actorq.launch import local, placement  # pylint: disable=g-import-not-at-top
     learner_on = placement.device_name(placement.learner_device(config.learner_device))
     _say(report, f"actorq: {'resuming' if spec.resume else 'training'} {spec.agent} on "
          f"{spec.env} for {spec.steps} steps (seed {spec.seed}, actors {config.precision} on "
@@ -220,7 +222,6 @@ class Program:
 
     Raises:
       checkpointing.CheckpointError: `config.resume` and no readable checkpoint."""
-    from actorq.launch import distributed  # pylint: disable=g-import-not-at-top
     return distributed.make_program(config, spec.num_actors, name=f"actorq-{spec.agent}",
                                     **self._program_kwargs(spec))
 
@@ -229,20 +230,15 @@ class Program:
 
   def _options(self, spec):
     """The program's `distributed.DistributedOptions` from the row's options."""
-    from actorq.launch import distributed  # pylint: disable=g-import-not-at-top
     restarts = spec.launch_options.get(MAX_ACTOR_RESTARTS.dest)
     return distributed.DistributedOptions(
         max_actor_restarts=elastic.DEFAULT_MAX_RESTARTS if restarts is None else restarts)
 
   def describe(self, spec, config) -> str:
-    from actorq.launch import distributed  # pylint: disable=g-import-not-at-top
     return distributed.describe(self.program(spec, config), spec.launch)
 
   def run(self, spec, config, report) -> Outcome:
-    from actorq.launch import distributed  # pylint: disable=g-import-not-at-top
-    from actorq.launch import distributed_nodes as n  # pylint: disable=g-import-not-at-top
     dp = self.program(spec, config)
-    from actorq.launch import engine  # pylint: disable=g-import-not-at-top
     engine.record_resumed_settings(spec, report)  # the program took the checkpoint
     _say(report, f"actorq: {'resuming' if spec.resume else 'training'} {spec.agent} on "
          f"{spec.env} for {spec.steps} actor steps with {spec.num_actors} actors "
@@ -257,7 +253,6 @@ class Program:
     outcome = Outcome(result.exit_code, [distributed.summary_line(result)], result=result,
                       finish=lambda: distributed.exit_now(result))
     if result.reason == "signal":  # which checkpoint the run continues from, truthfully
-      from actorq.launch import engine  # pylint: disable=g-import-not-at-top
       outcome.errors.append(engine.stop_message(spec.logdir, result.checkpoint))
     if result.evaluations:
       outcome.lines.append(f"final evaluation return: {result.final_eval_return:.1f} (mean "

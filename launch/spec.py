@@ -51,7 +51,7 @@ REQUEST_KEYS = ("agent", "env", "seed", "logdir", "steps", "eval_every", "eval_e
                 "num_actors", "num_envs", "launch", "resume", "config", "set",
                 "actor_precision", "checkpoint_every", "keep_checkpoints", "learner_device",
                 "dry_run", "overwrite", "init_from", "init_keep")
-LOCAL = modes.LOCAL
+LOCAL = "local"  # the row `modes.MODES["local"]` (read here at import time: modes imports spec)
 
 _REQUIRED = ("agent", "env", "seed", "config")
 _TRAIN_KEYS = ("steps", "eval_every", "eval_episodes", "launch", "num_actors", "num_envs")

@@ -53,7 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from actorq import core
-from actorq.components import atomic
+from actorq.components.atomic import atomic_write
 from actorq.quantization import network_spec as ns
 from actorq.quantization import ops
 from actorq.quantization import payload as pl
@@ -504,7 +504,7 @@ def from_json_dict(data: Mapping[str, Any], spec: Optional[ns.NetworkSpec] = Non
 
 def save(path: str, policy: PrecisionPolicy, spec: ns.NetworkSpec, **kwargs: Any) -> None:
   """Writes the policy file (`to_json_dict(policy, spec, **kwargs)`), atomically."""
-  with atomic.atomic_write(path) as f:
+  with atomic_write(path) as f:
     json.dump(to_json_dict(policy, spec, **kwargs), f, indent=2)
     f.write("\n")
 

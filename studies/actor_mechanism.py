@@ -32,7 +32,6 @@ writes DIR/<precision>-s<seed>/{lag.csv, action_gaps.csv, summary.json, train.cs
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import csv
 import dataclasses
@@ -47,6 +46,9 @@ import numpy as np
 from actorq import core
 from actorq.components import atomic
 from actorq.components.acting import loop as loop_lib
+from actorq.launch import experiment as experiment_lib
+from actorq.launch import local
+from actorq.launch import spec as spec_lib
 from actorq.quantization import runtimes
 
 WINDOW = 1_000  # actor steps per lag.csv row
@@ -199,14 +201,9 @@ def run(agent: str, env: str, seed: int, steps: int, precision: str, out: str,
   Raises:
     core.UsageError: as `actorq train` refuses the settings.
   """
-  # The launch layer imports studies' neighbours; imported here, not at module level.
-  from actorq.launch import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
-  from actorq.launch import local  # pylint: disable=g-import-not-at-top
-  from actorq.launch import spec as spec_lib  # pylint: disable=g-import-not-at-top
   run_dir = os.path.join(out, f"{core.precision_slug(precision)}-s{seed}")
-  spec = spec_lib.RunSpec.from_args(argparse.Namespace(
-      agent=agent, env=env, seed=seed, config=None, set=list(assignments),
-      actor_precision=precision))
+  spec = spec_lib.RunSpec.resolve(agent=agent, env=env, seed=seed, set=list(assignments),
+                                  actor_precision=precision)
   spec = dataclasses.replace(spec, steps=steps, eval_every=steps, eval_episodes=1,
                              logdir=run_dir)
   config = spec.build()
@@ -238,26 +235,6 @@ def run(agent: str, env: str, seed: int, steps: int, precision: str, out: str,
   return summary
 
 
-def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog="python -m actorq.studies.actor_mechanism",
-                              description=__doc__.split("\n\n")[0])
-  p.add_argument("--agent", default="dqn")
-  p.add_argument("--env", default="gym:CartPole-v1")
-  p.add_argument("--seed", type=int, default=0)
-  p.add_argument("--steps", type=int, default=30_000)
-  p.add_argument("--precision", default="int8")
-  p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-  p.add_argument("--out", required=True)
-  args = p.parse_args(argv)
-  try:
-    s = run(args.agent, args.env, args.seed, args.steps, args.precision, args.out, args.set)
-  except core.UsageError as e:
-    print(f"actor_mechanism: {e}", file=sys.stderr)
-    return 2
-  print(json.dumps({k: s[k] for k in ("precision", "seed", "steps", "mean_lag", "max_lag",
-                                      "share_differ", "version_mismatch")}))
-  return 0
-
-
-if __name__ == "__main__":
-  sys.exit(main())
+if __name__ == "__main__":  # its flags live in cli/
+  from actorq.cli.studies import actor_mechanism as command_line
+  sys.exit(command_line.main())

@@ -19,7 +19,6 @@ as a training run's actors execute it). A float actor precision (fp32) is evalua
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -98,27 +97,6 @@ def read(run_path: str):
     return json.load(f)
 
 
-def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog="python -m actorq.studies.cross_eval",
-                              description=__doc__.split("\n\n")[0])
-  p.add_argument("run_dir")
-  p.add_argument("--episodes", type=int, default=EPISODES)
-  p.add_argument("--seed", type=int, default=SEED)
-  args = p.parse_args(argv)
-  if args.episodes < 1:
-    print("--episodes must be >= 1", file=sys.stderr)
-    return 2
-  try:
-    run, _, _ = spec_lib.load_run(args.run_dir)
-  except core.UsageError as e:
-    print(f"cross_eval: {e}", file=sys.stderr)
-    return 2
-  result = evaluate(args.run_dir, precisions_for(run.config["actor_precision"]),
-                    args.episodes, args.seed)
-  path = write(args.run_dir, result)
-  print(f"{path}: " + ", ".join(f"{p} {m:.1f}" for p, m in result["mean"].items()))
-  return 0
-
-
-if __name__ == "__main__":
-  sys.exit(main())
+if __name__ == "__main__":  # its flags live in cli/
+  from actorq.cli.studies import cross_eval as command_line
+  sys.exit(command_line.main())

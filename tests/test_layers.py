@@ -4,8 +4,9 @@
         -> quantization -> core,
 
 no function-local import of an actorq module exists (such an import is how a cycle
-hides), and argparse lives in `cli/` only (besides the `__main__` scripts of benchmarks
-and examples, which are command lines of their own). Read from the source with `ast`, so
+hides; a module-level ``if __name__ == "__main__":`` block, a script's entry point handing
+over to cli/, is no import of the module), and argparse lives in `cli/` only (besides the
+examples, which are command lines of their own). Read from the source with `ast`, so
 it also holds for code no test imports."""
 import ast
 import os
@@ -18,11 +19,14 @@ LAYERS = {"core": 0, "quantization": 1, "components": 2, "agents": 3, "launch": 
 # Modules that sit on another floor than their folder: command-line scripts that use the
 # CLI's argument types and commands (a benchmark's own `__main__`, the test driver of
 # `actorq`), so they stand beside `cli/`.
-MODULE_LAYERS = {"testing.cli": 7, "benchmarks.export_parity": 7, "benchmarks.hosts_train": 7}
+# `components.atomic` (files written whole) needs only `core`, and quantization's policy files
+# use it: it stands on quantization's floor.
+MODULE_LAYERS = {"testing.cli": 7, "benchmarks.export_parity": 7, "benchmarks.hosts_train": 7,
+                 "components.atomic": 1}
 ALLOWED_LOCAL = set()
-# Folders whose modules may build an argparse parser (other than cli/): scripts with a
-# `__main__` of their own.
-ARGPARSE_FOLDERS = {"cli", "benchmarks", "examples"}
+# Folders whose modules may build an argparse parser: cli/, and the examples (scripts
+# with a `__main__` of their own, outside the package).
+ARGPARSE_FOLDERS = {"cli", "examples"}
 
 
 def _modules():
@@ -36,10 +40,25 @@ def _modules():
           yield folder, os.path.join(dirpath, name)
 
 
+def _is_main_block(node) -> bool:
+  """A module-level ``if __name__ == "__main__":`` (a script's entry point)."""
+  test = getattr(node, "test", None)
+  return (isinstance(node, ast.If) and isinstance(test, ast.Compare)
+          and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+          and any(isinstance(c, ast.Constant) and c.value == "__main__"
+                  for c in test.comparators))
+
+
 def _actorq_imports(tree):
-  """(module imported, is top level) for every `actorq.*` import."""
+  """(module imported, is top level) for every `actorq.*` import outside a module-level
+  ``if __name__ == "__main__":`` block: that block is a script's entry point (a benchmark's
+  or study's `__main__` hands over to its command line in cli/), never run on import, so
+  it is no dependency of the module."""
   top = set(id(n) for n in tree.body)
+  entry = set(id(n) for block in tree.body if _is_main_block(block) for n in ast.walk(block))
   for node in ast.walk(tree):
+    if id(node) in entry:
+      continue
     names = []
     if isinstance(node, ast.Import):
       names = [a.name for a in node.names]
