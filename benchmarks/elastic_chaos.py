@@ -40,7 +40,6 @@ as unfinished, its stall measured to the end).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -261,46 +260,6 @@ def render(report: Dict[str, Any]) -> str:
   return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--seeds", default="0,1,2")
-  parser.add_argument("--steps", type=int, default=6000)
-  parser.add_argument("--eval-every", type=int, default=10**9,
-                      help="actor steps between evaluations (default: only at the limit)")
-  parser.add_argument("--eval-episodes", type=int, default=10)
-  parser.add_argument("--num-actors", type=int, default=3)
-  parser.add_argument("--every", type=float, default=15.0, help="seconds between kills")
-  parser.add_argument("--max-restarts", type=int, default=100)
-  parser.add_argument("--kill-until", type=float, default=0.5,
-                      help="no kill once this fraction of the steps is done (so that every "
-                           "restart can finish before the run does)")
-  parser.add_argument("--logdir", default="/tmp/actorq-elastic-chaos")
-  parser.add_argument("--json", default=None, help="write the rows and the summary here")
-  parser.add_argument("--render", default=None, metavar="JSON",
-                      help="print the markdown tables of a report written by --json and exit")
-  args = parser.parse_args(argv)
-  if args.render:
-    with open(args.render, encoding="utf-8") as f:
-      print(render(json.load(f)), end="")
-    return 0
-  supervisors.register("local_mp_chaos", ChaosProcesses, listed=False)
-  os.makedirs(args.logdir, exist_ok=True)
-  rows = []
-  for seed in [int(s) for s in args.seeds.split(",")]:
-    for mode in ("none", "chaos"):
-      rows.append(run_one(seed, mode, args))
-      if rows[-1]["reason"] == "signal":  # the launcher was stopped: so is the benchmark
-        return rows[-1]["exit"]
-  report = {"command": " ".join(["benchmarks/elastic_chaos.py"] + list(argv or sys.argv[1:])),
-            "machine": cpu_model(), "date": time.strftime("%Y-%m-%d"),
-            "summary": summarize(rows), "rows": rows}
-  print(json.dumps(report["summary"], indent=1), flush=True)
-  if args.json:
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with atomic.atomic_write(args.json) as f:
-      json.dump(report, f, indent=1)
-  return 0 if report["summary"]["verdict"] == "pass" else 1
-
-
-if __name__ == "__main__":
-  sys.exit(main())
+if __name__ == "__main__":  # its flags live in cli/
+  from actorq.cli.benchmarks import elastic_chaos as command_line
+  sys.exit(command_line.main())
