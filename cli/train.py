@@ -22,11 +22,12 @@ from tqdm import tqdm
 
 from actorq import core
 from actorq.cli import main as cli
+from actorq.cli import precision_arg
 from actorq.components import config_io
 from actorq.launch import checkpointing, distributed, distributed_nodes, experiment, hosts, local
 from actorq.launch import elastic
 from actorq.launch import multi_agent
-from actorq.launch import placement, precision_arg, registry, run_dir, supervisors
+from actorq.launch import placement, registry, run_dir, supervisors
 from actorq.launch import spec as spec_lib
 
 DEFAULT_AGENT = spec_lib.DEFAULT_AGENT

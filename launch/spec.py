@@ -36,7 +36,7 @@ from actorq import core
 from actorq.components import config_io
 from actorq.components.envs import environments, multi_agent, vector_env
 from actorq.launch import checkpointing, experiment, hosts, registry, run_dir, supervisors
-from actorq.launch import precision_arg
+from actorq.quantization import runtimes
 
 DEFAULT_AGENT = "dqn"
 DEFAULT_ENV = "gym:CartPole-v1"
@@ -436,12 +436,15 @@ def resolve_config(args: Any, agent: str, resumed: Optional[RunSpec] = None):
     raise core.UsageError(str(e)) from None
   config_file = getattr(args, "config", None)
   try:
+    precision, policy_file = runtimes.parse_precision(getattr(args, "actor_precision", None),
+                                                      "--actor-precision")
+  except ValueError as e:
+    raise core.UsageError(str(e)) from None
+  try:
     values = (dict(resumed.config) if resumed is not None else
               config_io.read_file(config_file) if config_file else {})
     overrides = dict(config_io.parse_assignment(a) for a in getattr(args, "set", None) or [])
     config = config_io.from_dict(config_cls, values, overrides)
-    precision, policy_file = precision_arg.actor_precision(
-        "--actor-precision", getattr(args, "actor_precision", None))
     if precision is not None:
       config = dataclasses.replace(config, actor_precision=precision)
     return config, policy_file
@@ -481,9 +484,12 @@ def _check_fit(agent: str, env_id: str, seed: int, config: Any,
   finally:
     env.close()
   precision = config.actor_precision
-  if core.is_mixed(precision):  # a per-layer policy must fit this agent's policy network
-    precision_arg.check_policy_file("--actor-precision", precision, policy_file,
-                                    builder.make_policy(networks, env_spec).spec)
+  if runtimes.family_of(precision) is not None:  # a per-layer policy must fit the network
+    try:
+      runtimes.check_fits(precision, builder.make_policy(networks, env_spec).spec,
+                          policy_file, "--actor-precision")
+    except ValueError as e:
+      raise core.UsageError(str(e)) from None
 
 
 def _check_multi_agent_fit(agent: str, env_id: str, seed: int, builder: Any) -> None:

@@ -203,7 +203,7 @@ def run(agent: str, env: str, seed: int, steps: int, precision: str, out: str,
   from actorq.launch import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
   from actorq.launch import local  # pylint: disable=g-import-not-at-top
   from actorq.launch import spec as spec_lib  # pylint: disable=g-import-not-at-top
-  run_dir = os.path.join(out, f"{core.precision_slug(precision)}-s{seed}")
+  run_dir = os.path.join(out, f"{runtimes.precision_slug(precision)}-s{seed}")
   spec = spec_lib.RunSpec.from_args(argparse.Namespace(
       agent=agent, env=env, seed=seed, config=None, set=list(assignments),
       actor_precision=precision))
