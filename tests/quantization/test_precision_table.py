@@ -270,7 +270,7 @@ SCALED = runtimes.PrecisionEntry(ScaledRuntime, encode_numpy_fp32, family=True,
 
 
 def test_a_family_is_one_class_plus_one_table_entry(table):
-  table["scaled:"] = SCALED  # the one table entry
+  runtimes.register_precision("scaled:", SCALED)  # the one table entry
   name = "scaled:2"
   assert runtimes.family_of(name) == "scaled:" and runtimes.entry_for(name) is SCALED
   # Every question is asked of the table, which asks the row's class.
