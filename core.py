@@ -6,12 +6,11 @@
   evaluators can act with (`--actor-precision`, configs' `actor_precision` and
   `evaluation_precision`); `PRECISIONS` adds ``"simulated-int8"`` (dequantize and run in
   fp32: accuracy studies only, labelled as such), which payloads and runtimes also know.
-  `check_precision` validates one value (`ExperimentConfig.actor_precision`); agent configs
-  declare `choices=ACTOR_PRECISIONS` (`actorq.components.config_checks`), whose message
-  has the same form. A feed-forward policy may also act with a per-layer precision policy,
-  named ``"mixed:<choice>,<choice>,..."`` (one `actorq.quantization.mixed` label per
-  parameter layer, in the network's order, e.g. ``"mixed:fp16,int4+p0.5,int8,int8"``):
-  `is_mixed` recognises the form, `actorq.quantization.mixed.policy_of` parses it.
+  `check_precision` validates one value against a list; agent configs declare
+  `choices=ACTOR_PRECISIONS` (`actorq.components.config_checks`), whose message has the
+  same form. The families of precisions (a feed-forward policy's per-layer policy,
+  ``"mixed:<choice>,<choice>,..."``) are rows of the precision table
+  (`actorq.quantization.runtimes.RUNTIMES`), which asks its rows, not this module.
 * `LEARNER_DEVICES`: where the learner may compute (`--learner-device`; actors, evaluator and
   replay always use the CPU); `check_learner_device` validates a choice.
 * `ActorPolicy`: what an actor needs (network spec, precision, action selector).
@@ -27,7 +26,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from typing import (Any, Callable, Iterator, List, Optional, Protocol, Sequence, Tuple,
                     runtime_checkable)
 
@@ -51,35 +49,15 @@ INT8_PRECISIONS: Tuple[str, ...] = (INT8, SIMULATED_INT8)
 
 Precision = str  # one of PRECISIONS (a plain string, so configs stay JSON)
 
-# A per-layer precision policy as a precision: MIXED_PREFIX + the layers' choice labels
-# joined by "," (`actorq.quantization.mixed.precision_name`). The name carries the whole
-# policy, so a learner node in another process can publish its payload from the name alone.
-MIXED_PREFIX = "mixed:"
-MIXED_FORM = "mixed:<choice>,... (one per layer, e.g. mixed:fp16,int8,int8)"
-
-
-def is_mixed(value: Any) -> bool:
-  """True for a per-layer precision name (``"mixed:"`` and at least one label); the
-  labels themselves are checked by `actorq.quantization.mixed.parse_precision_name`."""
-  return (isinstance(value, str) and value.startswith(MIXED_PREFIX)
-          and bool(value[len(MIXED_PREFIX):].strip()))
-
-
-def precision_slug(precision: str) -> str:
-  """`precision` as a file or directory name: itself for a uniform precision; a
-  ``"mixed:..."`` name, which has ':' and ',', becomes ``mixed-<first 8 hex digits of its
-  SHA-1>`` (e.g. the sweep's run ``mixed-1a2b3c4d-s0``, the export
-  ``policy-mixed-1a2b3c4d.tflite``). The file's own metadata keeps the whole name."""
-  if is_mixed(precision):
-    return "mixed-" + hashlib.sha1(precision.encode("utf-8")).hexdigest()[:8]
-  return precision
-
-
 def check_precision(value: Any, name: str = "actor_precision",
                     allowed: Sequence[str] = ACTOR_PRECISIONS,
-                    optional: bool = False, mixed: bool = False) -> Optional[str]:
-  """Returns `value` if it is one of `allowed` (or None when `optional`, or a
-  ``"mixed:..."`` name when `mixed`; its labels are not parsed here).
+                    optional: bool = False, also: Sequence[str] = ()) -> Optional[str]:
+  """Returns `value` if it is one of `allowed` (or None when `optional`).
+
+  `also` names the other forms the caller accepts (a precision family's form, e.g.
+  ``"mixed:<choice>,..."``), for the message only: the precision table
+  (`actorq.quantization.runtimes.check_precision`) accepts a family's names before it asks
+  this check, so this layer knows no family.
 
   Raises:
     ValueError: one line naming the field, the value and the allowed values, e.g.
@@ -87,10 +65,8 @@ def check_precision(value: Any, name: str = "actor_precision",
   """
   if value is None and optional:
     return None
-  if mixed and is_mixed(value):
-    return value
   if not isinstance(value, str) or value not in allowed:
-    extra = (" (or null)" if optional else "") + (f" or {MIXED_FORM}" if mixed else "")
+    extra = (" (or null)" if optional else "") + "".join(f" or {form}" for form in also)
     raise ValueError(f"{name} must be one of {', '.join(allowed)}{extra}; got {value!r}")
   return value
 

@@ -21,10 +21,10 @@ import numpy as np
 
 from actorq import core
 from actorq.cli import main as cli
+from actorq.cli import precision_arg
 from actorq.components.acting import loop as loop_lib
 from actorq.components.envs import environments
 from actorq.components.envs import multi_agent
-from actorq.launch import precision_arg
 from actorq.launch import spec as spec_lib
 from actorq.studies import multi_agent_eval
 from actorq.studies import reward_parity as evaluation

@@ -25,7 +25,7 @@ the model's greedy-action agreement on every observation of the fp32 episodes, a
 bytes (fp32 and exported payloads, the .tflite file).
 
 Default `--out`: `<run>/export/policy-<precision>.tflite` (a per-layer policy:
-`policy-mixed-<8 hex digits>.tflite`, `core.precision_slug`).
+`policy-mixed-<8 hex digits>.tflite`, `runtimes.precision_slug`).
 
 A multi-agent run (``pz:`` id) writes one model and JSON per parameter group
 (`studies.export.export_multi_agent`): `<name>-<group>.tflite` and `<name>-<group>.json`

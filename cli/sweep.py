@@ -32,9 +32,9 @@ from actorq import core
 from actorq.benchmarks import actorq_bench as ab
 from actorq.cli import main as cli
 from actorq.cli import train as train_cmd
+from actorq.cli import precision_arg
 from actorq.components.envs import vector_env
 from actorq.launch import experiment, run_dir
-from actorq.launch import precision_arg
 from actorq.launch import spec as spec_lib
 from actorq.studies import sweep
 

@@ -21,8 +21,9 @@ from tqdm import tqdm
 from actorq import core
 from actorq import launch as launch_lib
 from actorq.cli import main as cli
+from actorq.cli import precision_arg
 from actorq.components import config_io
-from actorq.launch import checkpointing, engine, experiment, modes, precision_arg, registry
+from actorq.launch import checkpointing, engine, experiment, modes, registry
 from actorq.launch import tracking
 from actorq.launch import distributed_nodes as nodes
 from actorq.launch import spec as spec_lib

@@ -39,8 +39,6 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from actorq import core
-from actorq.quantization import mixed
 from actorq.quantization import runtimes
 
 _KEY = "actorq.config_checks"
@@ -54,9 +52,9 @@ class Check:
     ge, gt, le, lt: bounds of a number (of each item of a tuple field).
     choices: the allowed strings of a `str` field.
     nonempty: a string or tuple must not be empty.
-    mixed: a `str` field also takes a per-layer precision policy's name
-      (``"mixed:<choice>,..."``, `actorq.core.is_mixed`) whose labels parse
-      (`actorq.quantization.mixed.parse_precision_name`); see `precision_field`.
+    mixed: a `str` field also takes the name of a family row of the precision table (a
+      per-layer precision policy's ``"mixed:<choice>,..."``, `runtimes.family_of`) whose
+      parameter parses (`runtimes.check_name`); see `precision_field`.
   """
   ge: Optional[float] = None
   gt: Optional[float] = None
@@ -196,14 +194,14 @@ def _check_item(where: str, annotation: Any, check: Optional[Check], value: Any,
   if annotation in (int, float) and not check.within(value):
     raise ValueError(f"{where} must be {bounds}{null}, got {value!r}")
   if annotation is str:
-    if check.mixed and core.is_mixed(value):
+    if check.mixed and runtimes.family_of(value) is not None:
       try:
-        mixed.parse_precision_name(value)
+        runtimes.check_name(value)
       except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
       return
     if check.choices is not None and value not in check.choices:
-      also = f" or {core.MIXED_FORM}" if check.mixed else ""
+      also = "".join(f" or {form}" for form in runtimes.family_forms()) if check.mixed else ""
       raise ValueError(f"{where} must be one of {', '.join(check.choices)}{also}{null}; "
                        f"got {value!r}")
     if check.nonempty and not value:

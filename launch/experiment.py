@@ -182,8 +182,7 @@ class ExperimentConfig:
                        "one environment at a time); use num_envs 1")
     core.check_learner_device(self.learner_device)
     if self.actor_precision is not None:
-      core.check_precision(self.actor_precision, "actor_precision",
-                           runtimes.ACTING_PRECISIONS, mixed=True)
+      runtimes.check_precision(self.actor_precision, "actor_precision")
       self.builder = type(self.builder)(dataclasses.replace(
           self.builder.config, actor_precision=self.actor_precision))
 

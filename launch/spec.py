@@ -37,7 +37,8 @@ from actorq import core
 from actorq.components import config_io
 from actorq.components.envs import multi_agent, vector_env
 from actorq.launch import checkpointing, experiment, modes, registry, run_dir
-from actorq.launch import precision_arg, warm_start
+from actorq.launch import warm_start
+from actorq.quantization import runtimes
 
 DEFAULT_AGENT = "dqn"
 DEFAULT_ENV = "gym:CartPole-v1"
@@ -510,12 +511,14 @@ def resolve_config(agent: str, resumed: Optional[RunSpec] = None, *,
   except registry.UnknownAgentError as e:
     raise core.UsageError(str(e)) from None
   try:
+    precision, policy_file = runtimes.parse_precision(actor_precision, "--actor-precision")
+  except ValueError as e:
+    raise core.UsageError(str(e)) from None
+  try:
     values = (dict(resumed.config) if resumed is not None else
               config_io.read_file(config_file) if config_file else {})
     overrides = dict(config_io.parse_assignment(a) for a in sets or [])
     config = config_io.from_dict(config_cls, values, overrides)
-    precision, policy_file = precision_arg.actor_precision(
-        "--actor-precision", actor_precision)
     if precision is not None:
       config = dataclasses.replace(config, actor_precision=precision)
     return config, policy_file
@@ -571,6 +574,9 @@ def _check_fit(agent: str, env_id: str, seed: int, config: Any,
     raise core.UsageError(f"agent {agent!r} cannot run on {env_id}: {e}") from None
   finally:
     family.close(env)
-  if core.is_mixed(config.actor_precision):  # a per-layer policy must fit the policy network
-    precision_arg.check_policy_file("--actor-precision", config.actor_precision, policy_file,
-                                    parts.policy.spec)
+  precision = config.actor_precision
+  if runtimes.family_of(precision) is not None:  # a per-layer policy must fit the network
+    try:
+      runtimes.check_fits(precision, parts.policy.spec, policy_file, "--actor-precision")
+    except ValueError as e:
+      raise core.UsageError(str(e)) from None

@@ -52,7 +52,6 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 import jax.numpy as jnp
 import numpy as np
 
-from actorq import core
 from actorq.components.atomic import atomic_write
 from actorq.quantization import network_spec as ns
 from actorq.quantization import ops
@@ -380,14 +379,34 @@ def make_payload(params, spec: ns.NetworkSpec, policy: PrecisionPolicy,
 
 
 # ----------------------------------------------------------------------------------------
-# The policy as an actor precision: "mixed:<label>,<label>,..." (see `actorq.core`).
+# The policy as an actor precision: "mixed:<label>,<label>,...", the family row "mixed:" of
+# the precision table (`actorq.quantization.runtimes.RUNTIMES`).
+
+# A per-layer precision policy as a precision: MIXED_PREFIX + the layers' choice labels
+# joined by "," (`precision_name`). The name carries the whole policy, so a learner node in
+# another process can publish its payload from the name alone.
+MIXED_PREFIX = "mixed:"
+MIXED_FORM = "mixed:<choice>,... (one per layer, e.g. mixed:fp16,int8,int8)"
+# How a command-line flag taking an actor precision describes the family (after the
+# uniform precisions): a policy file or its name.
+MIXED_HELP = ("a per-layer precision policy file (precision_policy.json of 'actorq quantize "
+              "--search', format in docs/precision_policy.md) or its labels as "
+              "mixed:<choice>,... (one per layer, e.g. mixed:fp16,int8,int8; feed-forward "
+              "agents only)")
+
+
+def is_mixed(value) -> bool:
+  """True for a per-layer precision name (``"mixed:"`` and at least one label); the
+  labels themselves are checked by `parse_precision_name`."""
+  return (isinstance(value, str) and value.startswith(MIXED_PREFIX)
+          and bool(value[len(MIXED_PREFIX):].strip()))
 
 
 def precision_name(policy: PrecisionPolicy) -> str:
   """The actor precision that names `policy`: ``"mixed:"`` + every layer's label, in
   order, joined by ``,`` (e.g. ``"mixed:fp16,int4+p0.5,int8,int8"``). `policy_of` reads
   it back for the same network."""
-  return core.MIXED_PREFIX + ",".join(c.label for c in policy.choices)
+  return MIXED_PREFIX + ",".join(c.label for c in policy.choices)
 
 
 def parse_precision_name(name: str) -> List[LayerChoice]:
@@ -397,13 +416,13 @@ def parse_precision_name(name: str) -> List[LayerChoice]:
     ValueError: one line: not of the ``mixed:<label>,...`` form, or a label
       `parse_choice` refuses (naming it and the allowed forms).
   """
-  if not core.is_mixed(name):
+  if not is_mixed(name):
     raise ValueError(f"precision {name!r} is not a per-layer policy; expected "
-                     f"{core.MIXED_FORM}")
-  labels = [t.strip() for t in name[len(core.MIXED_PREFIX):].split(",")]
+                     f"{MIXED_FORM}")
+  labels = [t.strip() for t in name[len(MIXED_PREFIX):].split(",")]
   if not all(labels):
     raise ValueError(f"precision {name!r} has an empty layer choice; expected "
-                     f"{core.MIXED_FORM}")
+                     f"{MIXED_FORM}")
   return [parse_choice(t) for t in labels]
 
 

@@ -201,7 +201,7 @@ def run(agent: str, env: str, seed: int, steps: int, precision: str, out: str,
   Raises:
     core.UsageError: as `actorq train` refuses the settings.
   """
-  run_dir = os.path.join(out, f"{core.precision_slug(precision)}-s{seed}")
+  run_dir = os.path.join(out, f"{runtimes.precision_slug(precision)}-s{seed}")
   spec = spec_lib.RunSpec.resolve(agent=agent, env=env, seed=seed, set=list(assignments),
                                   actor_precision=precision)
   spec = dataclasses.replace(spec, steps=steps, eval_every=steps, eval_episodes=1,

@@ -43,11 +43,12 @@ from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import multi_agent as ma_loop
 from actorq.components.envs import environments
 from actorq.components.envs import multi_agent
-from actorq.launch import precision_arg, registry, run_dir
+from actorq.launch import registry, run_dir
 from actorq.launch import spec as spec_lib
 from actorq.quantization import bias_correction
 from actorq.quantization import mixed
 from actorq.quantization import payload as pl
+from actorq.quantization import runtimes
 from actorq.quantization.runtimes import litert_runtime
 from actorq.studies import multi_agent_eval
 from actorq.studies import reward_parity as evaluation
@@ -192,8 +193,8 @@ def model_parity(model: bytes, params, spec, selector, env_fn, episodes: int,
 
 def default_file_name(precision: str) -> str:
   """The model's file name in `<run>/export/` when --out is not given:
-  ``policy-<precision>.tflite``, a per-layer policy named by `core.precision_slug`."""
-  return f"policy-{core.precision_slug(precision)}.tflite"
+  ``policy-<precision>.tflite``, a per-layer policy named by `runtimes.precision_slug`."""
+  return f"policy-{runtimes.precision_slug(precision)}.tflite"
 
 
 def report_path(model_path: str) -> str:
@@ -214,7 +215,22 @@ def export_precision(text: str, flag: str = "--precision"):
     return text, None
   if text in core.ACTOR_PRECISIONS:
     raise core.UsageError(f"{flag} {text!r} not allowed; allowed: {PRECISION_HELP}")
-  return precision_arg.actor_precision(flag, text)
+  try:
+    return runtimes.parse_precision(text, flag)
+  except ValueError as e:
+    raise core.UsageError(str(e)) from None
+
+
+def _check_fits(precision: str, policy_file, spec) -> None:
+  """`--precision` fits the policy network `spec` (`runtimes.check_fits`).
+
+  Raises:
+    core.UsageError: a per-layer policy whose layer count or shapes do not fit.
+  """
+  try:
+    runtimes.check_fits(precision, spec, policy_file, "--precision")
+  except ValueError as e:
+    raise core.UsageError(str(e)) from None
 
 
 def _scales(payload, labels=None) -> list:
@@ -246,7 +262,7 @@ def _policy_model(params, spec, precision: str, calibration) -> _PolicyModel:
   biases corrected on `calibration` (observations `[N, *input_shape]`, or None): the one
   path every export takes (a single-agent run's policy, or one parameter group's)."""
   policy_block = {}
-  if core.is_mixed(precision):
+  if runtimes.family_of(precision) is not None:  # a per-layer policy (the mixed: row)
     precision_policy = mixed.policy_of(precision, spec)
     layers = mixed.compress(params, spec, precision_policy)
     payload = mixed.payload_of(layers)
@@ -373,7 +389,7 @@ def export(checkpoint: str, precision: str, policy_file: Optional[str] = None,
         f"actions; evaluate this run with: actorq eval --checkpoint {run_path}")
   networks = builder.make_networks(env_spec)
   run_dir.check_feed_forward(networks, run.agent, "export")
-  precision_arg.check_policy_file("--precision", precision, policy_file, networks.spec)
+  _check_fits(precision, policy_file, networks.spec)
   agent_policy = builder.make_policy(networks, env_spec, evaluation=True)
   try:
     outputs = registry.policy_outputs(builder, networks, env_spec)
@@ -528,7 +544,7 @@ def export_multi_agent(run, state, ckpt_path: str, precision: str,
   rules = []
   for group, networks, _ in parts:
     run_dir.check_feed_forward(networks, run.agent, "export")
-    precision_arg.check_policy_file("--precision", precision, policy_file, networks.spec)
+    _check_fits(precision, policy_file, networks.spec)
     env_spec = _policy_spec(group)
     try:
       outputs = registry.policy_outputs(builder.group_builder(group), networks, env_spec)

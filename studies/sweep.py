@@ -70,6 +70,7 @@ from actorq.components import atomic, fault_points
 from actorq.launch import checkpointing, processes
 from actorq.launch import run_dir as run_dir_lib
 from actorq.launch import spec as spec_lib
+from actorq.quantization import runtimes
 from actorq.studies import aggregate as ag
 from actorq.studies import cross_eval
 from actorq.studies import tables as ab
@@ -118,9 +119,9 @@ def parse_seeds(tokens: Sequence[str]) -> Tuple[int, ...]:
 
 def run_name(precision: str, seed: int) -> str:
   """The run's directory name: ``<precision>-s<seed>``; a per-layer ``mixed:...`` precision
-  is named by `core.precision_slug` (``mixed-<8 hex digits>-s<seed>``; its run.json and the
+  is named by `runtimes.precision_slug` (``mixed-<8 hex digits>-s<seed>``; its run.json and the
   sweep's files keep the whole name)."""
-  return f"{core.precision_slug(precision)}-s{seed}"
+  return f"{runtimes.precision_slug(precision)}-s{seed}"
 
 
 def plan(precisions: Sequence[str], seeds: Sequence[int]) -> List[Tuple[str, int]]:
@@ -653,8 +654,8 @@ def format_cross_table(cross: Dict[str, Any]) -> str:
 
 def precisions_text(precisions: Sequence[str]) -> str:
   """`--precisions` as given back to `actorq sweep`: comma-separated, or ';'-separated when a
-  ``mixed:...`` name (with commas of its own) is among them."""
-  return (";" if any(core.is_mixed(p) for p in precisions) else ",").join(precisions)
+  ``mixed:...`` name (a family's name, with commas of its own) is among them."""
+  return (";" if any("," in p for p in precisions) else ",").join(precisions)
 
 
 def command(settings: Dict[str, Any]) -> str:

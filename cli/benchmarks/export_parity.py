@@ -12,7 +12,7 @@ import sys
 from actorq.benchmarks import export_parity as benchmark
 from actorq.benchmarks.export_parity import export_argv, report_row, run_name, summarize, table
 from actorq.cli import main as cli
-from actorq.launch import precision_arg
+from actorq.cli import precision_arg
 from actorq.studies import export as export_cmd
 
 

@@ -28,7 +28,6 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from actorq import core
 from actorq.quantization import bias_correction
-from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as payload_lib
 from actorq.quantization import runtimes
@@ -76,10 +75,8 @@ class PolicyPublisher:
     self._learner = learner
     self._calibration = None if isinstance(spec, ns.RecurrentSpec) else calibration
     self._spec = spec
-    self._precision = core.check_precision(precision, "precision", runtimes.precisions(),
-                                           mixed=True)
-    if core.is_mixed(precision):
-      mixed.policy_of(precision, spec)  # refuses a name that does not fit the network now
+    self._precision = runtimes.check_precision(precision, "precision", acting=False)
+    runtimes.check_fits(precision, spec)  # refuses a per-layer name that does not fit now
     self._per_channel = per_channel
     self._lock = threading.Lock()
     self._cached = None

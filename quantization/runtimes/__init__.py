@@ -16,7 +16,15 @@ learner's `PolicyServer` ships for ``policy/<precision>``). A new precision/runt
 `PolicyRuntime` subclass plus one entry (`register_precision`;
 docs/guides/add-a-precision.md). ``"mixed:..."`` names are one family row (``"mixed:"``,
 `PrecisionEntry.family`): each names its per-layer policy (`actorq.quantization.mixed`),
-which the row's runtime (`LiteRTMixedRuntime.for_precision`) and encoder read.
+which the row's runtime (`LiteRTMixedRuntime.for_precision`) and encoder
+(`LiteRTMixedRuntime.encode`) read.
+
+Every question about a precision name is asked of the table, which asks the row's class
+(`PolicyRuntime.check_name`, `check_fits`, `part_precision`; a uniform row answers with the
+defaults): `check_precision` (is it a precision?), `check_name`, `check_fits`,
+`precision_slug` (a file name), `parse_precision` and `precision_help` (an acting
+precision given as text, e.g. a flag's: `actorq.cli.precision_arg`). So nothing above
+this table branches on a family, and a new family is one class plus one entry.
 
 A `network_spec.RecurrentSpec` (R2D2's LSTM Q-network) runs in `make_runtime`'s
 `recurrent.RecurrentRuntime`: its torso, LSTM gate matmul and head at the precision
@@ -27,9 +35,11 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import hashlib
+import os
 import time
 import warnings
-from typing import Any, Callable, Dict, Tuple, Type
+from typing import Any, Callable, Dict, Optional, Tuple, Type
 
 import numpy as np
 
@@ -65,20 +75,20 @@ class PrecisionEntry:
     family: the row's key is a prefix naming a family of precisions, ``<key><parameter>``
       (``"mixed:"``: ``"mixed:<choice>,..."``, a per-layer policy by name); its runtime's
       `for_precision` and its encoder read the parameter from the whole name. A family
-      is not itself a precision (`precisions`, `ACTING_PRECISIONS` leave it out).
+      is not itself a precision (`precisions`, `ACTING_PRECISIONS` leave it out). Its
+      runtime class answers the table's questions about a name (`check_name`,
+      `check_fits`, `part_precision`: `PolicyRuntime`'s defaults say a uniform precision
+      has nothing to check or split).
+    form: a family's names in one line, for the messages that list what is allowed
+      (``"mixed:<choice>,... (one per layer, e.g. mixed:fp16,int8,int8)"``).
+    help: a family's names as a command-line flag describes them (`precision_help`).
   """
   runtime: Type[PolicyRuntime]
   encode: Callable[..., pl.Payload]
   acting: bool = True
   family: bool = False
-
-
-def _encode_mixed(params, spec: ns.NetworkSpec, precision: str, version: int,
-                  per_channel: bool = True) -> pl.Payload:
-  """`mixed.make_payload` of the per-layer policy a ``"mixed:<choice>,..."`` precision
-  names (`per_channel` does not apply: each layer's label says)."""
-  del per_channel
-  return mixed.make_payload(params, spec, mixed.policy_of(precision, spec), int(version))
+  form: str = ""
+  help: str = ""
 
 
 # The table: precision -> (runtime class, payload encoder), in `core.PRECISIONS`' order,
@@ -90,7 +100,9 @@ RUNTIMES: Dict[str, PrecisionEntry] = {
     core.INT8: PrecisionEntry(LiteRTInt8Runtime, pl.make_payload),
     core.LITERT_FP32: PrecisionEntry(LiteRTFloatRuntime, encode_litert_fp32),
     core.SIMULATED_INT8: PrecisionEntry(SimulatedInt8Runtime, pl.make_payload, acting=False),
-    core.MIXED_PREFIX: PrecisionEntry(LiteRTMixedRuntime, _encode_mixed, family=True),
+    mixed.MIXED_PREFIX: PrecisionEntry(LiteRTMixedRuntime, LiteRTMixedRuntime.encode,
+                                       family=True, form=mixed.MIXED_FORM,
+                                       help=mixed.MIXED_HELP),
 }
 
 
@@ -186,6 +198,134 @@ def entry_for(precision: str) -> PrecisionEntry:
   return entry
 
 
+def family_forms() -> Tuple[str, ...]:
+  """The `PrecisionEntry.form` of every family row (what a message lists after the
+  uniform precisions)."""
+  return tuple(e.form for e in RUNTIMES.values() if e.family)
+
+
+def check_precision(value: Any, name: str = "actor_precision", acting: bool = True,
+                    optional: bool = False) -> Any:
+  """Returns `value` if it names a row of the table: one of `ACTING_PRECISIONS` (every
+  uniform precision, `precisions()`, when not `acting`), a family's name (`family_of`;
+  its parameter is not parsed here: `check_name`), or None when `optional`.
+
+  Raises:
+    ValueError: one line naming the field, the value and what is allowed, e.g.
+      ``actor_precision must be one of fp32, ..., litert-fp32 or mixed:<choice>,... (one
+      per layer, e.g. mixed:fp16,int8,int8); got 'int4'`` (`core.check_precision`).
+  """
+  if family_of(value) is not None:
+    return value
+  return core.check_precision(value, name, ACTING_PRECISIONS if acting else precisions(),
+                              optional, also=family_forms())
+
+
+def check_name(precision: str) -> None:
+  """Checks a precision name without a network: a family's parameter must parse (the
+  row's `PolicyRuntime.check_name`, e.g. a ``"mixed:..."`` name's labels).
+
+  Raises:
+    ValueError: an unknown precision, or the row's one-line refusal.
+  """
+  entry_for(precision).runtime.check_name(precision)
+
+
+def check_fits(precision: str, spec: ns.NetworkSpec, policy_file: Optional[str] = None,
+               what: Optional[str] = None) -> None:
+  """Checks `precision` against the network `spec` (the row's `PolicyRuntime.check_fits`:
+  a per-layer policy's layer count) and the precision policy file it was read from, if any
+  (its layers' `w_shape`s against `spec`, `mixed.load`). A uniform precision fits.
+
+  Raises:
+    ValueError: one line; prefixed by ``"<what> <policy_file or precision>: "`` when `what`
+      (a flag, e.g. ``--actor-precision``) is given.
+  """
+  try:
+    entry_for(precision).runtime.check_fits(precision, spec)
+    if policy_file is not None:
+      mixed.load(policy_file, spec)
+  except ValueError as e:
+    if what is None:
+      raise
+    raise ValueError(f"{what} {policy_file or precision}: {e}") from None
+
+
+def precision_slug(precision: str) -> str:
+  """`precision` as a file or directory name: itself for a uniform precision; a family's
+  name, which may hold any character (a ``"mixed:..."`` one has ':' and ','), becomes
+  ``<family>-<first 8 hex digits of its SHA-1>`` (e.g. the sweep's run
+  ``mixed-1a2b3c4d-s0``, the export ``policy-mixed-1a2b3c4d.tflite``). The file's own
+  metadata keeps the whole name."""
+  family = family_of(precision)
+  if family is None:
+    return precision
+  return (family.rstrip(":") + "-"
+          + hashlib.sha1(precision.encode("utf-8")).hexdigest()[:8])
+
+
+def precision_help() -> str:
+  """What an acting-precision flag (`actorq train --actor-precision`, `actorq eval
+  --precision`) takes, in words: the uniform actor precisions and each family's
+  `PrecisionEntry.help`."""
+  return ", ".join(core.ACTOR_PRECISIONS + family_helps())
+
+
+def family_helps() -> Tuple[str, ...]:
+  """The `PrecisionEntry.help` of every family row."""
+  return tuple(e.help for e in RUNTIMES.values() if e.family)
+
+
+def is_policy_file(text: str) -> bool:
+  """Whether `text` names a precision policy file (``*.json`` or an existing file), read
+  as a per-layer policy's name by `parse_precision`."""
+  return text.endswith(".json") or os.path.isfile(text)
+
+
+def parse_precision(text: Optional[str], what: str = "precision"
+                    ) -> Tuple[Optional[str], Optional[str]]:
+  """An acting precision given as text (a flag's or a study's value) as
+  `(precision, policy_file)`.
+
+  `text` is one of `ACTING_PRECISIONS` (policy_file None), a family's name (its parameter
+  checked: `check_name`), or the path of a precision policy file (read with `mixed.load`;
+  the precision is its `mixed.precision_name`, the file is returned so the caller can
+  check its layer shapes against the network: `check_fits`). None gives `(None, None)`.
+
+  Raises:
+    ValueError: anything else, or a policy file that cannot be read or is not one; one
+      line starting with `what` (e.g. the flag ``--actor-precision``), naming the value
+      and what is allowed (`precision_help`).
+  """
+  if text is None or text in ACTING_PRECISIONS:
+    return text, None
+  if family_of(text) is not None:
+    try:
+      check_name(text)
+    except ValueError as e:
+      raise ValueError(f"{what}: {e}") from None
+    return text, None
+  if is_policy_file(text):
+    try:
+      return mixed.precision_name(mixed.load(text)), text
+    except ValueError as e:
+      raise ValueError(f"{what} {text}: {e}") from None
+  raise ValueError(f"{what} {text!r} not allowed; allowed: {precision_help()}"
+                   f"{uniform_hint(text)}")
+
+
+def uniform_hint(text: str) -> str:
+  """For a layer choice that is not a uniform actor precision (``int4``, ``int8+p0.5``):
+  how to ask for it on every layer (a ``mixed:`` name with one label per layer, since the
+  layer count is the network's); else ''."""
+  try:
+    label = mixed.parse_choice(text).label
+  except ValueError:
+    return ""
+  return (f" ({label} on every layer is the per-layer policy mixed:{label},{label},...: "
+          "one label per parameter layer of the policy network)")
+
+
 def make_payload(params, spec: ns.NetworkSpec, precision: str, version: int = 0,
                  per_channel: bool = True) -> pl.Payload:
   """`params` encoded for `make_runtime(precision, spec)`: the table row's encoder
@@ -212,9 +352,9 @@ def make_runtime(precision: str, spec: ns.NetworkSpec, num_threads: int = 1) -> 
       for `spec` (bad labels, another layer count than the spec's parameter layers).
   """
   if isinstance(spec, ns.RecurrentSpec):
-    if family_of(precision) is None:
-      core.check_precision(precision, "precision", precisions())
-    return RecurrentRuntime(precision, spec, make_runtime, num_threads)
+    check_precision(precision, "precision", acting=False)
+    return RecurrentRuntime(precision, spec, make_runtime, num_threads,
+                            row=entry_for(precision).runtime)
   return entry_for(precision).runtime.for_precision(precision, spec, num_threads)
 
 
@@ -291,5 +431,6 @@ __all__ = ["PolicyRuntime", "RecurrentRuntime", "make_runtime", "make_mixed_runt
            "choose_runtime",
            "median_call_us", "median_latency_us",
            "ACTING_PRECISIONS", "PrecisionEntry", "PrecisionNames", "RUNTIMES",
-           "RUNTIME_PRECISIONS", "entry_for", "family_of", "make_payload", "precisions",
-           "register_precision"]
+           "RUNTIME_PRECISIONS", "check_fits", "check_name", "check_precision", "entry_for",
+           "family_forms", "family_of", "make_payload", "parse_precision", "precision_help",
+           "precision_slug", "precisions", "register_precision"]

@@ -34,6 +34,30 @@ class PolicyRuntime:
     del precision
     return cls(spec, num_threads)
 
+  # What the precision table asks a row's class about a precision name (a family row's
+  # class, e.g. `LiteRTMixedRuntime` for "mixed:<choice>,...", overrides them; a uniform
+  # precision has nothing more to check or split).
+
+  @classmethod
+  def check_name(cls, precision: str) -> None:
+    """Raises ValueError (one line, naming what is allowed) for a name of this row that
+    does not parse, before any network is known; a uniform precision passes."""
+    del precision
+
+  @classmethod
+  def check_fits(cls, precision: str, spec: ns.NetworkSpec) -> None:
+    """Raises ValueError (one line) for a name that does not fit the network `spec` (a
+    per-layer policy with another layer count); a uniform precision fits any network."""
+    del precision, spec
+
+  @classmethod
+  def part_precision(cls, precision: str, spec: ns.NetworkSpec, layers) -> str:
+    """The precision the part of `spec` made of the parameter layers `layers` runs at
+    (`RecurrentRuntime`'s torso, gate matmul and head): the precision itself for a uniform
+    one; a per-layer policy's name for those layers' choices."""
+    del spec, layers
+    return precision
+
   def __init__(self, spec: ns.NetworkSpec, num_threads: int = 1):
     if int(num_threads) < 1:
       raise ValueError(f"num_threads={num_threads}; allowed: >= 1")

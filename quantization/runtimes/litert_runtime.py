@@ -48,7 +48,6 @@ from typing import Dict, FrozenSet, Tuple
 
 import numpy as np
 
-from actorq import core
 from actorq.quantization import forward
 from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
@@ -330,8 +329,9 @@ class LiteRTInt8Runtime(base.PolicyRuntime):
     return it.get_tensor(self._out)
 
 
-class LiteRTMixedRuntime(LiteRTInt8Runtime):
-  """A per-layer precision policy (`quantization.mixed`) on LiteRT/XNNPACK.
+class LiteRTLayersRuntime(LiteRTInt8Runtime):
+  """A per-layer precision policy (`quantization.mixed`) on LiteRT/XNNPACK (the machinery
+  of the ``mixed:`` row's `LiteRTMixedRuntime` and of `LiteRTFloatRuntime`).
 
   Integer layers (any width 2..8, the values held in int8 with their scales) run the
   dynamic-range int8 kernels of `LiteRTInt8Runtime`; the layers named in `float_layers`
@@ -347,19 +347,6 @@ class LiteRTMixedRuntime(LiteRTInt8Runtime):
   precision = "mixed"
   payload_precision = "mixed"
   accepted_payloads = ("mixed",)
-
-  @classmethod
-  def for_precision(cls, precision: str, spec: ns.NetworkSpec,
-                    num_threads: int = 1) -> "LiteRTMixedRuntime":
-    """The runtime of a per-layer policy's ``"mixed:<choice>,..."`` name (the precision
-    table's ``mixed:`` row): its float layers run float32 kernels, and it pulls the payload
-    named by the precision itself (so a `PolicyServer` knows which policy to publish).
-
-    Raises:
-      ValueError: a name `mixed.policy_of` refuses for `spec`.
-    """
-    policy = mixed.policy_of(precision, spec)
-    return cls(spec, policy.float_layers, num_threads, payload_precision=precision)
 
   def __init__(self, spec: ns.NetworkSpec, float_layers=(), num_threads: int = 1,
                warmup: bool = True, payload_precision: str = "mixed"):
@@ -380,7 +367,67 @@ class LiteRTMixedRuntime(LiteRTInt8Runtime):
     self._install(payload)
 
 
-class LiteRTFloatRuntime(LiteRTMixedRuntime):
+class LiteRTMixedRuntime(LiteRTLayersRuntime):
+  """The precision table's ``mixed:`` family row: a per-layer policy named
+  ``"mixed:<choice>,..."`` runs on `LiteRTLayersRuntime`. The class answers the table's
+  questions about such a name (`base.PolicyRuntime`: `check_name`, `check_fits`,
+  `part_precision`) and encodes its payload (`encode`), so nothing outside the table
+  branches on the family. ``LiteRTMixedRuntime(spec, float_layers)`` is the runtime of a
+  `mixed.PrecisionPolicy` (`runtimes.make_mixed_runtime`)."""
+
+  @classmethod
+  def for_precision(cls, precision: str, spec: ns.NetworkSpec,
+                    num_threads: int = 1) -> "LiteRTMixedRuntime":
+    """The runtime of a per-layer policy's ``"mixed:<choice>,..."`` name (the precision
+    table's ``mixed:`` row): its float layers run float32 kernels, and it pulls the payload
+    named by the precision itself (so a `PolicyServer` knows which policy to publish).
+
+    Raises:
+      ValueError: a name `mixed.policy_of` refuses for `spec`.
+    """
+    policy = mixed.policy_of(precision, spec)
+    return cls(spec, policy.float_layers, num_threads, payload_precision=precision)
+
+  # The family row's questions (`base.PolicyRuntime`): what a "mixed:<choice>,..." name
+  # means is this class's to say, so nothing outside the table branches on the family.
+
+  @classmethod
+  def names(cls, precision) -> bool:
+    """Whether `precision` is a per-layer policy's name (`mixed.is_mixed`)."""
+    return mixed.is_mixed(precision)
+
+  @classmethod
+  def check_name(cls, precision: str) -> None:
+    """Raises ValueError (one line) for labels `mixed.parse_precision_name` refuses."""
+    mixed.parse_precision_name(precision)
+
+  @classmethod
+  def check_fits(cls, precision: str, spec: ns.NetworkSpec) -> None:
+    """Raises ValueError for a name `mixed.policy_of` refuses for `spec` (layer count)."""
+    mixed.policy_of(precision, spec)
+
+  @classmethod
+  def part_precision(cls, precision: str, spec: ns.NetworkSpec, layers) -> str:
+    """The ``"mixed:..."`` name of the policy's choices for `layers` only (a part of
+    `spec`, e.g. a recurrent network's torso), in their order."""
+    policy = mixed.policy_of(precision, spec)
+    return mixed.precision_name(
+        mixed.PrecisionPolicy(tuple((n, policy.choice(n)) for n in layers)))
+
+  @staticmethod
+  def encode(params, spec: ns.NetworkSpec, precision: str, version: int = 0,
+             per_channel: bool = True) -> pl.Payload:
+    """The row's payload encoder: `mixed.make_payload` of the per-layer policy
+    `precision` names (`per_channel` does not apply: each layer's label says).
+
+    Raises:
+      ValueError: a name `mixed.policy_of` refuses, or params that do not fit `spec`.
+    """
+    del per_channel
+    return mixed.make_payload(params, spec, mixed.policy_of(precision, spec), int(version))
+
+
+class LiteRTFloatRuntime(LiteRTLayersRuntime):
   """fp32 weights on LiteRT/XNNPACK's float32 kernels (``"litert-fp32"``): the int8
   runtime's path (one prebuilt flatbuffer patched in place per parameter version, a new
   interpreter with its warm-up invocation at every `load`, the same asynchronous pulls)
@@ -388,18 +435,12 @@ class LiteRTFloatRuntime(LiteRTMixedRuntime):
   policy is only the float kernels' summation order (differences of ~1e-7 relative in the
   Q-values) and the runtime path, not quantization, so a training run's int8 - fp32
   difference can be told from the chaos of any perturbation of the actors. Feed it
-  `encode_litert_fp32` payloads (the fp32 arrays, labelled ``"litert-fp32"``)."""
+  `encode_litert_fp32` payloads (the fp32 arrays, labelled ``"litert-fp32"``). A uniform
+  row: it shares `LiteRTLayersRuntime`'s machinery with the ``mixed:`` family's
+  `LiteRTMixedRuntime`, not that family's reading of a precision name."""
   precision = "litert-fp32"
   payload_precision = "litert-fp32"
   accepted_payloads = ("litert-fp32",)
-
-  @classmethod
-  def for_precision(cls, precision: str, spec: ns.NetworkSpec,
-                    num_threads: int = 1) -> "LiteRTFloatRuntime":
-    """The one ``"litert-fp32"`` runtime of `spec` (the table row's class); unlike the
-    ``mixed:`` family it names no per-layer policy."""
-    del precision
-    return cls(spec, num_threads)
 
   def __init__(self, spec: ns.NetworkSpec, num_threads: int = 1, warmup: bool = True):
     super().__init__(spec, tuple(pl.expected_shapes(spec)), num_threads, warmup,
@@ -440,10 +481,10 @@ def standalone_model(params, spec: ns.NetworkSpec, precision: str = "int8") -> b
   """
   if precision in ("int8", "fp32"):
     payload = pl.make_payload(params, spec, precision, 0)
-  elif core.is_mixed(precision):
-    payload = mixed.make_payload(params, spec, mixed.policy_of(precision, spec), 0)
+  elif LiteRTMixedRuntime.names(precision):  # the runtime of the precision table's mixed: row
+    payload = LiteRTMixedRuntime.encode(params, spec, precision, 0)
   else:
-    raise ValueError(f"a standalone model is int8, fp32 or {core.MIXED_FORM}, got "
+    raise ValueError(f"a standalone model is int8, fp32 or {mixed.MIXED_FORM}, got "
                      f"{precision!r}")
   return payload_model(payload, spec)
 

@@ -30,9 +30,7 @@ from typing import Tuple
 
 import numpy as np
 
-from actorq import core
 from actorq.quantization import forward
-from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization.runtimes import base
@@ -68,6 +66,8 @@ class RecurrentRuntime(base.PolicyRuntime):
       ``"mixed:<choice>,..."`` name with one label per parameter layer of `spec`.
     spec: the `RecurrentSpec`.
     make_runtime: `make_runtime(precision, NetworkSpec) -> PolicyRuntime`.
+    row: the `PolicyRuntime` class of `precision`'s row of the precision table, asked how
+      to split the precision by part (`PolicyRuntime.part_precision`).
 
   `load(payload)` takes a payload of the whole spec (`payload.make_payload(params, spec,
   runtime.payload_precision, version)`, or `mixed.make_payload` of the policy a
@@ -75,27 +75,24 @@ class RecurrentRuntime(base.PolicyRuntime):
   [B, ...], (h, c)) -> (outputs float32 [B, output_size], (h, c))`.
   """
 
-  def __init__(self, precision: str, spec: ns.RecurrentSpec, make_runtime, num_threads: int = 1):
+  def __init__(self, precision: str, spec: ns.RecurrentSpec, make_runtime, num_threads: int = 1,
+               row=base.PolicyRuntime):
     if not isinstance(spec, ns.RecurrentSpec):
       raise ValueError(f"RecurrentRuntime needs a RecurrentSpec, got {type(spec).__name__}")
     super().__init__(spec, num_threads)
-    mixed_name = core.is_mixed(precision)
-    if mixed_name:
-      # One policy for the whole network, split by part; each part's runtime gets the
-      # "mixed:" name of its own layers (the gate matmul's layer is renamed in its spec).
-      policy = mixed.policy_of(precision, spec)
-      part = lambda names: mixed.precision_name(
-          mixed.PrecisionPolicy(tuple((n, policy.choice(n)) for n in names)))
-      torso = part([l.name for l in spec.torso.parameter_layers])
-      gates = part([spec.LSTM_LAYER])
-      head = part([l.name for l in spec.head.parameter_layers])
-    else:
-      torso = gates = head = precision
+    # Each part runs at the precision its row gives it (`PolicyRuntime.part_precision`): a
+    # uniform precision is every part's; a per-layer policy is split by part, each part's
+    # runtime getting the name of its own layers (the gate matmul's layer is renamed in its
+    # spec), and the whole network pulls the whole name's payload.
+    torso = row.part_precision(precision, spec, [l.name for l in spec.torso.parameter_layers])
+    gates = row.part_precision(precision, spec, [spec.LSTM_LAYER])
+    head = row.part_precision(precision, spec, [l.name for l in spec.head.parameter_layers])
+    split = (torso, gates, head) != (precision,) * 3
     self._torso = make_runtime(torso, spec.torso)
     self._gates = make_runtime(gates, spec.gates)
     self._head = make_runtime(head, spec.head)
-    self.precision = precision if mixed_name else self._torso.precision
-    self.payload_precision = precision if mixed_name else self._torso.payload_precision
+    self.precision = precision if split else self._torso.precision
+    self.payload_precision = precision if split else self._torso.payload_precision
     self.accepted_payloads = self._torso.accepted_payloads
     self.lstm_size = int(spec.lstm_size)
 

@@ -222,7 +222,7 @@ def test_export_of_a_per_layer_policy_file(trained_run, tmp_path, capsys):
                    "--episodes", "2"]) == 0
   assert name in capsys.readouterr().out
   # Default --out: named by the policy's digest, as the sweep names its runs.
-  out = run / "export" / f"policy-{core.precision_slug(name)}.tflite"
+  out = run / "export" / f"policy-{runtimes.precision_slug(name)}.tflite"
   assert out.name.startswith("policy-mixed-") and len(out.name) == len("policy-mixed-") + 15
   meta = json.loads(out.with_suffix(".json").read_text())
   assert meta["model"]["precision"] == name and meta["model"]["bytes"] == os.path.getsize(out)

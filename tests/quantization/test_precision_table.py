@@ -17,6 +17,7 @@ from actorq.components.envs import environments
 from actorq.launch import experiment
 from actorq.launch import local
 from actorq.quantization import forward
+from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization import runtimes
@@ -77,7 +78,7 @@ def test_the_table_holds_the_built_in_precisions():
       "litert-fp32": LiteRTFloatRuntime, "simulated-int8": SimulatedInt8Runtime,
       "mixed:": LiteRTMixedRuntime}
   # The per-layer policies are one family row, found by their names' prefix.
-  assert [p for p, e in runtimes.RUNTIMES.items() if e.family] == [core.MIXED_PREFIX]
+  assert [p for p, e in runtimes.RUNTIMES.items() if e.family] == [mixed.MIXED_PREFIX]
   name = "mixed:int8,fp32"
   assert runtimes.family_of(name) == "mixed:" and runtimes.family_of("mixed:") is None
   assert runtimes.entry_for(name) is runtimes.RUNTIMES["mixed:"]
@@ -160,7 +161,7 @@ def test_an_agent_config_refuses_an_unregistered_precision_in_one_line():
   with pytest.raises(ValueError) as e:
     dqn_config.DQNConfig(actor_precision="numpy-fp32")
   assert str(e.value) == ("DQNConfig.actor_precision must be one of fp32, fp16, bf16, int8, "
-                          f"litert-fp32 or {core.MIXED_FORM}; got 'numpy-fp32'")
+                          f"litert-fp32 or {mixed.MIXED_FORM}; got 'numpy-fp32'")
 
 
 def test_a_registered_precision_computes_what_fp32_computes(table):
@@ -234,3 +235,85 @@ def test_dqn_trains_with_a_registered_precision(table, monkeypatch):
   assert len(result.evaluations) == 1 and result.evaluations[0]["episode_return"] >= 8
   # The actor pulled new versions of policy/numpy-fp32 as the learner stepped.
   assert max(calls) > 0 and len(set(calls)) > 1
+
+
+# --- A family of precisions is one class plus one table entry ----------------------------
+class ScaledRuntime(NumpyRuntime):
+  """The toy family ``scaled:<k>``: fp32 outputs times the integer k (a name's parameter,
+  read by the class alone; the table asks it the family's questions). It pulls the payload
+  named by the precision itself, the fp32 arrays."""
+
+  @classmethod
+  def for_precision(cls, precision, spec, num_threads=1):
+    runtime = cls(spec, num_threads)
+    runtime.factor = int(precision[len("scaled:"):])
+    runtime.precision = runtime.payload_precision = precision
+    runtime.accepted_payloads = (precision,)
+    return runtime
+
+  @classmethod
+  def check_name(cls, precision):
+    if not precision[len("scaled:"):].isdigit():
+      raise ValueError(f"precision {precision!r}: k must be a whole number")
+
+  @classmethod
+  def check_fits(cls, precision, spec):
+    if int(precision[len("scaled:"):]) > len(spec.parameter_layers):
+      raise ValueError(f"precision {precision!r}: k exceeds the layer count")
+
+  def __call__(self, observation):
+    return super().__call__(observation) * self.factor
+
+
+SCALED = runtimes.PrecisionEntry(ScaledRuntime, encode_numpy_fp32, family=True,
+                                 form="scaled:<k>", help="scaled:<k> (a whole number)")
+
+
+def test_a_family_is_one_class_plus_one_table_entry(table):
+  runtimes.register_precision("scaled:", SCALED)  # the one table entry
+  name = "scaled:2"
+  assert runtimes.family_of(name) == "scaled:" and runtimes.entry_for(name) is SCALED
+  # Every question is asked of the table, which asks the row's class.
+  assert runtimes.check_precision(name) == name
+  with pytest.raises(ValueError) as e:
+    runtimes.check_precision("fp64")
+  assert str(e.value) == ("actor_precision must be one of fp32, fp16, bf16, int8, litert-fp32 "
+                          f"or {mixed.MIXED_FORM} or scaled:<k>; got 'fp64'")
+  assert runtimes.parse_precision(name, "--actor-precision") == (name, None)
+  with pytest.raises(ValueError, match=r"^--actor-precision: precision 'scaled:x': k must"):
+    runtimes.parse_precision("scaled:x", "--actor-precision")
+  assert runtimes.precision_help().endswith("feed-forward agents only), scaled:<k> (a whole number)")
+  runtimes.check_fits(name, SPEC)
+  with pytest.raises(ValueError, match=r"^--precision scaled:3: precision 'scaled:3': k exceeds"):
+    runtimes.check_fits("scaled:3", SPEC, what="--precision")
+  slug = runtimes.precision_slug(name)
+  assert slug.startswith("scaled-") and len(slug) == len("scaled-") + 8
+  assert runtimes.precision_slug("int8") == "int8"
+  # An agent config takes the family's names (its parameter checked by the row).
+  assert dqn_config.DQNConfig(actor_precision=name).actor_precision == name
+  with pytest.raises(ValueError, match="k must be a whole number"):
+    dqn_config.DQNConfig(actor_precision="scaled:x")
+  # Its runtime and payload come from the row.
+  params = {n: {k: np.ones(shape, np.float32) for k, shape in shapes.items()}
+            for n, shapes in pl.expected_shapes(SPEC).items()}
+  runtime = runtimes.make_runtime(name, SPEC)
+  runtime.load(runtimes.make_payload(params, SPEC, runtime.payload_precision))
+  fp32 = runtimes.make_runtime("fp32", SPEC)
+  fp32.load(runtimes.make_payload(params, SPEC, "fp32"))
+  obs = np.ones((1, 4), np.float32)
+  np.testing.assert_allclose(runtime(obs), 2 * fp32(obs), rtol=1e-5)
+
+
+def test_a_uniform_row_answers_the_family_questions_with_the_defaults():
+  # litert-fp32 shares the mixed: row's LiteRT machinery, not its reading of a name.
+  for precision in core.PRECISIONS:
+    row = runtimes.entry_for(precision).runtime
+    row.check_name(precision)
+    row.check_fits(precision, SPEC)
+    assert row.part_precision(precision, SPEC, ["dense_0"]) == precision
+  mixed_row = runtimes.entry_for("mixed:int8,fp32").runtime
+  assert mixed_row.part_precision("mixed:int8,fp32", SPEC, ["dense_1"]) == "mixed:fp32"
+  with pytest.raises(ValueError, match="2 parameter layers"):
+    runtimes.check_fits("mixed:int8,int8,int8", SPEC)
+  with pytest.raises(ValueError, match="int9"):
+    runtimes.check_name("mixed:int9,int8")

@@ -1,9 +1,9 @@
-"""`launch/precision_arg.precision_items`: `actorq sweep --precisions` with uniform
+"""`cli/precision_arg`: `precision_items`: `actorq sweep --precisions` with uniform
 precisions, per-layer policy files and ``mixed:<choice>,...`` names."""
 import pytest
 
 from actorq.cli import main as cli
-from actorq.launch import precision_arg
+from actorq.cli import precision_arg
 from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
 
