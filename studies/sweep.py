@@ -257,9 +257,14 @@ def declare(outdir: str, settings: Dict[str, Any]) -> Dict[str, Any]:
   declared = {"margin": settings.get("margin"), "reference": settings["reference"],
               "precisions": list(settings["precisions"]), "seeds": list(settings["seeds"]),
               "declared": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": command(settings)}
-  with atomic.atomic_write(path) as f:
-    json.dump(declared, f, indent=1)
+  write_protocol(outdir, declared)
   return declared
+
+
+def write_protocol(directory: str, declared: Dict[str, Any]) -> None:
+  """DIR/protocol.json (atomically): `declare`'s record, also kept beside a record's runs."""
+  with atomic.atomic_write(os.path.join(directory, PROTOCOL_JSON)) as f:
+    json.dump(declared, f, indent=1)
 
 
 def restore(settings: Dict[str, Any], outdir: str, record: str,

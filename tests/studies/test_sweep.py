@@ -253,7 +253,7 @@ def test_sweep_end_to_end_two_seeds_two_precisions(capsys, tmp_path):
   for name in ("sweep.json", "seeds.csv", "aggregate.csv", "aggregate.json", "curves.png",
                "table.md", "protocol.json"):
     assert (logdir / name).is_file(), name
-  for name in ("sweep.json", "seeds.csv", "aggregate.json", "table.md"):
+  for name in ("sweep.json", "seeds.csv", "aggregate.json", "table.md", "protocol.json"):
     assert (record / name).read_bytes() == (logdir / name).read_bytes(), name
   assert (logdir / "curves.png").stat().st_size > 10_000
   with open(logdir / "seeds.csv", newline="", encoding="utf-8") as f:
