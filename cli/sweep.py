@@ -175,9 +175,11 @@ def run(args) -> int:
     sweep.restore(settings, outdir, record, log=lambda m: print(m, flush=True))
   try:
     sweep.check_reusable(os.path.abspath(args.logdir), settings)
-    sweep.declare(outdir, settings)
+    declared = sweep.declare(outdir, settings)
   except ValueError as e:
     raise cli.UsageError(f"--logdir: {e}") from None
+  if record:  # the declaration travels with the recorded runs
+    sweep.write_protocol(record, declared)
   n = len(settings["precisions"]) * len(settings["seeds"])
   print(f"actorq sweep: {settings['agent']} on {settings['env']}, precisions "
         f"{sweep.precisions_text(settings['precisions'])}, seeds {sweep.seed_text(settings['seeds'])}, "

@@ -30,9 +30,11 @@ from actorq.quantization import network_spec as ns
 from actorq.quantization import ops
 from actorq.quantization import ptq
 
-PRECISIONS = core.PRECISIONS
 INT8_PRECISIONS = core.INT8_PRECISIONS
 _FLOAT_DTYPES = {"fp32": np.float32, "fp16": np.float16, "bf16": jnp.bfloat16}
+# What `make_payload` encodes itself; other rows of the runtimes' table (litert-fp32)
+# have encoders of their own (`runtimes.make_payload` goes through the table).
+PRECISIONS = tuple(p for p in core.PRECISIONS if p in _FLOAT_DTYPES or p in INT8_PRECISIONS)
 
 
 @dataclasses.dataclass

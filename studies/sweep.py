@@ -261,17 +261,26 @@ def declare(outdir: str, settings: Dict[str, Any]) -> Dict[str, Any]:
   declared = {"margin": settings.get("margin"), "reference": settings["reference"],
               "precisions": list(settings["precisions"]), "seeds": list(settings["seeds"]),
               "declared": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": command(settings)}
-  with atomic.atomic_write(path) as f:
-    json.dump(declared, f, indent=1)
+  write_protocol(outdir, declared)
   return declared
+
+
+def write_protocol(directory: str, declared: Dict[str, Any]) -> None:
+  """DIR/protocol.json (atomically): `declare`'s record, also kept beside a record's runs."""
+  with atomic.atomic_write(os.path.join(directory, PROTOCOL_JSON)) as f:
+    json.dump(declared, f, indent=1)
 
 
 def restore(settings: Dict[str, Any], outdir: str, record: str,
             log: Callable[[str], None] = print) -> List[str]:
   """Copies into `outdir` each planned run that is unfinished there and finished in the
-  record (RECORD_FILES of DIR/runs/<run>/); returns their names. A run of other settings
+  record (RECORD_FILES of DIR/runs/<run>/), and the record's protocol.json where `outdir`
+  has none (so `declare` keeps the first declaration); returns the runs' names. A run of other settings
   is then refused by `check_reusable` as any finished run is."""
   restored = []
+  declared = os.path.join(record, PROTOCOL_JSON)
+  if os.path.isfile(declared) and not os.path.exists(os.path.join(outdir, PROTOCOL_JSON)):
+    shutil.copy2(declared, os.path.join(outdir, PROTOCOL_JSON))  # the first declaration
   for precision, seed in plan(settings["precisions"], settings["seeds"]):
     name = run_name(precision, seed)
     src, dst = os.path.join(record, "runs", name), os.path.join(outdir, name)

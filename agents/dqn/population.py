@@ -108,6 +108,9 @@ class DQNPopulation(population_lib.PopulationLearner):
   def __init__(self, config: config_lib.DQNConfig, networks: networks_lib.DQNNetworks,
                environment_spec: specs.EnvironmentSpec):
     super().__init__(config, networks)
+    if config.td_operator != "q_learning":  # the member step below is (double) Q-learning
+      raise ValueError(f"DQNConfig.td_operator={config.td_operator!r}: the population learner "
+                       "trains with q_learning only; allowed: 'q_learning'")
     self._optimizer = _optimizer(config)
     self._update = learning.DQNUpdate(
         networks.network, config.target_update_period, config.double_q,

@@ -71,3 +71,9 @@ def test_member_with_config_hyperparameters_follows_dqn_learner():
   poptest.assert_trees_close(pop.member(state.params, 0), expected.params)
   poptest.assert_trees_close(pop.member(state.target_params, 0), expected.target_params)
   assert int(state.steps[0]) == int(expected.steps) == 5
+
+
+def test_a_td_operator_other_than_q_learning_is_refused_not_ignored():
+  with pytest.raises(ValueError, match="td_operator='munchausen': the population learner "
+                                       "trains with q_learning only"):
+    _population(td_operator="munchausen")

@@ -113,6 +113,7 @@ def test_a_record_restores_finished_runs_into_a_fresh_sweep_directory(tmp_path):
   (first / "fp32-s0" / "checkpoints").mkdir()  # not recorded
   _write_run(str(first / "int8-s0"), [200], dict(info, config={"actor_precision": "int8"}))
   sweep.keep(str(first), str(record), "fp32-s0")
+  sweep.write_protocol(str(record), {"margin": 50.0, "declared": "day 1"})
   assert sorted(os.listdir(record / "runs" / "fp32-s0")) == ["eval.csv", "final_eval.json",
                                                              "run.json"]
   fresh = tmp_path / "session2"
@@ -122,6 +123,10 @@ def test_a_record_restores_finished_runs_into_a_fresh_sweep_directory(tmp_path):
   assert sweep.finished(str(fresh / "fp32-s0"), 400)
   assert (fresh / "fp32-s0" / "final_eval.json").read_text() == '{"mean": {"fp32": 500.0}}'
   sweep.check_reusable(str(fresh), settings)  # the restored run has the sweep's settings
+  # The first declaration comes with the runs: the same margin is kept, another refused.
+  assert sweep.declare(str(fresh), dict(settings, margin=50.0))["declared"] == "day 1"
+  with pytest.raises(ValueError, match="declares margin 50.0"):
+    sweep.declare(str(fresh), dict(settings, margin=20.0))
   # Restoring again changes nothing (the run is finished there now).
   assert sweep.restore(settings, str(fresh), str(record), log=lambda m: None) == []
 
@@ -253,7 +258,7 @@ def test_sweep_end_to_end_two_seeds_two_precisions(capsys, tmp_path):
   for name in ("sweep.json", "seeds.csv", "aggregate.csv", "aggregate.json", "curves.png",
                "table.md", "protocol.json"):
     assert (logdir / name).is_file(), name
-  for name in ("sweep.json", "seeds.csv", "aggregate.json", "table.md"):
+  for name in ("sweep.json", "seeds.csv", "aggregate.json", "table.md", "protocol.json"):
     assert (record / name).read_bytes() == (logdir / name).read_bytes(), name
   assert (logdir / "curves.png").stat().st_size > 10_000
   with open(logdir / "seeds.csv", newline="", encoding="utf-8") as f:
