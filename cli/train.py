@@ -1,5 +1,6 @@
 """`actorq train`: train an agent (default: DQN on gym:CartPole-v1), in one process
-(`--launch local`, the default) or as a Launchpad program (`--launch local_mt|local_mp
+(`--launch local`, the default), compiled for a JAX environment (`--launch anakin`, see
+`launch/anakin.py`) or as a Launchpad program (`--launch local_mt|local_mp
 [--num-actors N]`, or `--launch hosts --hosts H1,H2,...` across machines, see
 `launch/hosts.py`). The parsed flags become one `launch.spec.RunSpec` (`RunSpec.from_args`:
 resume, launch checks and config resolution; the flags are not changed afterwards), whose
@@ -24,7 +25,7 @@ from actorq import core
 from actorq.cli import main as cli
 from actorq.components import config_io
 from actorq.launch import checkpointing, distributed, distributed_nodes, experiment, hosts, local
-from actorq.launch import multi_agent
+from actorq.launch import anakin, multi_agent
 from actorq.launch import placement, precision_arg, registry, run_dir, supervisors
 from actorq.launch import spec as spec_lib
 
@@ -39,12 +40,12 @@ def launch_choices() -> tuple:
   """``--launch``'s choices: ``local`` (one process, `launch.local.run`) and the launch
   types of `supervisors.SUPERVISORS` (`supervisors.launch_types()`, read when a parser is
   built, so a launch type registered before that is offered too)."""
-  return (spec_lib.LOCAL,) + supervisors.launch_types()
+  return spec_lib.SINGLE_PROCESS + supervisors.launch_types()
 
 
 def _in_process(launch: str) -> bool:
   """Whether the learner computes in this process under `launch`."""
-  return launch == spec_lib.LOCAL or supervisors.supervisor_for(launch).in_process
+  return launch in spec_lib.SINGLE_PROCESS or supervisors.supervisor_for(launch).in_process
 
 
 class _AgentName(argparse.Action):
@@ -149,7 +150,9 @@ def add_parser(subparsers):
   train.add_argument("--keep-checkpoints", type=cli.positive_int("--keep-checkpoints"), default=3,
                      metavar="K", help="keep the newest K checkpoints (default: 3)")
   train.add_argument("--launch", choices=launch_choices(), default="local",
-                     help="local: one process (default); " + "; ".join(
+                     help="local: one process (default); anakin: one process, acting and "
+                          "learning compiled into one jitted program vmapped over seeds "
+                          "(JAX environments, e.g. gymnax:CartPole-v1); " + "; ".join(
                          f"{name}: {supervisors.supervisor_for(name).summary}"
                          for name in supervisors.launch_types()))
   train.add_argument("--num-actors", type=cli.positive_int("--num-actors"), default=None,
@@ -221,6 +224,8 @@ def run(args) -> int:
 def _run(args) -> int:
   _place(args)  # before anything starts a jax backend (launch and device are as parsed)
   spec = spec_lib.RunSpec.from_args(args)
+  if spec.launch == spec_lib.ANAKIN:  # compiled: `launch.anakin` (its own checks and loop)
+    return anakin.train_command(args, spec)
   config = (dataclasses.replace(spec, logdir=None) if args.dry_run else spec).build()
   if not args.dry_run:
     if not spec.resume:  # one run per directory (case B8)

@@ -46,6 +46,8 @@ DEFAULT_NUM_ACTORS = 2
 DEFAULT_CHECKPOINT_EVERY = 10.0  # minutes
 DEFAULT_KEEP_CHECKPOINTS = 3
 LOCAL = "local"
+ANAKIN = "anakin"  # one process, compiled (`launch.anakin`)
+SINGLE_PROCESS = (LOCAL, ANAKIN)  # launches of one process and one actor (no --num-actors)
 
 _REQUIRED = ("agent", "env", "seed", "config")
 _TRAIN_KEYS = ("steps", "eval_every", "eval_episodes", "launch", "num_actors", "hosts",
@@ -66,7 +68,8 @@ class RunSpec:
     steps: actor (environment) steps in total, summed over actors.
     eval_every: actor steps between greedy evaluations.
     eval_episodes: greedy episodes per evaluation.
-    launch: "local" (one process) or one of `supervisors.launch_types()`.
+    launch: "local" (one process), "anakin" (one process, compiled: `launch.anakin`) or one
+      of `supervisors.launch_types()`.
     num_actors: actor nodes of a distributed launch; None for "local".
     num_envs: environments each actor steps at once (B >= 1).
     hosts: (launch "hosts") the machines, in order; else None.
@@ -109,8 +112,10 @@ class RunSpec:
     module docstring for which train keys appear when)."""
     train: Dict[str, Any] = {"steps": self.steps, "eval_every": self.eval_every,
                              "eval_episodes": self.eval_episodes}
-    if self.launch != LOCAL:
+    if self.launch not in SINGLE_PROCESS:
       train.update(launch=self.launch, num_actors=self.num_actors)
+    elif self.launch != LOCAL:
+      train.update(launch=self.launch)
     if self.launch == "hosts":
       train.update(hosts=list(self.hosts or ()), port_base=self.port_base, start=self.start)
     if self.num_envs > 1:
@@ -276,17 +281,18 @@ class RunSpec:
       if f[key] is None:
         f[key] = default
     launch = f["launch"]
-    if launch == LOCAL and f["num_actors"] not in (None, 1):
+    if launch in SINGLE_PROCESS and f["num_actors"] not in (None, 1):
       *others, last = supervisors.launch_types()
       raise core.UsageError(f"--num-actors needs --launch {', '.join(others)} or {last} "
-                            "(--launch local runs one actor)")
-    if launch != LOCAL and f["num_actors"] is None:
+                            f"(--launch {launch} runs one actor)")
+    if launch not in SINGLE_PROCESS and f["num_actors"] is None:
       f["num_actors"] = DEFAULT_NUM_ACTORS
     hosts_cfg = _hosts_config(args, launch, f["num_actors"], environ)
     config, policy_file = resolve_config(args, f["agent"], resumed)
     _check_fit(f["agent"], f["env"], f["seed"], config, policy_file)
     num_envs = f["num_envs"] or 1
-    if not multi_agent.is_multi_agent(f["env"]):  # a multi-agent runner steps num_envs envs
+    # A multi-agent runner steps num_envs envs; a compiled run vmaps them.
+    if not multi_agent.is_multi_agent(f["env"]) and launch != ANAKIN:
       try:
         vector_env.check_num_envs(f["env"], num_envs)
       except ValueError as e:
@@ -297,7 +303,7 @@ class RunSpec:
     return cls(
         agent=f["agent"], env=f["env"], seed=f["seed"], config=config_io.to_dict(config),
         steps=f["steps"], eval_every=f["eval_every"], eval_episodes=f["eval_episodes"],
-        launch=launch, num_actors=f["num_actors"] if launch != LOCAL else None,
+        launch=launch, num_actors=f["num_actors"] if launch not in SINGLE_PROCESS else None,
         num_envs=num_envs,
         hosts=None if hosts_cfg is None else tuple(hosts_cfg.hosts),
         port_base=None if hosts_cfg is None else hosts_cfg.port_base,
@@ -334,8 +340,10 @@ class RunSpec:
       for key, value in sorted(json.loads(json.dumps(dict(self.config))).items()):
         if key not in defaults or defaults[key] != value:
           argv += ["--set", f"{key}={json.dumps(value, separators=(',', ':'))}"]
-    if self.launch != LOCAL:
+    if self.launch not in SINGLE_PROCESS:
       argv += ["--launch", self.launch, "--num-actors", str(self.num_actors)]
+    elif self.launch != LOCAL:
+      argv += ["--launch", self.launch]
     if self.launch == "hosts":
       argv += ["--hosts", ",".join(self.hosts), "--port-base", str(self.port_base),
                "--start", self.start]
