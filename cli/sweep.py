@@ -12,6 +12,8 @@ themselves, separated by ';' since a name has commas.
 
 `--launch local_mt|local_mp [--num-actors N]` makes each run a Launchpad program, as
 `actorq train --launch` does (for several hosts, `benchmarks/hosts_train.py`).
+`--launch anakin` (JAX environments) runs each precision's seeds as one compiled program,
+vmapped over the seeds, writing the same per-seed run directories (`launch/anakin.py`).
 
 Each run is `actorq train` in a child process (DIR/<precision>-s<seed>); an interrupted
 sweep run again with the same flags reuses its finished runs and resumes the stopped ones
@@ -22,6 +24,7 @@ statistics (IQM, median, mean, stratified bootstrap intervals, paired comparison
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -34,7 +37,7 @@ from actorq.cli import main as cli
 from actorq.cli import train as train_cmd
 from actorq.cli import precision_arg
 from actorq.components.envs import vector_env
-from actorq.launch import experiment, run_dir
+from actorq.launch import anakin, experiment, run_dir
 from actorq.launch import spec as spec_lib
 from actorq.studies import sweep
 
@@ -69,8 +72,10 @@ def add_parser(subparsers):
                  help="environments each run's actor steps at once, as in 'actorq train' "
                       "(default: 1)")
   p.add_argument("--launch", choices=SWEEP_LAUNCHES, default="local",
-                 help="local: each run in one process (default); local_mt / local_mp: each run "
-                      "a Launchpad program, as 'actorq train --launch'")
+                 help="local: each run in one process (default); anakin: each precision's "
+                      "seeds vmapped in one compiled program (JAX environments, e.g. "
+                      "gymnax:CartPole-v1); local_mt / local_mp: each run a Launchpad program, "
+                      "as 'actorq train --launch'")
   p.add_argument("--num-actors", type=cli.positive_int("--num-actors"), default=None,
                  metavar="N", help="actor nodes of each run with --launch local_mt/local_mp "
                                    f"(default: {train_cmd.DEFAULT_NUM_ACTORS})")
@@ -125,11 +130,12 @@ def resolve(args) -> dict:
   except ValueError as e:
     raise cli.UsageError(f"--seeds {' '.join(args.seeds)}: {e}") from None
   precisions = list(precision_arg.precision_items("--precisions", args.precisions))
-  if args.launch == "local" and args.num_actors is not None:
-    raise cli.UsageError(f"--num-actors needs --launch {' or '.join(SWEEP_LAUNCHES[1:])} "
+  distributed = [t for t in SWEEP_LAUNCHES if t not in spec_lib.SINGLE_PROCESS]
+  if args.launch in spec_lib.SINGLE_PROCESS and args.num_actors is not None:
+    raise cli.UsageError(f"--num-actors needs --launch {' or '.join(distributed)} "
                          "(a single-process run has one actor)")
-  num_actors = ((args.num_actors or train_cmd.DEFAULT_NUM_ACTORS) if args.launch != "local"
-                else None)
+  num_actors = ((args.num_actors or train_cmd.DEFAULT_NUM_ACTORS)
+                if args.launch not in spec_lib.SINGLE_PROCESS else None)
   config = os.path.abspath(args.config) if args.config else None
   assignments = [a.split("=", 1)[0].strip() for a in args.set]
   def run_spec(precision):  # agent, environment, their fit, config: as `actorq train` checks
@@ -138,10 +144,15 @@ def resolve(args) -> dict:
                                     actor_precision=precision, dry_run=True)
 
   first = run_spec(precisions[0])
-  try:
-    vector_env.check_num_envs(args.env, args.num_envs)
-  except ValueError as e:
-    raise cli.UsageError(f"--num-envs: {e}") from None
+  if args.launch == spec_lib.ANAKIN:  # compiled: the environment's JAX form, the agent's system
+    for p in precisions:
+      anakin.check(dataclasses.replace(run_spec(p), launch=args.launch,
+                                       num_envs=args.num_envs))
+  else:
+    try:
+      vector_env.check_num_envs(args.env, args.num_envs)
+    except ValueError as e:
+      raise cli.UsageError(f"--num-envs: {e}") from None
   if "actor_precision" in assignments:  # a valid value; a bad one was refused above
     value = args.set[assignments.index("actor_precision")].split("=", 1)[1]
     raise cli.UsageError(f"--set actor_precision={value}: each run's actor precision comes "
@@ -157,7 +168,8 @@ def resolve(args) -> dict:
           "reference": "fp32" if "fp32" in precisions else precisions[0],
           "steps": args.steps, "eval_every": args.eval_every,
           "eval_episodes": args.eval_episodes, "num_envs": args.num_envs,
-          **({"launch": args.launch, "num_actors": num_actors} if num_actors else {}),
+          **({"launch": args.launch, "num_actors": num_actors} if num_actors else
+             {"launch": args.launch} if args.launch != spec_lib.LOCAL else {}),
           "config": config, "set": list(args.set),
           "target": None if target is None else float(target),
           **({"margin": float(margin)} if margin is not None else {}), "configs": configs}

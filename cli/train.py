@@ -1,5 +1,6 @@
 """`actorq train`: train an agent (default: DQN on gym:CartPole-v1), in one process
-(`--launch local`, the default) or as a Launchpad program (`--launch local_mt|local_mp
+(`--launch local`, the default), compiled for a JAX environment (`--launch anakin`,
+`launch/anakin.py`) or as a Launchpad program (`--launch local_mt|local_mp
 [--num-actors N]`, or `--launch hosts --hosts H1,H2,...` across machines): one flag
 `--launch` per row of the launch table (`launch/modes.py`), whose rows' own options are
 added as flags. This module only parses, prints and maps failures to exit codes: the

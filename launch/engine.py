@@ -73,6 +73,7 @@ def run(spec, *, config: Any = None, report: Optional[modes.Report] = None,
       `checkpoint_path` (`stop_message` says what to continue from).
   """
   mode = modes.mode_for(spec.launch)
+  mode.check(spec)  # what the mode cannot launch, before anything is written
   if track:
     tracking.check_tracker(track)  # installed, before anything is written
   if config is None:

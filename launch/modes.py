@@ -23,13 +23,16 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Tuple
 
+import jax
+
 from actorq import core
-from actorq.launch import elastic
+from actorq.launch import anakin
 from actorq.launch import distributed
 from actorq.launch import distributed_nodes as n
+from actorq.launch import elastic
 from actorq.launch import engine
-from actorq.launch import local, placement
 from actorq.launch import hosts as hosts_lib
+from actorq.launch import local, placement
 from actorq.launch import supervisors
 
 
@@ -111,6 +114,12 @@ class LaunchMode(Protocol):
     Raises:
       core.UsageError: one line naming the flag, the value and what is allowed."""
 
+  def check(self, spec: Any) -> None:
+    """Refuses, before anything is written, a run this mode cannot launch.
+
+    Raises:
+      core.UsageError: one line naming what is wrong and what is allowed."""
+
   def describe(self, spec: Any, config: Any) -> str:
     """What ``--dry-run`` prints."""
 
@@ -151,6 +160,9 @@ class Local:
     del given, num_actors, environ
     return {}
 
+  def check(self, spec) -> None:
+    del spec
+
   def describe(self, spec, config) -> str:
     del config
     return (f"launch local: one process (seeded in-process replay built from the agent's "
@@ -189,6 +201,40 @@ MAX_ACTOR_RESTARTS = Option(
     metavar="K")
 
 
+class Anakin:
+  """One process, compiled: acting, replay and learning of an agent on a JAX environment
+  in one jitted program (`launch/anakin.py`; Hessel et al. 2021's Anakin architecture)."""
+  summary = ("one process, acting and learning compiled into one jitted program vmapped "
+             "over seeds (JAX environments, e.g. gymnax:CartPole-v1)")
+  in_process = True
+  distributed = False
+  listed = True
+  options: Tuple[Option, ...] = ()
+
+  def resolve_options(self, given, num_actors, environ) -> Dict[str, Any]:
+    del given, num_actors, environ
+    return {}
+
+  def check(self, spec) -> None:
+    anakin.check(spec)  # an environment with a JAX form, an agent with a compiled system
+
+  def describe(self, spec, config) -> str:
+    del config
+    return anakin.describe(spec)
+
+  def run(self, spec, config, report, progress=None) -> Outcome:
+    """`anakin.run([spec])`: one seed (`actorq sweep --launch anakin` vmaps several)."""
+    del config, progress
+    _say(report, f"actorq: {'resuming' if spec.resume else 'training'} {spec.agent} on "
+         f"{spec.env} for {spec.steps} steps (seed {spec.seed}, --launch anakin: compiled, "
+         f"actors {spec.config.get('actor_precision', 'fp32')} on "
+         f"{jax.devices()[0].platform}); logs in {spec.logdir}")
+    result, = anakin.run([spec], log=(lambda m: None) if report is None else report.say,
+                         write_info=False)
+    engine.record_resumed_settings(spec, report)
+    return Outcome(0, anakin.train_lines(spec, result), result=result)
+
+
 class Program:
   """A Launchpad program (`distributed.make_program`) run by the launch type's supervisor
   (`supervisors.SUPERVISORS[name]`); a supervisor that restarts dead actor nodes
@@ -216,6 +262,9 @@ class Program:
     if MAX_ACTOR_RESTARTS in self.options:
       return {MAX_ACTOR_RESTARTS.dest: given.get(MAX_ACTOR_RESTARTS.dest)}
     return {}
+
+  def check(self, spec) -> None:
+    del spec
 
   def program(self, spec, config):
     """The program (`distributed.make_program`) of `config`.
@@ -334,6 +383,7 @@ class Hosts(Program):
 # `supervisors.SUPERVISORS` alone is made when asked for (`mode_for`).
 MODES: Dict[str, LaunchMode] = {
     "local": Local(),
+    "anakin": Anakin(),
     "local_mt": Program("local_mt"),
     "local_mp": Program("local_mp"),
     "hosts": Hosts("hosts"),

@@ -53,6 +53,10 @@ REQUEST_KEYS = ("agent", "env", "seed", "logdir", "steps", "eval_every", "eval_e
                 "actor_precision", "checkpoint_every", "keep_checkpoints", "learner_device",
                 "dry_run", "overwrite", "init_from", "init_keep")
 LOCAL = "local"  # the row `modes.MODES["local"]` (read here at import time: modes imports spec)
+ANAKIN = "anakin"  # one process, compiled (`launch.anakin`)
+# The launches of one process and one actor (no --num-actors): the table's rows that are
+# not `distributed` (`modes.MODES`; tests/launch/test_modes checks the two agree).
+SINGLE_PROCESS = (LOCAL, ANAKIN)
 
 _REQUIRED = ("agent", "env", "seed", "config")
 _TRAIN_KEYS = ("steps", "eval_every", "eval_episodes", "launch", "num_actors", "num_envs")
@@ -116,8 +120,10 @@ class RunSpec:
     module docstring for which train keys appear when)."""
     train: Dict[str, Any] = {"steps": self.steps, "eval_every": self.eval_every,
                              "eval_episodes": self.eval_episodes}
-    if self.launch != LOCAL:
+    if self.num_actors is not None:  # a Launchpad program
       train.update(launch=self.launch, num_actors=self.num_actors)
+    elif self.launch != LOCAL:  # another single-process launch (anakin)
+      train.update(launch=self.launch)
     for key in _run_json_options(self.launch):
       value = self.launch_options.get(key)
       train[key] = list(value) if isinstance(value, tuple) else value
@@ -335,7 +341,8 @@ class RunSpec:
     if resumed is not None:
       _check_same_config(resumed, agent_config, actor_precision)
     num_envs = f["num_envs"] or 1
-    if not multi_agent.is_multi_agent(f["env"]):  # a multi-agent runner steps num_envs envs
+    # A multi-agent runner steps num_envs envs; a compiled run vmaps them.
+    if not multi_agent.is_multi_agent(f["env"]) and launch != ANAKIN:
       try:
         vector_env.check_num_envs(f["env"], num_envs)
       except ValueError as e:

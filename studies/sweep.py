@@ -9,7 +9,9 @@ Each run is one `actorq train` in a child process, the argv of its `launch.spec.
         differs from the agent's defaults, actor_precision included)
         [--launch local_mt|local_mp --num-actors N] [--num-envs B] --no-progress
 
-so the sweep depends only on the command line and the run directory it writes
+(with `launch` "anakin" the seeds of each precision instead run as one compiled program
+in this process, `launch.anakin.run`, writing the same run directories), so the sweep
+depends only on the command line and the run directory it writes
 (`run.json`, `eval.csv`), never on the training internals. Runs are ordered seed by
 seed, each seed's precisions one after the other in an order rotated by one per seed
 (a slow drift of a shared machine hits every precision alike); `jobs` of them run at
@@ -53,6 +55,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -142,7 +145,8 @@ def run_spec(settings: Dict[str, Any], precision: str, seed: int,
       agent=settings["agent"], env=settings["env"], seed=seed,
       config=settings["configs"][precision], steps=settings["steps"],
       eval_every=settings["eval_every"], eval_episodes=settings["eval_episodes"],
-      launch=launch, num_actors=settings["num_actors"] if launch != spec_lib.LOCAL else None,
+      launch=launch,
+      num_actors=settings["num_actors"] if launch not in spec_lib.SINGLE_PROCESS else None,
       num_envs=settings.get("num_envs", 1), logdir=run_dir)
 
 
@@ -154,9 +158,12 @@ def train_argv(settings: Dict[str, Any], precision: str, seed: int, run_dir: str
 
 
 def launch_flags(settings: Dict[str, Any]) -> List[str]:
-  """`--launch L --num-actors N` of a sweep of distributed runs; [] for single-process."""
+  """`--launch L --num-actors N` of a sweep of distributed runs; [] for single-process
+  (`--launch anakin` for compiled ones)."""
   if settings.get("launch", "local") == "local":
     return []
+  if settings["launch"] in spec_lib.SINGLE_PROCESS:
+    return ["--launch", settings["launch"]]
   return ["--launch", settings["launch"], "--num-actors", str(settings["num_actors"])]
 
 
@@ -445,6 +452,8 @@ def run_all(settings: Dict[str, Any], outdir: str, jobs: int = 1,
         keep(outdir, record, name)
     else:
       todo.append((precision, seed))
+  if settings.get("launch") == spec_lib.ANAKIN:
+    return _run_compiled(settings, outdir, todo, total, log)
   failures, stopped = [], []
   done = total - len(todo)
   children = processes.ChildGroup()
@@ -480,6 +489,46 @@ def run_all(settings: Dict[str, Any], outdir: str, jobs: int = 1,
         os.path.join(outdir, run_name(p, s), "checkpoints"))
     raise Stopped(children.stopping, sorted(run_name(p, s) for p, s in stopped if ckpt(p, s)),
                   sorted(run_name(p, s) for p, s in stopped if not ckpt(p, s)))
+  return failures
+
+
+def _run_compiled(settings: Dict[str, Any], outdir: str, todo: List[Tuple[str, int]],
+                  total: int, log: Callable[[str], None]) -> List[str]:
+  """`--launch anakin`: each precision's unfinished seeds as ONE compiled program in this
+  process (`launch.anakin.run`, seeds vmapped), writing the same run directories as the
+  child runs. The seeds of a precision resume together when every one has a checkpoint
+  of this sweep; otherwise they start again. A signal checkpoints them and raises
+  `Stopped`."""
+  from actorq.launch import anakin  # pylint: disable=g-import-not-at-top
+  failures: List[str] = []
+  done = total - len(todo)
+  for precision in settings["precisions"]:
+    seeds = [s for p, s in todo if p == precision]
+    if not seeds:
+      continue
+    dirs = [os.path.join(outdir, run_name(precision, s)) for s in seeds]
+    resume = all(resumable(d, settings, precision, s) for d, s in zip(dirs, seeds))
+    if not resume:
+      for d in dirs:
+        if os.path.exists(d):
+          shutil.rmtree(d)
+    specs = [dataclasses.replace(run_spec(settings, precision, s, d), resume=resume)
+             for s, d in zip(seeds, dirs)]
+    start = time.time()
+    log(f"  {precision}: seeds {seed_text(seeds)} in one compiled program"
+        + (" (resumed)" if resume else ""))
+    try:
+      results = anakin.run(specs, log=log)
+    except KeyboardInterrupt as e:
+      raise Stopped(getattr(e, "signum", 2), [run_name(precision, s) for s in seeds]) from None
+    except (core.RunFailure, checkpointing.CheckpointError) as e:
+      failures.append(f"{precision} seeds {seed_text(seeds)} failed: {e}")
+      continue
+    seconds = time.time() - start
+    for s, r in zip(seeds, results):
+      done += 1
+      log(f"[{done}/{total}] {run_name(precision, s)}: final return {r.final_eval_return:.1f} "
+          f"({seconds:.0f} s for the {len(seeds)} seeds)")
   return failures
 
 
@@ -575,15 +624,18 @@ def format_table(result: Dict[str, Any], meta: Dict[str, Any]) -> str:
     out += "\n\n" + ab.markdown_table(header, rows)
   b = result["bootstrap"]
   m = meta["machine"]
-  distributed = meta.get("launch", "local") != "local"
+  launch = meta.get("launch", "local")
+  distributed = launch not in spec_lib.SINGLE_PROCESS
   repeat = ("distributed runs are asynchronous: a seed does not repeat them" if distributed else
             "seeded per-seed values repeat on the same kind of CPU: XLA compiles for the host")
   cpu = (f" (family/model {m['cpu_family_model']}, AVX-512 {'yes' if m.get('avx512') else 'no'}"
          f"; {repeat})" if "cpu_family_model" in m else "")
   where = (f", each a Launchpad program (--launch {meta['launch']}, {meta['num_actors']} actor "
            f"node{'s' if meta.get('num_actors') != 1 else ''}; steps summed over actors)"
-           if distributed else "")
-  at = "at or just past" if distributed else "at"
+           if distributed else
+           ", each precision's seeds vmapped in one compiled program (--launch anakin)"
+           if launch == spec_lib.ANAKIN else "")
+  at = "at or just past" if launch != "local" else "at"
   out += (f"\n\n{meta['agent']} on {meta['env']}, {meta['steps']:,} actor steps per run{where}, "
           f"seeds {seed_text(meta['seeds'])}; return = greedy evaluation, mean over "
           f"{meta['eval_episodes']} episodes, every {meta['eval_every']:,} steps; final = the "

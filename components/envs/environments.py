@@ -9,6 +9,9 @@ Ids:
   * ``atari:<Game>``, e.g. ``atari:Pong`` (see `actorq.components.envs.atari`);
   * ``minatar:<game>``, e.g. ``minatar:breakout`` (MinAtar, Young and Tian 2019: float32
     [10, 10, C] observations; see `actorq.components.envs.minatar`);
+  * ``gymnax:<gymnax id>``, e.g. ``gymnax:CartPole-v1``, ``gymnax:Breakout-MinAtar`` (JAX
+    environments: `actorq.components.envs.gymnax_env`; the ones ``--launch anakin``
+    compiles, `EnvironmentPrefix.functional`);
   * a prefix registered since (`register_prefix`);
   * any of these with ``@repeat=K`` appended, e.g. ``dmc:cartpole-swingup@repeat=8``: action
     repeat (frame skip), K >= 2 (`ActionRepeat`). One agent step is then K environment
@@ -46,6 +49,7 @@ from dm_env import specs as dm_specs
 
 from actorq import core
 from actorq.components.envs import atari
+from actorq.components.envs import gymnax_env
 from actorq.components.envs import minatar
 from actorq.components.envs.gymnasium_adapter import (MAX_FLAT_ACTIONS, GymnasiumToDmEnv,
                                                  InvalidActionError, UnsupportedSpaceError)
@@ -227,11 +231,23 @@ class EnvironmentPrefix:
       when first asked, as Gymnasium's entry points are), or None: the prefix has no vector
       backend (``num_envs`` must be 1).
     no_vector: why a name has no vector backend (`vector_env.check_num_envs`' error).
+    functional: the task as pure JAX functions, ``functional(name) ->
+      gymnax_env.FunctionalEnvironment`` (what ``--launch anakin`` compiles), or a
+      ``"module:function"`` path to it, or None: the prefix has no JAX form.
   """
   make: Callable[..., dm_env.Environment]
   usage: str
   vector: Union[None, str, Callable[[str], Optional[VectorFactory]]] = None
   no_vector: str = "no vector backend is registered for it"
+  functional: Union[None, str, Callable[[str], Any]] = None
+
+  def functional_environment(self, name: str):
+    """The JAX form of `name` (`functional`), or None when the prefix has none."""
+    functional = self.functional
+    if isinstance(functional, str):
+      module, _, attr = functional.partition(":")
+      functional = getattr(importlib.import_module(module), attr)
+    return None if functional is None else functional(name)
 
   def vector_factory(self, name: str) -> Optional[VectorFactory]:
     """The vector backend of `name` (None: it has none)."""
@@ -302,6 +318,10 @@ PREFIXES: Dict[str, EnvironmentPrefix] = {
     "minatar": EnvironmentPrefix(
         minatar.make_minatar, "'minatar:<game>' (e.g. minatar:breakout)",
         no_vector="EnvPool does not ship MinAtar"),
+    "gymnax": EnvironmentPrefix(
+        gymnax_env.make_gymnax, "'gymnax:<gymnax id>' (e.g. gymnax:CartPole-v1)",
+        no_vector="a gymnax task runs vectorised compiled: use --launch anakin",
+        functional="actorq.components.envs.gymnax_env:functional"),
 }
 
 

@@ -16,7 +16,8 @@ from actorq.launch import local
 
 UNKNOWN = ("unknown environment id 'CartPole-v1': use 'gym:<Gymnasium id>' (e.g. "
            "gym:CartPole-v1), 'dmc:<domain>-<task>' (e.g. dmc:cartpole-balance), "
-           "'atari:<Game>' (e.g. atari:Pong) or 'minatar:<game>' (e.g. minatar:breakout)")
+           "'atari:<Game>' (e.g. atari:Pong), 'minatar:<game>' (e.g. minatar:breakout) or "
+           "'gymnax:<gymnax id>' (e.g. gymnax:CartPole-v1)")
 
 
 @pytest.fixture
@@ -101,8 +102,8 @@ CORRIDOR = environments.EnvironmentPrefix(
 
 
 def test_the_table_holds_the_built_in_prefixes_in_order():
-  assert list(environments.PREFIXES) == ["gym", "dmc", "atari", "minatar"]
-  assert environments.allowed_prefixes() == ("gym:", "dmc:", "atari:", "minatar:")
+  assert list(environments.PREFIXES) == ["gym", "dmc", "atari", "minatar", "gymnax"]
+  assert environments.allowed_prefixes() == ("gym:", "dmc:", "atari:", "minatar:", "gymnax:")
   assert environments.PREFIXES["atari"].vector is None
   assert environments.PREFIXES["minatar"].vector is None
 
@@ -135,7 +136,7 @@ def test_register_prefix_refuses_a_taken_or_malformed_prefix(table):
       environments.register_prefix(bad, CORRIDOR)
   with pytest.raises(ValueError, match="must be an EnvironmentPrefix, got function"):
     environments.register_prefix("corridor", make_corridor)
-  assert list(table) == ["gym", "dmc", "atari", "minatar"]
+  assert list(table) == ["gym", "dmc", "atari", "minatar", "gymnax"]
 
 
 def test_a_registered_prefix_builds_both_paths_and_is_listed(table):
@@ -156,7 +157,8 @@ def test_a_registered_prefix_builds_both_paths_and_is_listed(table):
     environments.make_environment("nope:1")
   assert str(e.value).endswith("'dmc:<domain>-<task>' (e.g. dmc:cartpole-balance), "
                                "'atari:<Game>' (e.g. atari:Pong), 'minatar:<game>' (e.g. "
-                               "minatar:breakout) or 'corridor:<n>' (e.g. corridor:5)")
+                               "minatar:breakout), 'gymnax:<gymnax id>' (e.g. "
+                               "gymnax:CartPole-v1) or 'corridor:<n>' (e.g. corridor:5)")
   with pytest.raises(environments.UnknownEnvironmentError, match="with n >= 2"):
     environments.make_environment("corridor:x")
   # Its vector backend: rows auto-reset on the step after LAST.

@@ -1,0 +1,273 @@
+"""`--launch anakin` against the Python loop, side by side in one invocation (issue 54).
+
+    python -m actorq.benchmarks.anakin_bench [--ppo-steps 500000] [--local-steps 20000]
+        [--batches 1,32,256,1024] [--out results.json]
+    python -m actorq.benchmarks.anakin_bench --dqn 30,4000,3   # DQN seeds vs local runs
+
+Rows (steps/s = environment steps per second of wall-clock, medians of --repeats):
+  * env: the bare environment: gymnax CartPole-v1 stepped B at a time in a jitted scan
+    (random actions), and Gymnasium's CartPole-v1 stepped from Python (B = 1);
+  * acting: PPO's policy network (fp32 and emulated int8) choosing the actions of B gymnax
+    environments in a jitted scan, and the same fp32 policy (jitted) acting on Gymnasium's
+    CartPole-v1 from a Python loop (B = 1);
+  * training: PPO on gymnax:CartPole-v1 with --launch anakin (B = batch_size environments,
+    the config's other values) for --ppo-steps, its wall-clock (compilation included and
+    apart) and final greedy return, and PPO with --launch local on gym:CartPole-v1 for
+    --local-steps; the ratio of their steps/s.
+CPU time (`process_time`) is printed beside wall-clock: on a shared machine the wall
+includes other processes' load, the CPU time does not.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def _timed(fn, repeats):
+  walls, cpus = [], []
+  for _ in range(repeats):
+    w, c = time.time(), time.process_time()
+    fn()
+    walls.append(time.time() - w)
+    cpus.append(time.process_time() - c)
+  return statistics.median(walls), statistics.median(cpus)
+
+
+def gymnax_env_rate(batch, steps, repeats):
+  from actorq.components.envs import gymnax_env
+  env = gymnax_env.functional("CartPole-v1")
+
+  @jax.jit
+  def run(key):
+    state, _ = jax.vmap(env.reset)(jax.random.split(key, batch))
+
+    def body(state, k):
+      k_a, k_s, k_r = jax.random.split(k, 3)
+      action = jax.random.randint(k_a, (batch,), 0, 2)
+      s2, _, _, _, last = jax.vmap(env.step)(jax.random.split(k_s, batch), state, action)
+      s0, _ = jax.vmap(env.reset)(jax.random.split(k_r, batch))
+      from actorq.components.anakin import acting
+      return acting.tree_where(last, s0, s2), None
+
+    state, _ = jax.lax.scan(body, state, jax.random.split(key, steps))
+    return state
+
+  jax.block_until_ready(run(jax.random.PRNGKey(0)))
+  wall, cpu = _timed(lambda: jax.block_until_ready(run(jax.random.PRNGKey(1))), repeats)
+  return batch * steps / wall, batch * steps / cpu
+
+
+def gym_env_rate(steps, repeats):
+  import gymnasium
+  env = gymnasium.make("CartPole-v1")
+  rng = np.random.default_rng(0)
+
+  def run():
+    env.reset(seed=0)
+    for _ in range(steps):
+      _, _, term, trunc, _ = env.step(int(rng.integers(2)))
+      if term or trunc:
+        env.reset()
+
+  wall, cpu = _timed(run, repeats)
+  return steps / wall, steps / cpu
+
+
+def _ppo_parts(precision):
+  from actorq.components.anakin import acting
+  from actorq.components.anakin import systems
+  from actorq.components.envs import gymnax_env
+  from actorq.launch import spec as spec_lib
+  builder = spec_lib.make_builder("ppo", {"actor_precision": precision})
+  env = gymnax_env.functional("CartPole-v1")
+  networks = builder.make_networks(systems.environment_spec(env))
+  params = networks.init(jax.random.PRNGKey(0), np.zeros((4,), np.float32))["policy"]
+  policy = acting.PolicyNetwork(networks.spec, precision)
+  prepared = policy.prepare(params, acting.calibrate(jnp.zeros((64, 4)), (4,)))
+  return env, networks, params, policy, prepared
+
+
+def compiled_acting_rate(batch, steps, precision, repeats):
+  from actorq.components.anakin import acting
+  env, _, _, policy, prepared = _ppo_parts(precision)
+
+  @jax.jit
+  def run(key):
+    state, obs = jax.vmap(env.reset)(jax.random.split(key, batch))
+
+    def body(carry, k):
+      state, obs = carry
+      k_a, k_s, k_r = jax.random.split(k, 3)
+      logits = policy.apply(prepared, obs)
+      action = jax.random.categorical(k_a, logits).astype(jnp.int32)
+      s2, o2, _, _, last = jax.vmap(env.step)(jax.random.split(k_s, batch), state, action)
+      s0, o0 = jax.vmap(env.reset)(jax.random.split(k_r, batch))
+      return (acting.tree_where(last, s0, s2), jnp.where(last[:, None], o0, o2)), None
+
+    return jax.lax.scan(body, (state, obs), jax.random.split(key, steps))[0]
+
+  jax.block_until_ready(run(jax.random.PRNGKey(0)))
+  wall, cpu = _timed(lambda: jax.block_until_ready(run(jax.random.PRNGKey(1))), repeats)
+  return batch * steps / wall, batch * steps / cpu
+
+
+def python_acting_rate(steps, repeats):
+  """The fp32 policy, jitted, acting on Gymnasium's CartPole-v1 from a Python loop."""
+  import gymnasium
+  from actorq.quantization import forward
+  _, networks, params, _, _ = _ppo_parts("fp32")
+  apply = jax.jit(lambda p, o: forward.forward(p, networks.spec, o))
+  env = gymnasium.make("CartPole-v1")
+  rng = np.random.default_rng(0)
+
+  def run():
+    obs, _ = env.reset(seed=0)
+    for _ in range(steps):
+      logits = np.asarray(apply(params, obs[None].astype(np.float32)))[0]
+      p = np.exp(logits - logits.max())
+      action = int(rng.choice(2, p=p / p.sum()))
+      obs, _, term, trunc, _ = env.step(action)
+      if term or trunc:
+        obs, _ = env.reset()
+
+  run()
+  wall, cpu = _timed(run, repeats)
+  return steps / wall, steps / cpu
+
+
+def anakin_ppo(steps, batch=None):
+  from actorq.launch import anakin
+  from actorq.launch import spec as spec_lib
+  config = {} if batch is None else {"batch_size": batch}
+  spec = spec_lib.RunSpec(agent="ppo", env="gymnax:CartPole-v1", seed=0, config=config,
+                          steps=steps, eval_every=max(steps // 10, 1), eval_episodes=10,
+                          launch="anakin", checkpoint_every=None)
+  w, c = time.time(), time.process_time()
+  result, = anakin.run([spec])
+  wall, cpu = time.time() - w, time.process_time() - c
+  first_500 = next((e["actor_steps"] for e in result.evaluations
+                    if e["episode_return"] >= 500), None)
+  return {"steps": result.actor_steps, "wall_s": wall, "cpu_s": cpu,
+          "first_period_s": result.compile_seconds, "final_return": result.final_eval_return,
+          "best_return": result.best_eval_return, "first_step_at_500": first_500,
+          "steps_per_s": result.actor_steps / wall,
+          "steps_per_s_after_compile": (result.actor_steps - steps // 10) / max(
+              wall - result.compile_seconds, 1e-9)}
+
+
+def local_ppo(steps):
+  from actorq.launch import local
+  from actorq.launch import spec as spec_lib
+  spec = spec_lib.RunSpec(agent="ppo", env="gym:CartPole-v1", seed=0, steps=steps,
+                          eval_every=steps, eval_episodes=1, checkpoint_every=None)
+  config = spec.build()
+  w, c = time.time(), time.process_time()
+  result = local.run(config)
+  wall, cpu = time.time() - w, time.process_time() - c
+  return {"steps": result.actor_steps, "wall_s": wall, "cpu_s": cpu,
+          "steps_per_s": result.actor_steps / wall}
+
+
+def dqn_seeds_vs_local(seeds, steps, local_runs):
+  """DQN (defaults) on CartPole: `seeds` seeds x `steps` in one anakin program against
+  `local_runs` sequential --launch local runs of `steps` each, extrapolated to `seeds`."""
+  from actorq.launch import anakin
+  from actorq.launch import local
+  from actorq.launch import spec as spec_lib
+  specs = [spec_lib.RunSpec(agent="dqn", env="gymnax:CartPole-v1", seed=s, steps=steps,
+                            eval_every=steps, eval_episodes=10, launch="anakin",
+                            checkpoint_every=None) for s in range(seeds)]
+  w, c = time.time(), time.process_time()
+  results = anakin.run(specs)
+  ak = {"seeds": seeds, "steps": steps, "wall_s": time.time() - w,
+        "cpu_s": time.process_time() - c, "first_period_s": results[0].compile_seconds,
+        "final_returns": [r.final_eval_return for r in results]}
+  runs = []
+  for s in range(local_runs):
+    config = spec_lib.RunSpec(agent="dqn", env="gym:CartPole-v1", seed=s, steps=steps,
+                              eval_every=steps, eval_episodes=10).build()
+    w, c = time.time(), time.process_time()
+    r = local.run(config)
+    runs.append({"wall_s": time.time() - w, "cpu_s": time.process_time() - c,
+                 "final_return": r.final_eval_return})
+  loc = {"runs": runs, "wall_s_per_run": statistics.median(r["wall_s"] for r in runs),
+         "cpu_s_per_run": statistics.median(r["cpu_s"] for r in runs)}
+  loc["extrapolated_wall_s"] = loc["wall_s_per_run"] * seeds
+  loc["extrapolated_cpu_s"] = loc["cpu_s_per_run"] * seeds
+  return ak, loc
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--ppo-steps", type=int, default=500_000)
+  p.add_argument("--local-steps", type=int, default=20_000)
+  p.add_argument("--batches", default="1,32,256,1024")
+  p.add_argument("--scan-steps", type=int, default=2_000, help="steps per env in the rate rows")
+  p.add_argument("--repeats", type=int, default=3)
+  p.add_argument("--out", default=None)
+  p.add_argument("--dqn", default=None, metavar="SEEDS,STEPS,LOCAL_RUNS",
+                 help="only the DQN comparison: SEEDS seeds x STEPS in one anakin program "
+                      "against LOCAL_RUNS sequential local runs, extrapolated to SEEDS")
+  a = p.parse_args(argv)
+  if a.dqn:
+    seeds, steps, runs = (int(x) for x in a.dqn.split(","))
+    ak, loc = dqn_seeds_vs_local(seeds, steps, runs)
+    print(f"DQN anakin: {seeds} seeds x {steps} steps in {ak['wall_s']:.0f} s wall "
+          f"({ak['cpu_s']:.0f} CPU-s; first period incl. compile {ak['first_period_s']:.0f} s)")
+    print(f"DQN local: {runs} runs of {steps} steps, median {loc['wall_s_per_run']:.0f} s wall "
+          f"({loc['cpu_s_per_run']:.0f} CPU-s) per run; x {seeds} = "
+          f"{loc['extrapolated_wall_s']:.0f} s wall ({loc['extrapolated_cpu_s']:.0f} CPU-s), "
+          "extrapolated")
+    print(f"anakin / local(extrapolated): {ak['wall_s'] / loc['extrapolated_wall_s']:.2f} wall, "
+          f"{ak['cpu_s'] / loc['extrapolated_cpu_s']:.2f} CPU")
+    if a.out:
+      with open(a.out, "w", encoding="utf-8") as f:
+        json.dump({"anakin": ak, "local": loc}, f, indent=1)
+    return 0
+  batches = [int(b) for b in a.batches.split(",")]
+  out = {"machine": {"devices": [str(d) for d in jax.devices()]}, "rows": []}
+
+  def row(what, b, rate):
+    out["rows"].append({"what": what, "B": b, "steps_per_s_wall": rate[0],
+                        "steps_per_s_cpu": rate[1]})
+    print(f"{what:<42} B={b:<5} {rate[0]:>12,.0f} steps/s wall  {rate[1]:>12,.0f} per CPU-s",
+          flush=True)
+
+  row("env: gym:CartPole-v1 (Python)", 1, gym_env_rate(a.scan_steps * 5, a.repeats))
+  row("acting: PPO fp32, gym:CartPole-v1 (Python)", 1, python_acting_rate(a.scan_steps,
+                                                                          a.repeats))
+  for b in batches:
+    steps = max(a.scan_steps * 32 // max(b, 32), 50)
+    row("env: gymnax:CartPole-v1 (compiled)", b, gymnax_env_rate(b, steps, a.repeats))
+    row("acting: PPO fp32 (compiled)", b, compiled_acting_rate(b, steps, "fp32", a.repeats))
+    row("acting: PPO int8 emulated (compiled)", b, compiled_acting_rate(b, steps, "int8",
+                                                                        a.repeats))
+  local_run = local_ppo(a.local_steps)
+  print(f"training: PPO --launch local, gym:CartPole-v1: {local_run['steps']} steps in "
+        f"{local_run['wall_s']:.1f} s ({local_run['steps_per_s']:,.0f} steps/s wall, "
+        f"{local_run['steps'] / local_run['cpu_s']:,.0f} per CPU-s)", flush=True)
+  ak = anakin_ppo(a.ppo_steps)
+  print(f"training: PPO --launch anakin, gymnax:CartPole-v1: {ak['steps']} steps in "
+        f"{ak['wall_s']:.1f} s (first period incl. compile {ak['first_period_s']:.1f} s; "
+        f"{ak['steps_per_s']:,.0f} steps/s wall, {ak['steps'] / ak['cpu_s']:,.0f} per CPU-s); "
+        f"final greedy return {ak['final_return']:.1f}, first 500 at step "
+        f"{ak['first_step_at_500']}", flush=True)
+  ratio = ak["steps_per_s"] / local_run["steps_per_s"]
+  ratio_cpu = (ak["steps"] / ak["cpu_s"]) / (local_run["steps"] / local_run["cpu_s"])
+  print(f"training ratio anakin/local: {ratio:.1f}x wall, {ratio_cpu:.1f}x per CPU-s "
+        "(compilation included)", flush=True)
+  out.update(local_ppo=local_run, anakin_ppo=ak, ratio_wall=ratio, ratio_cpu=ratio_cpu)
+  if a.out:
+    with open(a.out, "w", encoding="utf-8") as f:
+      json.dump(out, f, indent=1)
+  return 0
+
+
+if __name__ == "__main__":
+  raise SystemExit(main())
