@@ -19,14 +19,22 @@ includes other processes' load, the CPU time does not.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
+import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from actorq.agents.anakin_common import systems
+from actorq.components.anakin import acting
+from actorq.components.envs import gymnax_env
+from actorq.launch import anakin
+from actorq.launch import local
+from actorq.launch import spec as spec_lib
+from actorq.quantization import forward
 
 
 def _timed(fn, repeats):
@@ -40,7 +48,6 @@ def _timed(fn, repeats):
 
 
 def gymnax_env_rate(batch, steps, repeats):
-  from actorq.components.envs import gymnax_env
   env = gymnax_env.functional("CartPole-v1")
 
   @jax.jit
@@ -52,7 +59,6 @@ def gymnax_env_rate(batch, steps, repeats):
       action = jax.random.randint(k_a, (batch,), 0, 2)
       s2, _, _, _, last = jax.vmap(env.step)(jax.random.split(k_s, batch), state, action)
       s0, _ = jax.vmap(env.reset)(jax.random.split(k_r, batch))
-      from actorq.components.anakin import acting
       return acting.tree_where(last, s0, s2), None
 
     state, _ = jax.lax.scan(body, state, jax.random.split(key, steps))
@@ -80,10 +86,6 @@ def gym_env_rate(steps, repeats):
 
 
 def _ppo_parts(precision):
-  from actorq.components.anakin import acting
-  from actorq.components.anakin import systems
-  from actorq.components.envs import gymnax_env
-  from actorq.launch import spec as spec_lib
   builder = spec_lib.make_builder("ppo", {"actor_precision": precision})
   env = gymnax_env.functional("CartPole-v1")
   networks = builder.make_networks(systems.environment_spec(env))
@@ -94,7 +96,6 @@ def _ppo_parts(precision):
 
 
 def compiled_acting_rate(batch, steps, precision, repeats):
-  from actorq.components.anakin import acting
   env, _, _, policy, prepared = _ppo_parts(precision)
 
   @jax.jit
@@ -120,7 +121,6 @@ def compiled_acting_rate(batch, steps, precision, repeats):
 def python_acting_rate(steps, repeats):
   """The fp32 policy, jitted, acting on Gymnasium's CartPole-v1 from a Python loop."""
   import gymnasium
-  from actorq.quantization import forward
   _, networks, params, _, _ = _ppo_parts("fp32")
   apply = jax.jit(lambda p, o: forward.forward(p, networks.spec, o))
   env = gymnasium.make("CartPole-v1")
@@ -142,8 +142,6 @@ def python_acting_rate(steps, repeats):
 
 
 def anakin_ppo(steps, batch=None):
-  from actorq.launch import anakin
-  from actorq.launch import spec as spec_lib
   config = {} if batch is None else {"batch_size": batch}
   spec = spec_lib.RunSpec(agent="ppo", env="gymnax:CartPole-v1", seed=0, config=config,
                           steps=steps, eval_every=max(steps // 10, 1), eval_episodes=10,
@@ -162,8 +160,6 @@ def anakin_ppo(steps, batch=None):
 
 
 def local_ppo(steps):
-  from actorq.launch import local
-  from actorq.launch import spec as spec_lib
   spec = spec_lib.RunSpec(agent="ppo", env="gym:CartPole-v1", seed=0, steps=steps,
                           eval_every=steps, eval_episodes=1, checkpoint_every=None)
   config = spec.build()
@@ -177,9 +173,6 @@ def local_ppo(steps):
 def dqn_seeds_vs_local(seeds, steps, local_runs):
   """DQN (defaults) on CartPole: `seeds` seeds x `steps` in one anakin program against
   `local_runs` sequential --launch local runs of `steps` each, extrapolated to `seeds`."""
-  from actorq.launch import anakin
-  from actorq.launch import local
-  from actorq.launch import spec as spec_lib
   specs = [spec_lib.RunSpec(agent="dqn", env="gymnax:CartPole-v1", seed=s, steps=steps,
                             eval_every=steps, eval_episodes=10, launch="anakin",
                             checkpoint_every=None) for s in range(seeds)]
@@ -203,71 +196,6 @@ def dqn_seeds_vs_local(seeds, steps, local_runs):
   return ak, loc
 
 
-def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--ppo-steps", type=int, default=500_000)
-  p.add_argument("--local-steps", type=int, default=20_000)
-  p.add_argument("--batches", default="1,32,256,1024")
-  p.add_argument("--scan-steps", type=int, default=2_000, help="steps per env in the rate rows")
-  p.add_argument("--repeats", type=int, default=3)
-  p.add_argument("--out", default=None)
-  p.add_argument("--dqn", default=None, metavar="SEEDS,STEPS,LOCAL_RUNS",
-                 help="only the DQN comparison: SEEDS seeds x STEPS in one anakin program "
-                      "against LOCAL_RUNS sequential local runs, extrapolated to SEEDS")
-  a = p.parse_args(argv)
-  if a.dqn:
-    seeds, steps, runs = (int(x) for x in a.dqn.split(","))
-    ak, loc = dqn_seeds_vs_local(seeds, steps, runs)
-    print(f"DQN anakin: {seeds} seeds x {steps} steps in {ak['wall_s']:.0f} s wall "
-          f"({ak['cpu_s']:.0f} CPU-s; first period incl. compile {ak['first_period_s']:.0f} s)")
-    print(f"DQN local: {runs} runs of {steps} steps, median {loc['wall_s_per_run']:.0f} s wall "
-          f"({loc['cpu_s_per_run']:.0f} CPU-s) per run; x {seeds} = "
-          f"{loc['extrapolated_wall_s']:.0f} s wall ({loc['extrapolated_cpu_s']:.0f} CPU-s), "
-          "extrapolated")
-    print(f"anakin / local(extrapolated): {ak['wall_s'] / loc['extrapolated_wall_s']:.2f} wall, "
-          f"{ak['cpu_s'] / loc['extrapolated_cpu_s']:.2f} CPU")
-    if a.out:
-      with open(a.out, "w", encoding="utf-8") as f:
-        json.dump({"anakin": ak, "local": loc}, f, indent=1)
-    return 0
-  batches = [int(b) for b in a.batches.split(",")]
-  out = {"machine": {"devices": [str(d) for d in jax.devices()]}, "rows": []}
-
-  def row(what, b, rate):
-    out["rows"].append({"what": what, "B": b, "steps_per_s_wall": rate[0],
-                        "steps_per_s_cpu": rate[1]})
-    print(f"{what:<42} B={b:<5} {rate[0]:>12,.0f} steps/s wall  {rate[1]:>12,.0f} per CPU-s",
-          flush=True)
-
-  row("env: gym:CartPole-v1 (Python)", 1, gym_env_rate(a.scan_steps * 5, a.repeats))
-  row("acting: PPO fp32, gym:CartPole-v1 (Python)", 1, python_acting_rate(a.scan_steps,
-                                                                          a.repeats))
-  for b in batches:
-    steps = max(a.scan_steps * 32 // max(b, 32), 50)
-    row("env: gymnax:CartPole-v1 (compiled)", b, gymnax_env_rate(b, steps, a.repeats))
-    row("acting: PPO fp32 (compiled)", b, compiled_acting_rate(b, steps, "fp32", a.repeats))
-    row("acting: PPO int8 emulated (compiled)", b, compiled_acting_rate(b, steps, "int8",
-                                                                        a.repeats))
-  local_run = local_ppo(a.local_steps)
-  print(f"training: PPO --launch local, gym:CartPole-v1: {local_run['steps']} steps in "
-        f"{local_run['wall_s']:.1f} s ({local_run['steps_per_s']:,.0f} steps/s wall, "
-        f"{local_run['steps'] / local_run['cpu_s']:,.0f} per CPU-s)", flush=True)
-  ak = anakin_ppo(a.ppo_steps)
-  print(f"training: PPO --launch anakin, gymnax:CartPole-v1: {ak['steps']} steps in "
-        f"{ak['wall_s']:.1f} s (first period incl. compile {ak['first_period_s']:.1f} s; "
-        f"{ak['steps_per_s']:,.0f} steps/s wall, {ak['steps'] / ak['cpu_s']:,.0f} per CPU-s); "
-        f"final greedy return {ak['final_return']:.1f}, first 500 at step "
-        f"{ak['first_step_at_500']}", flush=True)
-  ratio = ak["steps_per_s"] / local_run["steps_per_s"]
-  ratio_cpu = (ak["steps"] / ak["cpu_s"]) / (local_run["steps"] / local_run["cpu_s"])
-  print(f"training ratio anakin/local: {ratio:.1f}x wall, {ratio_cpu:.1f}x per CPU-s "
-        "(compilation included)", flush=True)
-  out.update(local_ppo=local_run, anakin_ppo=ak, ratio_wall=ratio, ratio_cpu=ratio_cpu)
-  if a.out:
-    with open(a.out, "w", encoding="utf-8") as f:
-      json.dump(out, f, indent=1)
-  return 0
-
-
-if __name__ == "__main__":
-  raise SystemExit(main())
+if __name__ == "__main__":  # its flags live in cli/
+  from actorq.cli.benchmarks import anakin_bench as command_line
+  sys.exit(command_line.main())

@@ -35,7 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from actorq import core
-from actorq.components.anakin import systems
+from actorq.agents.anakin_common import systems
+from actorq.components.anakin import acting
 from actorq.components.envs import environments
 from actorq.launch import checkpointing
 from actorq.launch import experiment as experiment_lib
@@ -289,7 +290,6 @@ def run(specs: Sequence[Any], *, progress: Optional[Callable[[Dict[str, Any]], N
 
 
 def _clear(episodes):
-  from actorq.components.anakin import acting  # pylint: disable=g-import-not-at-top
   return acting.clear_report(episodes)
 
 

@@ -37,7 +37,7 @@ def place(launch: str, learner_device: str, flag: str = "--learner-device") -> N
     raise core.UsageError(str(e)) from None
   if not mode.in_process or learner_device == "cpu":
     placement.restrict_to_cpu()
-  if mode.options:  # a mode placing nodes on other machines: the learner's host decides
+  if mode.on_other_hosts:  # the learner runs on another machine: its host decides
     return
   try:
     placement.check_learner_device(learner_device, in_process=mode.in_process, name=flag)

@@ -98,12 +98,15 @@ class LaunchMode(Protocol):
     in_process: whether the learner computes in the launcher's process
       (`placement.check_learner_device`).
     distributed: whether it runs actor nodes (``--num-actors``).
+    on_other_hosts: whether its nodes (the learner's among them) run on other machines,
+      whose own jax decides the learner's device (`engine.place` checks none here).
     listed: offered by ``actorq train --launch``.
     options: the mode's own options (`Option`).
   """
   summary: str
   in_process: bool
   distributed: bool
+  on_other_hosts: bool
   listed: bool
   options: Tuple[Option, ...]
 
@@ -153,6 +156,7 @@ class Local:
   summary = "one process (default)"
   in_process = True
   distributed = False
+  on_other_hosts = False
   listed = True
   options: Tuple[Option, ...] = ()
 
@@ -208,6 +212,7 @@ class Anakin:
              "over seeds (JAX environments, e.g. gymnax:CartPole-v1)")
   in_process = True
   distributed = False
+  on_other_hosts = False
   listed = True
   options: Tuple[Option, ...] = ()
 
@@ -240,6 +245,7 @@ class Program:
   (`supervisors.SUPERVISORS[name]`); a supervisor that restarts dead actor nodes
   (`restarts_nodes`) gives the row the `MAX_ACTOR_RESTARTS` option."""
   distributed = True
+  on_other_hosts = False
 
   def __init__(self, name: str, listed: bool = True):
     self.name, self.listed = name, listed
@@ -314,6 +320,7 @@ class Hosts(Program):
   """A Launchpad program on several machines (`launch/hosts.py`): its options say where
   (``--hosts``/``--hosts-file`` or the SLURM allocation), on which ports, how each host's
   runner starts, with which Python, and when a silent node is taken for dead."""
+  on_other_hosts = True
   options = (MAX_ACTOR_RESTARTS,
       Option("--hosts", "hosts", "machines, reachable from each other; the first runs replay, "
              "counter and learner, the others actors and evaluator; 'slurm': the SLURM "

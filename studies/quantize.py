@@ -389,7 +389,7 @@ def run_sweep(study: StudySettings) -> int:
   seeds = parse_seeds(study.seeds, study.seed, study.episodes)
   paths = expand_checkpoints(study.checkpoint)
   out = _default_out(paths, study.out, "quantize-sensitivity" if sensitivity else
-                     "quantize-sweep", getattr(args, "overwrite", False))
+                     "quantize-sweep", study.overwrite)
   runs = [load_run(p, study.temperature) for p in paths]
   names = [r.name for r in runs]
   if len(set(names)) != len(names):
@@ -561,7 +561,7 @@ def run_search(study: StudySettings) -> int:
   paths = expand_checkpoints(study.checkpoint)
   if len(paths) != 1:
     raise core.UsageError(f"--search takes one checkpoint, got {len(paths)} runs")
-  out = _default_out(paths, study.out, "precision-search", getattr(args, "overwrite", False))
+  out = _default_out(paths, study.out, "precision-search", study.overwrite)
   run = load_run(paths[0], study.temperature)
   out = atomic.ensure_writable_dir(out, "--out")
   start = time.time()

@@ -70,7 +70,7 @@ import numpy as np
 
 from actorq import core
 from actorq.components import atomic, fault_points
-from actorq.launch import checkpointing, processes
+from actorq.launch import anakin, checkpointing, processes
 from actorq.launch import run_dir as run_dir_lib
 from actorq.launch import spec as spec_lib
 from actorq.quantization import runtimes
@@ -499,7 +499,6 @@ def _run_compiled(settings: Dict[str, Any], outdir: str, todo: List[Tuple[str, i
   child runs. The seeds of a precision resume together when every one has a checkpoint
   of this sweep; otherwise they start again. A signal checkpoints them and raises
   `Stopped`."""
-  from actorq.launch import anakin  # pylint: disable=g-import-not-at-top
   failures: List[str] = []
   done = total - len(todo)
   for precision in settings["precisions"]:

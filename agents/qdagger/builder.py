@@ -99,4 +99,6 @@ class QDaggerBuilder(dqn_builder.DQNBuilder):
         teacher_return=c.teacher_return or float(teacher.final_return),
         evaluate=greedy_return(networks.network, teacher.env_id, c.coefficient_episodes, seed),
         coefficient_every=c.coefficient_every, logger=logger_fn("learner"), counter=counter,
-        prioritized=prioritized)
+        prioritized=prioritized,
+        td_operator=dqn_learning.TDOperator(c.td_operator, c.td_operator_alpha,
+                                            c.munchausen_temperature))

@@ -87,6 +87,7 @@ class QDaggerLearner(learners.JaxLearner):
                teacher_return: float = 1.0, evaluate: Callable[[Any], float],
                coefficient_every: int = 1_000, logger: Optional[loggers.Logger] = None,
                counter: Optional[counting.Counter] = None,
+               td_operator: dqn_learning.TDOperator = dqn_learning.Q_LEARNING,
                prioritized: Optional[dqn_learning.PrioritizedReplay] = None):
     self._iterator, self._teacher_iterator = iterator, teacher_iterator
     self._prioritized = prioritized
@@ -101,7 +102,7 @@ class QDaggerLearner(learners.JaxLearner):
     def loss_fn(params, target_params, transitions: types.Transition, weights, coefficient):
       td_loss, td = dqn_learning.weighted_transition_loss(
           network, params, target_params, transitions, weights, discount, huber_delta,
-          double_q)
+          double_q, td_operator)
       distill = distillation_loss(network.apply(params, transitions.observation),
                                   teacher_network.apply(teacher_params, transitions.observation),
                                   temperature)

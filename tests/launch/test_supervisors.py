@@ -16,6 +16,7 @@ from actorq.cli import sweep as sweep_cmd
 from actorq.cli import train as train_cmd
 from actorq.launch import distributed
 from actorq.launch import experiment
+from actorq.launch import modes
 from actorq.launch import spec as spec_lib
 from actorq.launch import supervisors
 
@@ -81,7 +82,9 @@ def test_train_help_lists_the_launch_types_as_before(capsys):
   with pytest.raises(SystemExit):
     cli.build_parser().parse_args(["train", "--help"])
   text = " ".join(capsys.readouterr().out.split())
-  assert ("local: one process (default); local_mt: a Launchpad program in threads; "
+  assert ("local: one process (default); anakin: one process, acting and learning compiled "
+          "into one jitted program vmapped over seeds (JAX environments, e.g. "
+          "gymnax:CartPole-v1); local_mt: a Launchpad program in threads; "
           "local_mp: a Launchpad program, one process per node; hosts: one process per "
           "node on the machines of --hosts") in text
   assert "actor nodes with --launch local_mt/local_mp/hosts (default: 2)" in text
@@ -94,8 +97,11 @@ def test_the_table_holds_the_built_in_launch_types():
                                      "test_mt": supervisors.Threads}
   assert supervisors.launch_types() == ("local_mt", "local_mp", "hosts")
   # Every list of launch types derives from the table, in today's order.
-  assert train_cmd.launch_choices() == ("local", "local_mt", "local_mp", "hosts")
-  assert sweep_cmd.SWEEP_LAUNCHES == ("local", "local_mt", "local_mp")
+  assert train_cmd.launch_choices() == ("local", "anakin", "local_mt", "local_mp", "hosts")
+  assert sweep_cmd.SWEEP_LAUNCHES == ("local", "anakin", "local_mt", "local_mp")
+  # The launches of one process are the table's rows without actor nodes.
+  assert spec_lib.SINGLE_PROCESS == tuple(n for n in modes.names()
+                                          if not modes.mode_for(n).distributed)
   assert distributed_bench.LAUNCHES == ("local_mp", "local_mt")
   assert [supervisors.SUPERVISORS[t].in_process for t in ("local_mt", "local_mp", "hosts")] == [
       True, False, False]
@@ -121,7 +127,8 @@ def test_register_refuses_a_taken_or_malformed_name(table):
 
 def test_a_registered_launch_type_is_offered_by_train_and_named_in_its_errors(table, capsys):
   supervisors.register("journaled_mt", JournaledThreads)
-  assert train_cmd.launch_choices() == ("local", "local_mt", "local_mp", "hosts", "journaled_mt")
+  assert train_cmd.launch_choices() == ("local", "anakin", "local_mt", "local_mp", "hosts",
+                                        "journaled_mt")
   parser = cli.build_parser()
   args = parser.parse_args(["train", "--launch", "journaled_mt"])
   assert args.launch == "journaled_mt"

@@ -35,8 +35,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from acme import specs
+from acme.adders.reverb import base as adders_base
 
 from actorq import core
+from actorq.agents.dqn import population
+from actorq.agents.onpolicy_common import learning as onpolicy_learning
 from actorq.components.anakin import acting
 from actorq.components.replay import ring_buffer as rb
 
@@ -83,8 +86,6 @@ class OnPolicySystem:
   """An on-policy builder's agent (`onpolicy_common.OnPolicyBuilder`) compiled."""
 
   def __init__(self, builder, env):
-    from actorq.agents.onpolicy_common import learning as onpolicy_learning  # pylint: disable=g-import-not-at-top
-    from acme.adders.reverb import base as adders_base  # pylint: disable=g-import-not-at-top
     self.builder, self.env, self.config = builder, env, builder.config
     self.environment_spec = environment_spec(env)
     self.networks = builder.make_networks(self.environment_spec)
@@ -218,7 +219,6 @@ class DQNSystem:
   local launch's single actor)."""
 
   def __init__(self, builder, env, num_envs: int = 1):
-    from actorq.agents.dqn import population  # pylint: disable=g-import-not-at-top
     self.builder, self.env, self.config = builder, env, builder.config
     c = self.config
     self.environment_spec = environment_spec(env)
