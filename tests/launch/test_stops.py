@@ -188,7 +188,9 @@ def _episodes(path):
 
 @pytest.mark.slow
 def test_b11_sigterm_to_a_sweep_stops_its_child_and_the_same_sweep_resumes_it(tmp_path):
-  logdir, steps = tmp_path / "sweep", 800
+  # Long enough that the child cannot finish in the second its watchdog may take to notice
+  # (800 steps take ~1.5 s on a quiet machine); it is stopped long before the end.
+  logdir, steps = tmp_path / "sweep", 50_000
   run = logdir / "fp32-s0"
   proc = subprocess.Popen([sys.executable, "-m", "actorq.cli.main"] + _sweep_argv(logdir, steps),
                           cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
@@ -265,7 +267,9 @@ def test_a_sweep_killed_with_sigkill_leaves_no_child_running(tmp_path):
   """SIGKILL cannot be caught, so the sweep cannot forward it; its `actorq train` child
   notices that its parent is gone (within about a second) and stops as on SIGTERM (a
   checkpoint, exit 143), which the same sweep resumes."""
-  logdir, steps = tmp_path / "sweep", 800
+  # Long enough that the child cannot finish in the second its watchdog may take to notice
+  # (800 steps take ~1.5 s on a quiet machine); it is stopped long before the end.
+  logdir, steps = tmp_path / "sweep", 50_000
   run = logdir / "fp32-s0"
   proc = subprocess.Popen([sys.executable, "-m", "actorq.cli.main"] + _sweep_argv(logdir, steps),
                           cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL,
