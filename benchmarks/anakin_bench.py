@@ -19,7 +19,6 @@ includes other processes' load, the CPU time does not.
 """
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time

@@ -15,15 +15,10 @@ Results go to `<out>/runs.json` after every run (a rerun skips the runs already 
 """
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import sys
 from typing import Any, Dict
 
-from actorq.benchmarks import warm_start
-from actorq.components import atomic
-from actorq.launch import run_dir
 
 ARMS = ("qdagger", "dqn")
 

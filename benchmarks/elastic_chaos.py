@@ -52,7 +52,6 @@ from typing import Any, Dict, List, Optional
 
 import psutil
 
-from actorq.components import atomic
 from actorq.launch import distributed, elastic, spec as spec_lib, supervisors
 
 

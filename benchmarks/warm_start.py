@@ -27,7 +27,7 @@ import types
 from typing import Any, Dict, List, Optional
 
 from actorq.components import atomic
-from actorq.launch import experiment, local, warm_start
+from actorq.launch import local
 from actorq.launch import spec as spec_lib
 
 
@@ -99,6 +99,22 @@ def machine() -> str:
   except (OSError, StopIteration):
     pass
   return f"{os.cpu_count()}-core {model}"
+
+
+def record(data: Dict[str, Any], path: str, row: Dict[str, Any]) -> None:
+  """Appends one run's `row` to `data["runs"]`, prints it as a JSON line and rewrites
+  `path` (runs.json: what a stopped benchmark continues from) whole."""
+  data["runs"].append(row)
+  print(json.dumps(row), flush=True)
+  with atomic.atomic_write(path) as f:
+    json.dump(data, f, indent=1)
+
+
+def write_table(out: str, text: str) -> None:
+  """Writes `text` to `out`/table.md whole and prints it."""
+  with atomic.atomic_write(os.path.join(out, "table.md")) as f:
+    f.write(text)
+  print(text)
 
 
 def _median(values):

@@ -15,7 +15,6 @@ import shutil
 import sys
 import textwrap
 import time
-import warnings
 
 from tqdm import tqdm
 

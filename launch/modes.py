@@ -151,9 +151,9 @@ def _recording(spec, report: Optional[Report], progress):
   return first_then_progress
 
 
-class Local:
-  """One process: the learner, one actor and a seeded in-process replay (`local.train`)."""
-  summary = "one process (default)"
+class _OneProcess:
+  """What the rows of one process and one actor share: the learner in this process, no
+  actor nodes, no options of their own, nothing to check before the run."""
   in_process = True
   distributed = False
   on_other_hosts = False
@@ -166,6 +166,11 @@ class Local:
 
   def check(self, spec) -> None:
     del spec
+
+
+class Local(_OneProcess):
+  """One process: the learner, one actor and a seeded in-process replay (`local.train`)."""
+  summary = "one process (default)"
 
   def describe(self, spec, config) -> str:
     del config
@@ -205,20 +210,11 @@ MAX_ACTOR_RESTARTS = Option(
     metavar="K")
 
 
-class Anakin:
+class Anakin(_OneProcess):
   """One process, compiled: acting, replay and learning of an agent on a JAX environment
   in one jitted program (`launch/anakin.py`; Hessel et al. 2021's Anakin architecture)."""
   summary = ("one process, acting and learning compiled into one jitted program vmapped "
              "over seeds (JAX environments, e.g. gymnax:CartPole-v1)")
-  in_process = True
-  distributed = False
-  on_other_hosts = False
-  listed = True
-  options: Tuple[Option, ...] = ()
-
-  def resolve_options(self, given, num_actors, environ) -> Dict[str, Any]:
-    del given, num_actors, environ
-    return {}
 
   def check(self, spec) -> None:
     anakin.check(spec)  # an environment with a JAX form, an agent with a compiled system

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+import jax
+
 from actorq.benchmarks import anakin_bench as benchmark
 
 

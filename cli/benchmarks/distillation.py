@@ -8,9 +8,8 @@ import os
 import sys
 
 from actorq.benchmarks import distillation as benchmark
-from actorq.components import atomic
+from actorq.benchmarks import warm_start
 from actorq.launch import run_dir
-from actorq.launch import warm_start
 
 
 def main(argv=None) -> int:
@@ -50,14 +49,9 @@ def main(argv=None) -> int:
                                        if arm == "qdagger" else [])
       spec = warm_start.spec_for(arm, info["env"], seed, cap, args.eval_every,
                                  args.eval_episodes, sets, actor_precision=args.actor_precision)
-      row = {"seed": seed, "arm": arm, **warm_start.run_to_target(spec, target)}
-      data["runs"].append(row)
-      print(json.dumps(row), flush=True)
-      with atomic.atomic_write(path) as f:
-        json.dump(data, f, indent=1)
-  with atomic.atomic_write(os.path.join(args.out, "table.md")) as f:
-    f.write(benchmark.table(data))
-  print(benchmark.table(data))
+      warm_start.record(data, path, {"seed": seed, "arm": arm,
+                                     **warm_start.run_to_target(spec, target)})
+  warm_start.write_table(args.out, benchmark.table(data))
   return 0
 
 

@@ -8,7 +8,6 @@ import os
 import sys
 
 from actorq.benchmarks import warm_start as benchmark
-from actorq.components import atomic
 from actorq.launch import local
 from actorq.launch import warm_start
 
@@ -54,14 +53,9 @@ def main(argv=None) -> int:
           init = warm_start.resolve(origin, args.init_keep, agent=spec.agent, env_id=spec.env,
                                     seed=seed, config=spec.make_builder().config,
                                     launch="local")
-        row = {"seed": seed, "arm": arm, **benchmark.run_to_target(spec, args.target, init)}
-        data["runs"].append(row)
-        print(json.dumps(row), flush=True)
-        with atomic.atomic_write(path) as f:
-          json.dump(data, f, indent=1)
-  with atomic.atomic_write(os.path.join(args.out, "table.md")) as f:
-    f.write(benchmark.table(data))
-  print(benchmark.table(data))
+        benchmark.record(data, path, {"seed": seed, "arm": arm,
+                                      **benchmark.run_to_target(spec, args.target, init)})
+  benchmark.write_table(args.out, benchmark.table(data))
   return 0
 
 
