@@ -141,3 +141,12 @@ def test_arguments_parameters_leave_out_derived_and_non_numbers():
                                              "kinematics_integrator": "euler",
                                              "flag": True, "steps": 3})
   assert got == {"length": 0.5, "steps": 3}
+
+
+def test_actorq_train_refuses_an_unknown_argument_in_one_line_exit_2(capsys, tmp_path):
+  from actorq.testing.cli import run_cli  # pylint: disable=g-import-not-at-top
+  logdir = tmp_path / "run"
+  code, _, err = run_cli(["train", "--env", "gym:CartPole-v1?lenght=0.8", "--logdir",
+                          str(logdir)], capsys)
+  assert code == 2 and "unknown argument 'lenght'; allowed: force_mag, gravity, length" in err
+  assert err.strip().count("\n") == 0 and not logdir.exists()
