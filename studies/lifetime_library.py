@@ -32,6 +32,10 @@ method is one compiled call, the learner state (parameters and optimizer state) 
 from task to task. A task variant is an environment id with arguments
 (``gymnax:CartPole-v1?length=1.0``, `components.envs.arguments`); its physics enter the
 program as traced values (`gymnax_env.bind`), so one compilation serves every task.
+A task's program state is a fresh `system.init` with the carried learner put in: its
+environments start new episodes, and (PPO) the one step per environment that `init` acts
+was acted by init's own fresh parameters, so the first update of a task sees those few
+steps (4 of its 512 transitions) as off-policy, bounded by PPO's clipped ratio.
 
     python -m actorq.studies.lifetime_library --out DIR [--steps-per-task 50000] ...
 
