@@ -59,7 +59,7 @@ def functional_environment(env_id: str):
   if parsed.repeat > 1:
     raise core.UsageError(f"--launch anakin: {env_id}: action repeat is not compiled; "
                           "leave the @repeat suffix out")
-  env = parsed.entry.functional_environment(parsed.name)
+  env = parsed.entry.functional_environment(parsed.name, parsed.arguments)
   if env is None:
     have = [f"{p}:" for p, e in environments.PREFIXES.items() if e.functional is not None]
     raise core.UsageError(f"--launch anakin needs an environment with a JAX form; {env_id} "

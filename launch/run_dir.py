@@ -333,9 +333,11 @@ def check_single_agent(env_id: str, run_path: str, command: str) -> None:
 
 def default_logdir(*parts: str) -> str:
   """Where a command writes when it is given no directory: ``runs/<parts>-<stamp>``, the
-  parts joined by "-" with ":" written "_" (environment ids, ``module:Builder`` agents) and
+  parts joined by "-" with ":", "?" and "&" written "_" (environment ids and their
+  arguments, ``module:Builder`` agents) and
   the local time as ``YYYYmmdd-HHMMSS``; relative to the working directory."""
-  name = "-".join(str(p).replace(":", "_") for p in parts)
+  name = "-".join(str(p).replace(":", "_").replace("?", "_").replace("&", "_")
+                  for p in parts)
   return os.path.join("runs", f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 

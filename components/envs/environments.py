@@ -13,7 +13,12 @@ Ids:
     environments: `actorq.components.envs.gymnax_env`; the ones ``--launch anakin``
     compiles, `EnvironmentPrefix.functional`);
   * a prefix registered since (`register_prefix`);
-  * any of these with ``@repeat=K`` appended, e.g. ``dmc:cartpole-swingup@repeat=8``: action
+  * any of these with environment arguments, ``?name=value&name=value`` after the name:
+    a task variant, e.g. ``gym:CartPole-v1?length=0.8&masscart=1.2`` or
+    ``gymnax:CartPole-v1?gravity=12`` (prefixes whose row `takes_arguments`; the names a
+    task takes are its numeric physical parameters, derived constants recomputed:
+    `actorq.components.envs.arguments`; an unknown name is a one-line error listing them);
+  * any of these with ``@repeat=K`` appended (after the arguments), e.g. ``dmc:cartpole-swingup@repeat=8``: action
     repeat (frame skip), K >= 2 (`ActionRepeat`). One agent step is then K environment
     steps of the base id (fewer at an episode's end): actorq's step counts (``--steps``,
     `actor_steps`, evaluation points, episode lengths) count agent steps, so 100,000 base
@@ -48,6 +53,7 @@ from acme import specs
 from dm_env import specs as dm_specs
 
 from actorq import core
+from actorq.components.envs import arguments as arguments_lib
 from actorq.components.envs import atari
 from actorq.components.envs import gymnax_env
 from actorq.components.envs import minatar
@@ -233,21 +239,29 @@ class EnvironmentPrefix:
     no_vector: why a name has no vector backend (`vector_env.check_num_envs`' error).
     functional: the task as pure JAX functions, ``functional(name) ->
       gymnax_env.FunctionalEnvironment`` (what ``--launch anakin`` compiles), or a
-      ``"module:function"`` path to it, or None: the prefix has no JAX form.
+      ``"module:function"`` path to it, or None: the prefix has no JAX form. With
+      `takes_arguments`, ``functional(name, arguments)`` as well.
+    takes_arguments: ids of the prefix take environment arguments
+      (``<prefix>:<name>?length=0.8``): `make` (and `functional`) then take
+      ``arguments=((name, value), ...)`` (`arguments.Arguments`).
   """
   make: Callable[..., dm_env.Environment]
   usage: str
   vector: Union[None, str, Callable[[str], Optional[VectorFactory]]] = None
   no_vector: str = "no vector backend is registered for it"
-  functional: Union[None, str, Callable[[str], Any]] = None
+  functional: Union[None, str, Callable[..., Any]] = None
+  takes_arguments: bool = False
 
-  def functional_environment(self, name: str):
-    """The JAX form of `name` (`functional`), or None when the prefix has none."""
+  def functional_environment(self, name: str, arguments: arguments_lib.Arguments = ()):
+    """The JAX form of `name` with `arguments` (`functional`), or None when the prefix
+    has none."""
     functional = self.functional
     if isinstance(functional, str):
       module, _, attr = functional.partition(":")
       functional = getattr(importlib.import_module(module), attr)
-    return None if functional is None else functional(name)
+    if functional is None:
+      return None
+    return functional(name, tuple(arguments)) if arguments else functional(name)
 
   def vector_factory(self, name: str) -> Optional[VectorFactory]:
     """The vector backend of `name` (None: it has none)."""
@@ -260,16 +274,19 @@ class EnvironmentPrefix:
 
 class EnvironmentId(NamedTuple):
   """A parsed id: ``dmc:cartpole-swingup@repeat=8`` -> ("dmc", "cartpole-swingup", 8,
-  its `PREFIXES` row)."""
+  its `PREFIXES` row, ()); ``gym:CartPole-v1?length=0.8`` -> ("gym", "CartPole-v1", 1,
+  row, (("length", 0.8),))."""
   prefix: str
   name: str
   repeat: int
   entry: EnvironmentPrefix
+  arguments: arguments_lib.Arguments = ()
 
 
-def _make_gym(name: str, seed: int = 0, **kwargs: Any) -> dm_env.Environment:
+def _make_gym(name: str, seed: int = 0, arguments: arguments_lib.Arguments = (),
+              **kwargs: Any) -> dm_env.Environment:
   """``gym:<id>``: `gymnasium.make` (or a `PARTIALLY_OBSERVED` variant) behind
-  `GymnasiumToDmEnv`."""
+  `GymnasiumToDmEnv`; `arguments` set on the unwrapped env (`_set_gym_arguments`)."""
   import gymnasium
   base, keep = PARTIALLY_OBSERVED.get(name, (name, None))
   try:
@@ -277,6 +294,12 @@ def _make_gym(name: str, seed: int = 0, **kwargs: Any) -> dm_env.Environment:
   except gymnasium.error.Error as e:
     raise UnknownEnvironmentError(
         f"unknown Gymnasium environment {name!r} in 'gym:{name}': {e}") from None
+  if arguments:
+    try:
+      _set_gym_arguments(env.unwrapped, name, arguments)
+    except UnknownEnvironmentError:
+      env.close()
+      raise
   if keep is not None:
     env = _KeepObservationEntries(env, keep)
   try:
@@ -284,6 +307,26 @@ def _make_gym(name: str, seed: int = 0, **kwargs: Any) -> dm_env.Environment:
   except UnsupportedSpaceError:
     env.close()
     raise
+
+
+def gym_parameters(unwrapped, name: str) -> Dict[str, Any]:
+  """The environment arguments of a Gymnasium env (``gym:<name>?arg=value``) with their
+  values: the numeric attributes of its unwrapped instance less the derived constants
+  (`arguments.DERIVED`). CartPole-v1: force_mag, gravity, length, masscart, masspole,
+  tau, theta_threshold_radians, x_threshold (and the renderer's screen sizes)."""
+  return arguments_lib.parameters(
+      name, {k: v for k, v in vars(unwrapped).items() if not k.startswith("_")})
+
+
+def _set_gym_arguments(unwrapped, name: str, arguments: arguments_lib.Arguments) -> None:
+  """Sets `arguments` on `unwrapped` and recomputes its derived constants (CartPole's
+  total_mass, polemass_length), as the env's constructor computes them."""
+  defaults = gym_parameters(unwrapped, name)
+  values = arguments_lib.resolve(f"gym:{name}", arguments, defaults)
+  for key, value in values.items():
+    setattr(unwrapped, key, value)
+  for key, value in arguments_lib.derived(name, {**defaults, **values}).items():
+    setattr(unwrapped, key, value)
 
 
 def _make_dmc(name: str, seed: int = 0, **kwargs: Any) -> dm_env.Environment:
@@ -307,7 +350,7 @@ PREFIXES: Dict[str, EnvironmentPrefix] = {
     "gym": EnvironmentPrefix(
         _make_gym, "'gym:<Gymnasium id>' (e.g. gym:CartPole-v1)",
         vector="actorq.components.envs.vector_env:gym_vector",
-        no_vector="EnvPool 0.8.4 does not ship this task"),
+        no_vector="EnvPool 0.8.4 does not ship this task", takes_arguments=True),
     "dmc": EnvironmentPrefix(
         _make_dmc, "'dmc:<domain>-<task>' (e.g. dmc:cartpole-balance)",
         vector="actorq.components.envs.vector_env:dmc_vector",
@@ -321,7 +364,7 @@ PREFIXES: Dict[str, EnvironmentPrefix] = {
     "gymnax": EnvironmentPrefix(
         gymnax_env.make_gymnax, "'gymnax:<gymnax id>' (e.g. gymnax:CartPole-v1)",
         no_vector="a gymnax task runs vectorised compiled: use --launch anakin",
-        functional="actorq.components.envs.gymnax_env:functional"),
+        functional="actorq.components.envs.gymnax_env:functional", takes_arguments=True),
 }
 
 
@@ -356,17 +399,27 @@ def _unknown_id(env_id: Any) -> UnknownEnvironmentError:
 
 
 def parse_id(env_id: Any) -> EnvironmentId:
-  """The one parser of environment ids: prefix, name, action repeat and the table row.
+  """The one parser of environment ids: prefix, name, action repeat, the table row and
+  the environment arguments (``?name=value&...``).
 
   Raises:
     UnknownEnvironmentError: not a string with a registered prefix (the message lists
-      each prefix's form), or a suffix other than ``@repeat=K`` with K >= 2.
+      each prefix's form), a suffix other than ``@repeat=K`` with K >= 2, arguments that
+      are not ``name=number`` pairs, or arguments for a prefix that takes none.
   """
   if not isinstance(env_id, str) or not env_id.startswith(allowed_prefixes()):
     raise _unknown_id(env_id)
   base_id, repeat = split_action_repeat(env_id)
   prefix, name = base_id.split(":", 1)
-  return EnvironmentId(prefix, name, repeat, PREFIXES[prefix])
+  name, query = arguments_lib.split(name)
+  parsed_arguments = arguments_lib.parse(query, env_id)
+  entry = PREFIXES[prefix]
+  if parsed_arguments and not entry.takes_arguments:
+    takes = ", ".join(f"{p}:" for p, e in PREFIXES.items() if e.takes_arguments)
+    raise UnknownEnvironmentError(
+        f"environment id {env_id!r}: {prefix}: ids take no environment arguments (?...); "
+        f"the prefixes that do: {takes}")
+  return EnvironmentId(prefix, name, repeat, entry, parsed_arguments)
 
 
 def make_environment(env_id: str, seed: int = 0, **kwargs: Any) -> dm_env.Environment:
@@ -375,7 +428,7 @@ def make_environment(env_id: str, seed: int = 0, **kwargs: Any) -> dm_env.Enviro
   Args:
     env_id: ``gym:<id>``, ``dmc:<domain>-<task>``, ``atari:<Game>``, ``minatar:<game>``
       or another registered prefix's id (`PREFIXES`), each optionally with ``@repeat=K``
-      (action repeat K).
+      (action repeat K), and ``?name=value&...`` arguments where the prefix takes them.
     seed: seeds the environment's first episode.
     **kwargs: passed to the prefix's factory (`gymnasium.make`, `dm_control.suite.load`,
       `atari.make_atari`, `minatar.make_minatar`).
@@ -387,6 +440,8 @@ def make_environment(env_id: str, seed: int = 0, **kwargs: Any) -> dm_env.Enviro
       observation or action space cannot be mapped.
   """
   parsed = parse_id(env_id)
+  if parsed.arguments:
+    kwargs = {**kwargs, "arguments": parsed.arguments}
   env = parsed.entry.make(parsed.name, seed=seed, **kwargs)
   if parsed.repeat > 1:
     return ActionRepeat(env, num_repeats=parsed.repeat)

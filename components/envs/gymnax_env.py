@@ -11,7 +11,10 @@ Two forms of one task:
     `--launch anakin` (`actorq.launch.anakin`) compiles into one program with acting and
     learning, vmapped over environments and seeds.
 
-Both step the same functions, so an episode under one seed is the same in both.
+Both step the same functions, so an episode under one seed is the same in both. Ids take
+environment arguments, ``gymnax:CartPole-v1?length=0.8&masscart=1.2`` (the task's
+``EnvParams`` fields, `parameters`; `actorq.components.envs.arguments`); `bind` makes a
+variant whose parameters are JAX values, traced inside a compiled program.
 
 Episode ends: gymnax reports one `done` for a termination and for its time limit
 (`params.max_steps_in_episode`, e.g. 500 for CartPole-v1). Here a time-limit end is a
@@ -29,13 +32,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, Tuple
+from typing import Any, Callable, Dict, Mapping, Tuple
 
 import dm_env
 import numpy as np
 from dm_env import specs as dm_specs
 
 from actorq import core
+from actorq.components.envs import arguments as arguments_lib
 from actorq.components.envs.gymnasium_adapter import InvalidActionError
 
 # The gymnax ids this prefix offers: discrete actions, vector or image observations.
@@ -86,17 +90,52 @@ def _check_name(name: str) -> None:
         f"{', '.join(SUPPORTED)}")
 
 
-@functools.lru_cache(maxsize=None)
-def functional(name: str) -> FunctionalEnvironment:
-  """The gymnax task `name` (one of `SUPPORTED`) as a `FunctionalEnvironment`.
-
-  Raises:
-    core.UnknownEnvironmentError: a name outside `SUPPORTED` (one line listing them).
-  """
+def _gymnax(name: str):
   _check_name(name)
   import gymnax  # pylint: disable=g-import-not-at-top
+  return gymnax.make(name)
+
+
+def parameters(name: str) -> Dict[str, Any]:
+  """The environment arguments task `name` takes (``gymnax:<name>?arg=value``) with their
+  defaults: the numeric fields of its gymnax ``EnvParams`` less the derived constants
+  (`arguments.DERIVED`). CartPole-v1: force_mag, gravity, length, masscart, masspole,
+  max_steps_in_episode, tau, theta_threshold_radians, x_threshold.
+
+  Raises:
+    core.UnknownEnvironmentError: a name outside `SUPPORTED`.
+  """
+  _, params = _gymnax(name)
+  return arguments_lib.parameters(
+      name, {f.name: getattr(params, f.name) for f in dataclasses.fields(params)})
+
+
+@functools.lru_cache(maxsize=None)
+def functional(name: str, arguments: arguments_lib.Arguments = ()) -> FunctionalEnvironment:
+  """The gymnax task `name` (one of `SUPPORTED`) as a `FunctionalEnvironment`, with the
+  environment arguments `arguments` (``(("length", 0.8), ...)``, `arguments.parse`).
+
+  Raises:
+    core.UnknownEnvironmentError: a name outside `SUPPORTED` (one line listing them), an
+      argument the task does not take (one line listing the ones it does).
+  """
+  values = arguments_lib.resolve(f"gymnax:{name}", arguments, parameters(name))
+  return bind(name, values)
+
+
+def bind(name: str, values: Mapping[str, Any]) -> FunctionalEnvironment:
+  """Task `name` with the parameters `values` (names of `parameters(name)`; Python numbers
+  or JAX scalars, which may be traced: a compiled program can take a task variant's
+  physics as an input and run every variant without recompiling), the derived constants
+  recomputed (`arguments.DERIVED`). `values` are not checked: `functional` checks ids.
+  ``max_steps_in_episode`` must be a Python int when given (it sizes the time limit).
+  """
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  env, params = gymnax.make(name)
+  env, params = _gymnax(name)
+  if values:
+    merged = {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+    merged.update(values)
+    params = params.replace(**values, **arguments_lib.derived(name, merged))
   unlimited = params.replace(max_steps_in_episode=NO_TIME_LIMIT)
   obs_shape = tuple(int(d) for d in env.observation_space(params).shape)
   minatar = name.endswith("-MinAtar")
@@ -129,9 +168,9 @@ class GymnaxToDmEnv(dm_env.Environment):
     InvalidActionError: (`step`) an action outside [0, A).
   """
 
-  def __init__(self, name: str, seed: int = 0):
+  def __init__(self, name: str, seed: int = 0, arguments: arguments_lib.Arguments = ()):
     import jax  # pylint: disable=g-import-not-at-top
-    self._fn = functional(name)
+    self._fn = functional(name, tuple(arguments))
     self._jax = jax
     self._reset = jax.jit(self._fn.reset)
     self._step = jax.jit(self._fn.step)
@@ -179,15 +218,18 @@ class GymnaxToDmEnv(dm_env.Environment):
     return dm_specs.BoundedArray((), np.float32, 0.0, 1.0, "discount")
 
 
-def make_gymnax(name: str, seed: int = 0, **kwargs: Any) -> dm_env.Environment:
-  """``gymnax:<id>``: `GymnaxToDmEnv` (the `EnvironmentPrefix` factory).
+def make_gymnax(name: str, seed: int = 0, arguments: arguments_lib.Arguments = (),
+                **kwargs: Any) -> dm_env.Environment:
+  """``gymnax:<id>``: `GymnaxToDmEnv` (the `EnvironmentPrefix` factory); `arguments` are
+  the id's (``gymnax:CartPole-v1?length=0.8``, `functional`).
 
   Raises:
-    core.UnknownEnvironmentError: a name outside `SUPPORTED`, or keyword arguments (gymnax
-      tasks take their parameters from gymnax's defaults).
+    core.UnknownEnvironmentError: a name outside `SUPPORTED`, an argument the task does
+      not take, or keyword arguments (gymnax tasks take their parameters from the id).
   """
   _check_name(name)
   if kwargs:
     raise core.UnknownEnvironmentError(
-        f"gymnax:{name} takes no environment arguments, got {', '.join(sorted(kwargs))}")
-  return GymnaxToDmEnv(name, seed)
+        f"gymnax:{name} takes no keyword arguments, got {', '.join(sorted(kwargs))}; set "
+        "its parameters in the id, e.g. gymnax:CartPole-v1?length=0.8")
+  return GymnaxToDmEnv(name, seed, arguments)

@@ -320,6 +320,8 @@ def _factory(env_id: Any):
     return None, "EnvPool 0.8.4 does not ship this task"  # an unknown prefix
   if parsed.repeat > 1:
     return None, "action repeat (@repeat=K) runs only on the one-env path"
+  if parsed.arguments:
+    return None, "environment arguments (?name=value) run only on the one-env path"
   factory = parsed.entry.vector_factory(parsed.name)
   return factory, (None if factory is not None else parsed.entry.no_vector)
 
