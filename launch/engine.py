@@ -73,7 +73,7 @@ def run(spec, *, config: Any = None, report: Optional[modes.Report] = None,
       `checkpoint_path` (`stop_message` says what to continue from).
   """
   mode = modes.mode_for(spec.launch)
-  if spec.population and not getattr(mode, "populations", False):
+  if spec.population and not getattr(mode, "populations", False):  # (a row may not say)
     raise core.UsageError(f"--launch {spec.launch}: a population runs in one process for now "
                           "(allowed: --launch local)")
   mode.check(spec)  # what the mode cannot launch, before anything is written

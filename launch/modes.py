@@ -103,6 +103,8 @@ class LaunchMode(Protocol):
       whose own jax decides the learner's device (`engine.place` checks none here).
     listed: offered by ``actorq train --launch``.
     options: the mode's own options (`Option`).
+    populations: whether it runs a population's spec (`RunSpec.population`; `engine.run`
+      refuses one elsewhere).
   """
   summary: str
   in_process: bool
@@ -110,6 +112,7 @@ class LaunchMode(Protocol):
   on_other_hosts: bool
   listed: bool
   options: Tuple[Option, ...]
+  populations: bool
 
   def resolve_options(self, given: Mapping[str, Any], num_actors: Optional[int],
                       environ: Mapping[str, str]) -> Dict[str, Any]:
@@ -160,6 +163,7 @@ class _OneProcess:
   on_other_hosts = False
   listed = True
   options: Tuple[Option, ...] = ()
+  populations = False
 
   def resolve_options(self, given, num_actors, environ) -> Dict[str, Any]:
     del given, num_actors, environ
@@ -259,6 +263,7 @@ class Program:
   (`restarts_nodes`) gives the row the `MAX_ACTOR_RESTARTS` option."""
   distributed = True
   on_other_hosts = False
+  populations = False  # (a population's learner and actor nodes are not built yet)
 
   def __init__(self, name: str, listed: bool = True):
     self.name, self.listed = name, listed
