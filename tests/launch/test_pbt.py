@@ -18,7 +18,7 @@ from actorq.agents import population as population_agent
 from actorq.components import fault_points
 from actorq.components import population as population_lib
 from actorq.components.acting import variable_client as vc
-from actorq.launch import checkpointing, pbt
+from actorq.launch import checkpointing, local, pbt
 from actorq.quantization import bias_correction
 from actorq.testing.cli import run_cli
 
@@ -144,12 +144,17 @@ def _argv(logdir, seed="5"):
 
 
 def test_same_seed_writes_identical_pbt_csv_and_a_best_run_eval_reads(tmp_path, capsys):
+  checksums = []
   for name in ("a", "b"):
     code, out, err = run_cli(_argv(tmp_path / name), capsys)
     assert code == 0, err
     assert out.splitlines()[0] == (
         f"actorq pbt: training 3 dqn members on gym:CartPole-v1, 300 actor steps each, ready "
         f"every 100 (seed 5, mutating learning_rate,discount); logs in {tmp_path / name}")
+    checksums.append(out.splitlines()[-1].split("learner parameters ")[1])
+  # The learner checksum printed is the population's final parameters (its checkpoint's).
+  _, saved = checkpointing.restore_latest(str(tmp_path / "a" / pbt.POPULATION_DIR))
+  assert checksums[0] == checksums[1] == local.params_checksum(saved["state"].params)
   first = (tmp_path / "a" / "pbt.csv").read_bytes()
   assert first == (tmp_path / "b" / "pbt.csv").read_bytes()
   with open(tmp_path / "a" / "pbt.csv", newline="") as f:
