@@ -10,7 +10,7 @@ warm-up actions, for agents with `random_warmup_steps`, so that learning and the
 actions start together), one final evaluation of `--eval-episodes` episodes, no exploit
 (ready once, at the end):
   * one agent, `local.run` (what `actorq train` runs), evaluation every `--steps`;
-  * the population machinery (`launch.pbt._Run`) at N = 1 (one member, its learner and
+  * the population machinery (`launch.pbt.PopulationRun`) at N = 1 (one member, its learner and
     actor split measured the same way as the populations');
   * populations of each `--populations` size (`launch.pbt.run`, fp32 members).
 Columns: wall seconds, process CPU seconds (all threads: `time.process_time`), their
@@ -36,6 +36,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from actorq.agents import population  # pylint: disable=g-import-not-at-top
 from actorq.launch import experiment  # pylint: disable=g-import-not-at-top
 from actorq.launch import local, pbt  # pylint: disable=g-import-not-at-top
 from actorq.launch import spec as spec_lib  # pylint: disable=g-import-not-at-top
@@ -78,16 +79,16 @@ def measure(agent: str, env_id: str, steps: int, populations: List[int], min_rep
   rows.append({"name": "one agent (local.run)", "members": 1, "wall_s": wall, "cpu_s": cpu})
 
   def settings(n):
-    return pbt.PBTSettings(agent=agent, env_id=env_id, population=n, steps=steps,
-                           ready_every=steps, seed=seed, eval_episodes=eval_episodes,
-                           config=config)
+    return pbt.population_spec(agent, env_id, n, steps, steps, seed=seed,
+                               eval_episodes=eval_episodes, config=config)
 
   def machinery_of_one():
-    # `check` refuses N = 1 (PBT needs two members); `_Run` itself runs one.
-    run = pbt._Run(dataclasses.replace(settings(2), population=1),  # pylint: disable=protected-access
-                   pbt.check(settings(2)))
+    # `check` refuses N = 1 (PBT needs two members); the population's builder runs one.
+    two = pbt.check(settings(2))
+    one = population.PopulationBuilder(two.member, dataclasses.replace(two.config, size=1))
+    run = pbt.PopulationRun(settings(1), one)
     run.run()
-    return run.timings
+    return {**run.timings, **run.learner.timings}
 
   timings, wall, cpu = _timed(machinery_of_one)
   rows.append({"name": "population machinery, N = 1", "members": 1, "wall_s": wall,

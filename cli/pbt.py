@@ -1,5 +1,6 @@
 """`actorq pbt`: population-based training of N members of one agent in one process, their
-updates jitted and vmapped together (see `actorq.launch.pbt`).
+updates jitted and vmapped together (see `actorq.launch.pbt`). The flags become a `RunSpec`
+with a `population` section, run through `actorq.launch.run(spec)` as `actorq train`'s are.
 
     actorq pbt --agent dqn --env gym:CartPole-v1 --population 4 --steps 5000 \\
         --ready-every 1000 [--mutate learning_rate,discount,actor_precision] [--seed 0] \\
@@ -18,6 +19,7 @@ and what is allowed, exit status 2, and nothing written.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -84,9 +86,9 @@ def add_parser(subparsers):
   return p
 
 
-def settings_from_args(args) -> pbt_lib.PBTSettings:
-  """The run's settings from the flags, or with --resume from the run's pbt.json (not yet
-  checked: `pbt_lib.check`).
+def spec_from_args(args) -> spec_lib.RunSpec:
+  """The run's `RunSpec` (its `population` section included) from the flags, or with
+  --resume from the run's pbt.json (not yet checked: `pbt_lib.check`).
 
   Raises:
     cli.UsageError: a malformed --set, a missing --population/--steps/--ready-every, or
@@ -101,7 +103,8 @@ def settings_from_args(args) -> pbt_lib.PBTSettings:
       raise cli.UsageError(f"--resume {args.resume} continues the run with the flags it was "
                            f"started with (its {pbt_lib.PBT_JSON}); drop "
                            f"{', '.join(given or ['--logdir'])}")
-    return pbt_lib.load_settings(args.resume)
+    return dataclasses.replace(pbt_lib.load_settings(args.resume), resume=True,
+                               checkpoint_every=args.checkpoint_every)
   missing = [f"--{f.replace('_', '-')}" for f in ("population", "steps", "ready_every")
              if getattr(args, f) is None]
   if missing:
@@ -113,19 +116,36 @@ def settings_from_args(args) -> pbt_lib.PBTSettings:
   agent = args.agent or spec_lib.DEFAULT_AGENT
   env = args.env or spec_lib.DEFAULT_ENV
   mutate = tuple(f.strip() for f in (args.mutate or "").split(",") if f.strip())
-  return pbt_lib.PBTSettings(
-      agent=agent, env_id=env, population=args.population, steps=args.steps,
-      ready_every=args.ready_every, mutate=mutate,
+  return pbt_lib.population_spec(
+      agent, env, args.population, args.steps, args.ready_every, mutate=mutate,
       seed=0 if args.seed is None else args.seed, num_envs=args.num_envs or 1,
-      eval_episodes=args.eval_episodes or 5, config=config,
-      logdir=args.logdir or run_dir.default_logdir("pbt", agent, env))
+      eval_episodes=args.eval_episodes or pbt_lib.DEFAULT_EVAL_EPISODES, config=config,
+      logdir=args.logdir or run_dir.default_logdir("pbt", agent, env),
+      checkpoint_every=args.checkpoint_every)
 
 
-def _start_line(s, resume: bool) -> None:
-  print(f"actorq pbt: {'resuming' if resume else 'training'} {s.population} {s.agent} members "
-        f"on {s.env_id}, {s.steps} actor steps each, ready every {s.ready_every} (seed "
-        f"{s.seed}, mutating {','.join(s.mutate) or 'nothing: exploit only'}); logs in "
+def _start_line(s) -> None:
+  p = s.population
+  print(f"actorq pbt: {'resuming' if s.resume else 'training'} {p['size']} {s.agent} members "
+        f"on {s.env}, {s.steps} actor steps each, ready every {s.eval_every} (seed "
+        f"{s.seed}, mutating {','.join(p['mutate']) or 'nothing: exploit only'}); logs in "
         f"{s.logdir}", flush=True)
+
+
+class _Report:
+  """What the engine tells `actorq pbt` (`modes.Report`): its lines and warnings."""
+
+  def say(self, line: str) -> None:
+    print(line, flush=True)
+
+  def warn(self, line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+  def steps(self, counts) -> None:
+    del counts
+
+  def poll(self, counts) -> None:
+    del counts
 
 
 def stop_message(logdir: str, saved: "str | None") -> str:
@@ -149,11 +169,10 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-  settings = settings_from_args(args)
+  settings = spec_from_args(args)
   try:
-    result = pbt_lib.run(settings, resume=args.resume is not None,
-                         checkpoint_every=args.checkpoint_every, on_start=_start_line,
-                         overwrite=args.overwrite)
+    result = pbt_lib.run(settings, overwrite=args.overwrite, report=_Report(),
+                         on_start=_start_line)
   except KeyboardInterrupt as e:
     if os.path.isfile(os.path.join(settings.logdir, pbt_lib.PBT_JSON)):
       print(stop_message(settings.logdir, getattr(e, "checkpoint_path", None)),
@@ -172,5 +191,5 @@ def _run(args) -> int:
   print(f"best member {result.best_member} (return "
         f"{result.final_returns[result.best_member]:.1f}): {result.best_dir}; "
         f"{len(result.rows)} rows in {os.path.join(settings.logdir, pbt_lib.PBT_CSV)} "
-        f"({result.wall_seconds:.1f} s)")
+        f"({result.wall_seconds:.1f} s); learner parameters {result.params_checksum}")
   return 0

@@ -235,7 +235,8 @@ class PopulationLearner(abc.ABC):
   `init(keys)`, `member_step(state, transitions, probabilities, table_size, hyper,
   active)`, `policy_params(state)`, `select_actions(values, actor_steps, hyper, rng,
   explore)`, and `constrain(values)` where its fields depend on each other.
-  `launch/pbt.py`'s `POPULATION_LEARNERS` maps the agent's builder to it.
+  The agent's builder declares it (`population_learner()`, read by
+  `agents.population.learner_class`).
 
   Class attributes:
     CONFIG: the agent's config dataclass; a member's config is the shared one with its

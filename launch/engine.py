@@ -73,6 +73,9 @@ def run(spec, *, config: Any = None, report: Optional[modes.Report] = None,
       `checkpoint_path` (`stop_message` says what to continue from).
   """
   mode = modes.mode_for(spec.launch)
+  if spec.population and not getattr(mode, "populations", False):  # (a row may not say)
+    raise core.UsageError(f"--launch {spec.launch}: a population runs in one process for now "
+                          "(allowed: --launch local)")
   mode.check(spec)  # what the mode cannot launch, before anything is written
   if track:
     tracking.check_tracker(track)  # installed, before anything is written
@@ -83,7 +86,7 @@ def run(spec, *, config: Any = None, report: Optional[modes.Report] = None,
     return modes.Outcome(0, [mode.describe(spec, config)])
   if spec.logdir is not None:
     if claim and not spec.resume:  # one run per directory (case B8)
-      run_dir.claim_logdir(spec.logdir, overwrite=overwrite)
+      run_dir.claim_logdir(spec.logdir, overwrite=overwrite, kind=spec.run_kind)
     spec = dataclasses.replace(spec, logdir=atomic.ensure_writable_dir(spec.logdir))
     if not spec.resume:
       spec.save(spec.logdir)  # run.json: its one writer

@@ -26,13 +26,14 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Tuple
 import jax
 
 from actorq import core
+from actorq.agents import population
 from actorq.launch import anakin
 from actorq.launch import distributed
 from actorq.launch import distributed_nodes as n
 from actorq.launch import elastic
 from actorq.launch import engine
 from actorq.launch import hosts as hosts_lib
-from actorq.launch import local, placement
+from actorq.launch import local, pbt, placement
 from actorq.launch import supervisors
 
 
@@ -102,6 +103,8 @@ class LaunchMode(Protocol):
       whose own jax decides the learner's device (`engine.place` checks none here).
     listed: offered by ``actorq train --launch``.
     options: the mode's own options (`Option`).
+    populations: whether it runs a population's spec (`RunSpec.population`; `engine.run`
+      refuses one elsewhere).
   """
   summary: str
   in_process: bool
@@ -109,6 +112,7 @@ class LaunchMode(Protocol):
   on_other_hosts: bool
   listed: bool
   options: Tuple[Option, ...]
+  populations: bool
 
   def resolve_options(self, given: Mapping[str, Any], num_actors: Optional[int],
                       environ: Mapping[str, str]) -> Dict[str, Any]:
@@ -159,6 +163,7 @@ class _OneProcess:
   on_other_hosts = False
   listed = True
   options: Tuple[Option, ...] = ()
+  populations = False
 
   def resolve_options(self, given, num_actors, environ) -> Dict[str, Any]:
     del given, num_actors, environ
@@ -169,8 +174,10 @@ class _OneProcess:
 
 
 class Local(_OneProcess):
-  """One process: the learner, one actor and a seeded in-process replay (`local.train`)."""
+  """One process: the learner, one actor and a seeded in-process replay (`local.train`);
+  a builder with a loop of its own (`own_loop`: a population) runs that loop."""
   summary = "one process (default)"
+  populations = True  # runs a population's spec (`engine.run` asks)
 
   def describe(self, spec, config) -> str:
     del config
@@ -178,8 +185,14 @@ class Local(_OneProcess):
             f"reverb.Table definitions, 1 actor, learner, evaluation every {spec.eval_every} "
             "actor steps); no Launchpad program (--launch local_mt: real Reverb in one process)")
 
-  def run(self, spec, config, report, progress=None, on_learner_step=None) -> Outcome:
-    """`local.train(config)`; `progress` (default: `report.steps`) after every actor step."""
+  def run(self, spec, config, report, progress=None, on_learner_step=None,
+          **kwargs) -> Outcome:
+    """`local.train(config)`; `progress` (default: `report.steps`) after every actor step.
+    A builder with a loop of its own (`own_loop`) runs its loop instead (`kwargs` go to
+    it); the outcome's result is what the loop returns."""
+    own = own_loop(config.builder)
+    if own is not None:
+      return Outcome(0, result=own(spec, config, report, **kwargs))
     learner_on = placement.device_name(placement.learner_device(config.learner_device))
     _say(report, f"actorq: {'resuming' if spec.resume else 'training'} {spec.agent} on "
          f"{spec.env} for {spec.steps} steps (seed {spec.seed}, actors {config.precision} on "
@@ -199,6 +212,14 @@ class Local(_OneProcess):
               f"{spec.eval_episodes} greedy episodes, actors {config.precision}); learner "
               f"parameters {result.params_checksum}"]
     return Outcome(0, lines, result=result)
+
+
+def own_loop(builder) -> Optional[Callable[..., Any]]:
+  """The loop `builder` runs in one process instead of `local.train`'s one actor, from the
+  table below (builder class -> train(spec, config, report, **kwargs) returning the run's
+  result), else None. A population steps its N members' actors and learner together
+  (`launch.pbt.train`). (A function, read when a run starts: `pbt` imports this module.)"""
+  return {population.PopulationBuilder: pbt.train}.get(type(builder))
 
 
 # Elastic actors (`launch/elastic.py`): the option of every launch type whose supervisor
@@ -242,6 +263,7 @@ class Program:
   (`restarts_nodes`) gives the row the `MAX_ACTOR_RESTARTS` option."""
   distributed = True
   on_other_hosts = False
+  populations = False  # (a population's learner and actor nodes are not built yet)
 
   def __init__(self, name: str, listed: bool = True):
     self.name, self.listed = name, listed

@@ -39,7 +39,8 @@ TRAIN_CSV = "train.csv"
 # "tracking.json", "wandb" and "mlruns" are `launch.tracking`'s (`actorq train --track`).
 RUN_ENTRIES = (RUN_INFO, CHECKPOINTS, "tensorboard", "logs", "program.actorq", "tracking.json",
                "wandb", "mlruns")
-# A population run of `actorq pbt` (`launch.pbt`): its pbt.json, and what it writes besides
+# A population run of `actorq pbt` (`launch.pbt`): its pbt.json (the run's spec, with its
+# "population" section: `RunSpec.info_file`), and what it writes besides
 # `*.csv` files (pbt.csv, pbt_member<m>.csv).
 POPULATION_INFO = "pbt.json"
 POPULATION_ENTRIES = (POPULATION_INFO, "population", "best", "tensorboard", "logs",
@@ -71,15 +72,15 @@ def kind_of(logdir: str) -> Optional[RunKind]:
   return None
 
 
-def write_info(logdir: str, info: Dict[str, Any]) -> None:
-  """Writes `<logdir>/run.json` atomically (creating `logdir`); `info` is a
-  `RunSpec.to_json()` (`RunSpec.save`).
+def write_info(logdir: str, info: Dict[str, Any], name: str = RUN_INFO) -> None:
+  """Writes `<logdir>/<name>` (run.json, or a population's pbt.json) atomically (creating
+  `logdir`); `info` is a `RunSpec.to_json()` (`RunSpec.save`).
 
   Raises:
     core.RunDirectoryError: it cannot be written (a full disk, ...); one line, exit 1.
   """
   os.makedirs(logdir, exist_ok=True)
-  path = os.path.join(logdir, RUN_INFO)
+  path = os.path.join(logdir, name)
   try:
     with atomic.atomic_write(path) as f:
       json.dump(info, f, indent=2, sort_keys=True)
@@ -106,9 +107,11 @@ def _describe(logdir: str, entries: List[str], kind: RunKind = TRAIN) -> str:
   try:
     with open(os.path.join(logdir, kind.marker), encoding="utf-8") as f:
       info = json.load(f)
-    if kind is POPULATION:
-      parts.append(f"a population run of {info['population']} {info['agent']} members on "
-                   f"{info['env_id']}, seed {info['seed']}")
+    if kind is POPULATION:  # (a pbt.json before issue 52 held "population": N, "env_id")
+      size = info["population"]
+      parts.append(f"a population run of {size['size'] if isinstance(size, dict) else size} "
+                   f"{info['agent']} members on {info.get('env', info.get('env_id'))}, seed "
+                   f"{info['seed']}")
     else:
       parts.append(f"a run of {info['agent']} on {info['env']}, seed {info['seed']}")
   except (OSError, ValueError, KeyError, TypeError):
@@ -199,13 +202,14 @@ def refuse_earlier_report(path: str, report_files: Sequence[str], flag: str, com
                           "--overwrite to replace it")
 
 
-def read_info(run_path: str) -> Any:
-  """The contents of `<run_path>/run.json`, as JSON (`RunSpec.load` makes it a spec).
+def read_info(run_path: str, name: str = RUN_INFO) -> Any:
+  """The contents of `<run_path>/<name>` (run.json, or a population's pbt.json), as JSON
+  (`RunSpec.load` makes it a spec).
 
   Raises:
     core.UsageError: unreadable or not JSON (naming the path).
   """
-  path = os.path.join(run_path, RUN_INFO)
+  path = os.path.join(run_path, name)
   try:
     with open(path, encoding="utf-8") as f:
       return json.load(f)

@@ -34,6 +34,7 @@ import warnings
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from actorq import core
+from actorq.agents import population
 from actorq.components import config_io
 from actorq.components.envs import multi_agent, vector_env
 from actorq.launch import checkpointing, experiment, modes, registry, run_dir
@@ -113,6 +114,18 @@ class RunSpec:
   keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS
   learner_device: str = "auto"
   init_from: Optional[warm_start.WarmStart] = None
+  population: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+  @property
+  def info_file(self) -> str:
+    """The file that describes the run in its directory: run.json, or pbt.json for a
+    population (`run_dir.POPULATION`: the kind of directory `actorq pbt` owns)."""
+    return run_dir.POPULATION_INFO if self.population else run_dir.RUN_INFO
+
+  @property
+  def run_kind(self) -> run_dir.RunKind:
+    """The kind of run directory it writes (`run_dir.KINDS`)."""
+    return run_dir.POPULATION if self.population else run_dir.TRAIN
 
   # -- run.json -------------------------------------------------------------------------
   def to_json(self) -> Dict[str, Any]:
@@ -133,6 +146,8 @@ class RunSpec:
             "config": json.loads(json.dumps(dict(self.config))), "train": train}
     if self.init_from is not None:
       info["init_from"] = self.init_from.to_json()
+    if self.population:
+      info["population"] = json.loads(json.dumps(dict(self.population)))
     return info
 
   @classmethod
@@ -152,7 +167,7 @@ class RunSpec:
     if missing:
       raise core.UsageError(f"{where} is not a run.json of 'actorq train' (missing "
                            f"{', '.join(missing)})")
-    unknown = [k for k in info if k not in _REQUIRED + ("train", "init_from")]
+    unknown = [k for k in info if k not in _REQUIRED + ("train", "init_from", "population")]
     train = dict(info.get("train") or {})
     launch = str(train.get("launch", LOCAL))
     try:
@@ -186,7 +201,8 @@ class RunSpec:
                  num_actors=None if train.get("num_actors") is None else int(train["num_actors"]),
                  num_envs=int(train.get("num_envs", 1)), launch_options=options,
                  init_from=(None if info.get("init_from") is None
-                            else warm_start.WarmStart.from_json(info["init_from"])), **runtime)
+                            else warm_start.WarmStart.from_json(info["init_from"])),
+                 population=dict(info.get("population") or {}), **runtime)
     except (TypeError, ValueError, KeyError) as e:
       raise core.UsageError(f"{where}: {e}") from None
 
@@ -204,8 +220,9 @@ class RunSpec:
                          where=os.path.join(run_path, run_dir.RUN_INFO), **runtime)
 
   def save(self, run_path: str) -> None:
-    """Writes `<run_path>/run.json` (`to_json`, by `run_dir.write_info`, the one writer)."""
-    run_dir.write_info(run_path, self.to_json())
+    """Writes `<run_path>/run.json` (pbt.json for a population: `info_file`; `to_json`, by
+    `run_dir.write_info`, the one writer)."""
+    run_dir.write_info(run_path, self.to_json(), name=self.info_file)
 
   @classmethod
   def from_config(cls, config: Any) -> "RunSpec":
@@ -256,13 +273,16 @@ class RunSpec:
     """
     builder = self.make_builder(**overrides)
     try:
+      if self.population:  # N members of the agent as one agent (`agents.population`)
+        builder = population.PopulationBuilder(
+            builder, population.PopulationConfig.from_json(self.population))
       return experiment.ExperimentConfig(
           builder=builder, env_id=self.env, num_steps=self.steps, seed=self.seed,
           eval_every=self.eval_every, eval_episodes=self.eval_episodes, logdir=self.logdir,
           checkpoint_every=self.checkpoint_every, keep_checkpoints=self.keep_checkpoints,
           resume=self.resume, num_envs=self.num_envs, learner_device=self.learner_device,
           init_from=self.init_from)
-    except ValueError as e:
+    except (ValueError, TypeError, KeyError) as e:
       raise core.UsageError(str(e)) from None
 
   # -- the command line ------------------------------------------------------------------

@@ -13,6 +13,7 @@ from actorq import core
 from actorq.agents.dqn import config as config_lib
 from actorq.agents.dqn import learning
 from actorq.agents.dqn import networks as networks_lib
+from actorq.agents.dqn import population
 from actorq.components import builders
 from actorq.components.acting import actors
 from actorq.components.replay import reverb_replay as replay
@@ -61,6 +62,12 @@ class DQNBuilder(builders.TransitionReplayBuilder):
   """DQN's networks, policies, replay table and learner; dataset, adder and actor come
   from `TransitionReplayBuilder`."""
   config_class = config_lib.DQNConfig
+
+  @staticmethod
+  def population_learner():
+    """DQN forms a population (`agents.population`): N members in one vmapped
+    `DQNUpdate` (`population.DQNPopulation`)."""
+    return population.DQNPopulation
 
   def make_networks(self, environment_spec: specs.EnvironmentSpec) -> networks_lib.DQNNetworks:
     return networks_lib.make_networks(environment_spec, self.config.hidden_sizes,

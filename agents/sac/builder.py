@@ -12,12 +12,18 @@ from actorq.agents.dpg_common.builder import ActorCriticBuilder
 from actorq.agents.sac import config as config_lib
 from actorq.agents.sac import learning
 from actorq.agents.sac import networks as networks_lib
+from actorq.agents.sac import population
 from actorq.components.acting import continuous
 
 
 class SACBuilder(ActorCriticBuilder):
   """Builds SAC's replay table, dataset, adder, actor, learner and policies."""
   config_class = config_lib.SACConfig
+
+  @staticmethod
+  def population_learner():
+    """SAC forms a population (`agents.population`): `population.SACPopulation`."""
+    return population.SACPopulation
 
   def __init__(self, config: config_lib.SACConfig):
     super().__init__(config)

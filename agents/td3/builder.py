@@ -10,11 +10,17 @@ from actorq.agents.dpg_common.builder import DPGBuilder
 from actorq.agents.td3 import config as config_lib
 from actorq.agents.td3 import learning
 from actorq.agents.td3 import networks as networks_lib
+from actorq.agents.td3 import population
 
 
 class TD3Builder(DPGBuilder):
   """Builds TD3's replay table, dataset, adder, actor, learner and policies."""
   config_class = config_lib.TD3Config
+
+  @staticmethod
+  def population_learner():
+    """TD3 forms a population (`agents.population`): `population.TD3Population`."""
+    return population.TD3Population
 
   def __init__(self, config: config_lib.TD3Config):
     super().__init__(config)

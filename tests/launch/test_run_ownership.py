@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from actorq.launch import checkpointing
+from actorq.launch import checkpointing, pbt
 from actorq.launch import run_dir
 from actorq.testing.cli import run_cli, snapshot
 
@@ -99,14 +99,16 @@ def test_bench_and_quantize_out_refuse_a_train_run_directory(tmp_path, capsys):
   run_dir.refuse_run_directory(str(logdir / "quantize-sweep"), "--out")  # a folder inside: fine
 
 
-def _population_dir(path):
-  """A population run's directory as `actorq pbt` leaves it (its files, small)."""
+def _population_dir(path, written_by="settings"):
+  """A population run's directory as `actorq pbt` leaves it (its files, small): its
+  pbt.json as the settings' fields (before issue 52) or as the run's spec (since)."""
   path.mkdir()
   (path / "pbt.json").write_text(json.dumps({
       "agent": "dqn", "env_id": "gym:CartPole-v1", "population": 4, "steps": 300,
       "ready_every": 100, "mutate": [], "seed": 0, "num_envs": 1, "eval_episodes": 1,
       "quantile": 0.25, "resample_probability": 0.25, "config": {},
-      "max_episode_steps": 27000}))
+      "max_episode_steps": 27000} if written_by == "settings" else pbt.population_spec(
+          "dqn", "gym:CartPole-v1", 4, 300, 100, eval_episodes=1).to_json()))
   for name in ("pbt.csv", "pbt_member0.csv"):
     (path / name).write_text("member,actor_steps\n0,100\n")
   for folder in ("population", "best", "tensorboard"):
@@ -115,11 +117,13 @@ def _population_dir(path):
   return path
 
 
-def test_b19_train_refuses_a_population_run_naming_the_command_that_owns_it(tmp_path, capsys):
+@pytest.mark.parametrize("written_by", ["settings", "spec"])
+def test_b19_train_refuses_a_population_run_naming_the_command_that_owns_it(tmp_path, capsys,
+                                                                           written_by):
   """Case B19: a directory belongs to one kind of run. `actorq train --logdir P` on a
   population run P names `actorq pbt --resume P` (not `actorq train --resume P`, which
   cannot continue it), also with --overwrite, which must not leave a mixed directory."""
-  pop = _population_dir(tmp_path / "P")
+  pop = _population_dir(tmp_path / "P", written_by)
   before = snapshot(pop)
   for extra in ([], ["--overwrite"]):
     code, _, err = run_cli(["train", "--steps", "100", "--logdir", str(pop)] + SMALL + extra,

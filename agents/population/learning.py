@@ -1,0 +1,231 @@
+"""A population's learner: N members' training states on a leading member axis, stepped in
+ONE jitted, vmapped update per round (the agent's population learner, a
+`components.population.PopulationLearner` such as `agents.dqn.population.DQNPopulation`,
+which vmaps `agents.dqn.learning.DQNUpdate`; Flajolet et al. 2022, section 3), each member
+sampling its own seeded replay, and PBT's exploit/explore as a learner-side step
+(Jaderberg et al. 2017, appendix A.1, truncation selection).
+
+    learner = builder.make_learner(networks, spec, key, replay_clients, seed)
+    learner.learn(owed)              # int [N]: learner steps each member owes
+    pairs = learner.exploit(fitness, frozen)   # [(loser, winner)] copied and explored
+
+Members start from the config's values (member 0) or from values drawn from the ranges of
+the `mutate` fields (members 1..N-1; Jaderberg et al. 2017 start from a random
+population). Everything is a function of the seed: the keys given, the replay clients'
+seeds and the numpy generator seeded [seed, 2].
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Dict, List, Sequence, Tuple
+
+import jax
+import numpy as np
+
+from actorq import core
+from actorq.components import population as population_lib
+from actorq.components.replay import priorities as priorities_lib
+from actorq.quantization import bias_correction
+
+# The mutable field that is the actors' precision (applied by the actor, not the learner),
+# and the precision whose members act through the one batched inference.
+PRECISION_FIELD = "actor_precision"
+FULL_PRECISION = "fp32"
+
+
+class PopulationLearner:
+  """N members learning as one (see the module docstring).
+
+  Attributes:
+    members: the agent's population learner (its vmapped `step`, `policy_params`,
+      `policy_values`, `select_actions`, HYPERPARAMETERS, LEARNER_FIELDS, LOSS_METRICS).
+    state: the members' training states, leaves [N, ...].
+    values: per member, field -> value of every mutable field (learner inputs and
+      actor_precision).
+    hyper: the members' learner inputs (the agent's MEMBER_HYPERPARAMETERS, [N] each).
+    learner_steps: int [N], the rounds each member took part in.
+    rounds: vmapped updates taken.
+    calibration: member -> observations of its newest replay sample (its int8 payloads'
+      bias correction, `bias_correction`, as a train run's learner tap keeps them).
+    timings: seconds by part: replay (sampling, stacking, priorities), update (the step).
+
+  Args:
+    builder: the `PopulationBuilder`.
+    networks: the member builder's networks.
+    environment_spec: the task's spec.
+    random_key: the members' initialisation key (split into N).
+    replay_clients: one seeded in-process replay client per member.
+    seed: seeds PBT's draws (initial values, selection and explore).
+  """
+
+  def __init__(self, builder, networks, environment_spec, random_key, replay_clients,
+               seed: int):
+    self.builder = builder
+    self.member_builder = builder.member
+    self.n = builder.config.size
+    self.members = builder.learner_class()(builder.member.config, networks, environment_spec)
+    self.networks = networks
+    self.state = self.members.init(jax.random.split(random_key, self.n))
+    self.clients = list(replay_clients)
+    self.table = builder.member.replay_table_name()
+    self.calibration: Dict[int, np.ndarray] = {}
+    self.timings = {"replay": 0.0, "update": 0.0}
+    self.pbt_rng = np.random.default_rng([seed, 2])
+    config_values = {name: getattr(builder.member.config, name)
+                     for name in self.members.HYPERPARAMETERS}
+    self.values: List[Dict[str, Any]] = []
+    for m in range(self.n):
+      values = dict(config_values)
+      if m > 0:
+        for name in builder.config.mutate:
+          values[name] = self.members.HYPERPARAMETERS[name].sample(self.pbt_rng)
+      self.values.append(self.canonical(self.members.constrain(values)))
+    self.hyper = self.members.hyperparameters(self.n)
+    for m in range(self.n):
+      self.apply_values(m)
+    self.learner_steps = np.zeros(self.n, np.int64)
+    self.rounds = 0
+    # The pytree structure of every stacked batch `learn` hands the vmapped step (fixed
+    # at its first round, so the step compiles once).
+    self.batch_structure = None
+
+  def canonical(self, values: Dict[str, Any]) -> Dict[str, Any]:
+    """Numeric values as the float32 the learner holds, written shortest (0.001)."""
+    return {k: float(str(np.float32(v))) if k in self.members.LEARNER_FIELDS else v
+            for k, v in values.items()}
+
+  def apply_values(self, m: int) -> None:
+    """Member m's values into the learner's arrays."""
+    self.hyper = self.members.with_member(self.hyper, m, self.values[m])
+
+  def precision(self, m: int) -> str:
+    """Member m's acting precision."""
+    return self.values[m].get(PRECISION_FIELD, FULL_PRECISION)
+
+  def policy_params(self) -> Any:
+    """Every member's policy parameters (leaves [N, ...]): the actors' variable source."""
+    return self.members.policy_params(self.state)
+
+  def member_config(self, m: int) -> Any:
+    """Member m's config (the shared one with its values)."""
+    return self.members.member_config(self.values[m])
+
+  # -- learning ---------------------------------------------------------------------------
+  def learn(self, owed: np.ndarray) -> None:
+    """Vmapped rounds until no member owes a step (`owed`: int [N], consumed); members not
+    owing sit out (masked).
+
+    Raises:
+      core.NonFiniteLossError: a member's loss was not finite (the state is the one from
+        before that round).
+    """
+    owed = np.array(owed, np.int64)
+    batch_size = self.member_builder.config.batch_size
+    while (owed > 0).any():
+      t0 = time.perf_counter()
+      active = owed > 0
+      samples = {m: self.clients[m].sample_batch(self.table, batch_size)
+                 for m in np.flatnonzero(active).tolist()}
+      # Each member's table decodes its signature into its own namedtuple classes: stack
+      # the leaves into ONE structure, the first batch's of this session, every round.
+      # (Rebuilding whichever member came first would hand `step` another pytree
+      # structure, i.e. a retrace and an XLA compile, each time the first active member
+      # changes: up to N compiles of the vmapped update.)
+      leaves, treedef = jax.tree_util.tree_flatten(next(iter(samples.values())).data)
+      if self.batch_structure is None:
+        self.batch_structure = treedef
+      treedef = self.batch_structure
+      data = [jax.tree_util.tree_leaves(samples[m].data) if m in samples else
+              [np.zeros_like(x) for x in leaves] for m in range(self.n)]
+      probabilities = np.stack([
+          np.asarray(samples[m].info.probability, np.float32) if m in samples
+          else np.ones(batch_size, np.float32) for m in range(self.n)])
+      sizes = np.stack([
+          np.asarray(samples[m].info.table_size, np.float32) if m in samples
+          else np.ones(batch_size, np.float32) for m in range(self.n)])
+      stacked = jax.tree_util.tree_unflatten(treedef, [np.stack(x) for x in zip(*data)])
+      t1 = time.perf_counter()
+      state, td, metrics = self.members.step(self.state, stacked, probabilities, sizes,
+                                             self.hyper, active)
+      losses = {name: np.asarray(metrics[name])  # waits for the update
+                for name in self.members.LOSS_METRICS}
+      t2 = time.perf_counter()
+      bad = [(m, name) for m in samples for name, loss in losses.items()
+             if not math.isfinite(float(loss[m]))]
+      if bad:
+        m, name = bad[0]
+        raise core.NonFiniteLossError(
+            f"learner round {self.rounds + 1}: member {m}'s {name} is {losses[name][m]}; the "
+            "population keeps its state from before that round")
+      for m, sample in samples.items():
+        observations = bias_correction.observations_of(sample, self.networks.spec.input_shape)
+        if observations is not None:
+          self.calibration[m] = np.array(
+              observations[:bias_correction.DEFAULT_CALIBRATION_SIZE], np.float32)
+      config = self.member_builder.config
+      if getattr(config, "prioritized_replay", False):
+        td = np.asarray(td, np.float64)
+        for m, sample in samples.items():
+          priorities_lib.update_priorities(self.clients[m], self.table, sample.info.key,
+                                           np.abs(td[m]) + config.priority_epsilon)
+      self.state = state
+      self.rounds += 1
+      self.learner_steps += active
+      owed -= active
+      t3 = time.perf_counter()
+      self.timings["replay"] += (t1 - t0) + (t3 - t2)
+      self.timings["update"] += t2 - t1
+
+  # -- exploit / explore --------------------------------------------------------------
+  def exploit(self, fitness: Sequence[float], frozen: Sequence[bool]) -> List[Tuple[int, int]]:
+    """PBT's exploit/explore on one round's fitness (float [N], every member's return in
+    that round; `truncation_selection` at the config's quantile): each member of the
+    bottom copies one of the top (online and target parameters, optimizer state, learner
+    step count and every mutable value, exactly, as they are now), then each `mutate`
+    field is explored. A `frozen` member (past its last steps) is never replaced.
+
+    Returns:
+      the (loser, winner) pairs copied, in order.
+    """
+    c = self.builder.config
+    if self.n < 2:  # (one member, as `benchmarks/pbt_cost.py` runs it: no one to copy)
+      return []
+    losers, winners = population_lib.truncation_selection(list(fitness), c.quantile,
+                                                          self.pbt_rng)
+    copied = []
+    for loser, winner in zip(losers, winners):
+      if loser == winner or frozen[loser]:
+        continue  # never after a member's last steps
+      self.state = population_lib.copy_member(self.state, winner, loser)
+      values = dict(self.values[winner])
+      for name in c.mutate:
+        values[name] = population_lib.explore(self.members.HYPERPARAMETERS[name],
+                                              values[name], self.pbt_rng,
+                                              c.resample_probability)
+      self.values[loser] = self.canonical(self.members.constrain(values))
+      self.apply_values(loser)
+      copied.append((int(loser), int(winner)))
+    return copied
+
+  # -- checkpoints ------------------------------------------------------------------------
+  def save(self) -> Dict[str, Any]:
+    """The learner's part of a population checkpoint (numpy and plain Python)."""
+    return {"state": jax.device_get(self.state), "values": [dict(v) for v in self.values],
+            "replay": [c.state() for c in self.clients],
+            "learner_steps": self.learner_steps.tolist(), "rounds": self.rounds,
+            "calibration": {int(m): np.asarray(o) for m, o in self.calibration.items()},
+            "pbt_rng": self.pbt_rng.bit_generator.state}
+
+  def restore(self, saved: Dict[str, Any]) -> None:
+    """Takes back a `save()` of a learner with the same settings."""
+    self.state = jax.device_put(type(self.state)(*saved["state"]))
+    self.values = [dict(v) for v in saved["values"]]
+    for m in range(self.n):
+      self.apply_values(m)
+      self.clients[m].restore(saved["replay"][m])
+    self.learner_steps = np.asarray(saved["learner_steps"], np.int64)
+    self.rounds = int(saved["rounds"])
+    self.calibration = {int(m): np.asarray(o, np.float32)
+                        for m, o in saved.get("calibration", {}).items()}
+    self.pbt_rng.bit_generator.state = saved["pbt_rng"]
