@@ -312,7 +312,7 @@ def peer_acting(job: Dict[str, Any]) -> Dict[str, Any]:
   return out
 
 
-def _child_main(job_path: str, out_path: str) -> int:
+def child_main(job_path: str, out_path: str) -> int:
   with open(job_path, encoding="utf-8") as f:
     job = json.load(f)
   cpu0 = _cpu_seconds()

@@ -315,7 +315,7 @@ def run_program(job: Dict[str, Any]) -> Dict[str, Any]:
   return out
 
 
-def _child_main(job_path: str, out_path: str) -> int:
+def child_main(job_path: str, out_path: str) -> int:
   with open(job_path, encoding="utf-8") as f:
     job = json.load(f)
   if not in_process(job["launch"]):

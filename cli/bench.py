@@ -19,7 +19,6 @@ single-process learner step measured first in the same invocation
 """
 from __future__ import annotations
 
-import json
 import os
 
 from actorq import core
@@ -207,8 +206,7 @@ def _run_vector(args) -> int:
       log=lambda m: print(m, flush=True))
   result["settings"].update(agent=settings["agent"], overrides=overrides)
   table = vector_bench.format_table(result, f"{settings['agent']} on ")
-  with open(os.path.join(outdir, "vector.json"), "w", encoding="utf-8") as f:
-    json.dump(result, f, indent=1)
+  cli.write_json(os.path.join(outdir, "vector.json"), result)
   with open(os.path.join(outdir, "table.md"), "w", encoding="utf-8") as f:
     f.write(table + "\n")
   print()

@@ -126,7 +126,7 @@ def resolve(args) -> dict:
       cannot act in the environment, an unknown config key or a bad value.
   """
   try:
-    seeds = sweep.parse_seeds(args.seeds)
+    seeds = cli.parse_seeds(args.seeds)
   except ValueError as e:
     raise cli.UsageError(f"--seeds {' '.join(args.seeds)}: {e}") from None
   precisions = list(precision_arg.precision_items("--precisions", args.precisions))
