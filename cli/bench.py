@@ -28,7 +28,8 @@ from actorq.cli import main as cli
 from actorq.components import config_io
 from actorq.components.envs import environments, vector_env
 from actorq.launch import placement
-from actorq.launch import registry, run_dir
+from actorq.launch import run_dir
+from actorq.agents import registry
 
 
 def add_parser(subparsers):

@@ -23,7 +23,9 @@ from actorq import launch as launch_lib
 from actorq.cli import main as cli
 from actorq.cli import precision_arg
 from actorq.components import config_io
-from actorq.launch import checkpointing, engine, experiment, modes, registry
+from actorq.launch import engine, experiment, modes
+from actorq.agents import registry
+from actorq.components import checkpointing
 from actorq.launch import tracking
 from actorq.launch import distributed_nodes as nodes
 from actorq.launch import spec as spec_lib

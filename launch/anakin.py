@@ -38,7 +38,7 @@ from actorq import core
 from actorq.agents.anakin_common import systems
 from actorq.components.anakin import acting
 from actorq.components.envs import environments
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import local
 from actorq.launch import logging as logging_lib

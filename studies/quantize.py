@@ -44,7 +44,8 @@ import numpy as np
 from actorq import core
 from actorq.components import atomic
 from actorq.components.envs import environments
-from actorq.launch import registry, run_dir
+from actorq.launch import run_dir
+from actorq.agents import registry
 from actorq.launch import spec as spec_lib
 from actorq.quantization import mixed
 from actorq.studies import compression as cs

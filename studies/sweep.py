@@ -70,7 +70,8 @@ import numpy as np
 
 from actorq import core
 from actorq.components import atomic, fault_points
-from actorq.launch import anakin, checkpointing, engine, processes
+from actorq.launch import anakin, engine, processes
+from actorq.components import checkpointing
 from actorq.launch import run_dir as run_dir_lib
 from actorq.launch import spec as spec_lib
 from actorq.quantization import runtimes

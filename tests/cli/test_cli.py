@@ -6,7 +6,7 @@ import pytest
 
 from actorq.cli import main as cli
 from actorq.components import config_io
-from actorq.launch import registry
+from actorq.agents import registry
 from actorq.testing.cli import run_cli
 
 

@@ -9,7 +9,7 @@ from actorq.agents.dqn import networks as dqn_networks
 from actorq.studies import export as export_lib
 from actorq.components.acting import actors
 from actorq.components.envs import environments
-from actorq.launch import registry
+from actorq.agents import registry
 from actorq.studies import compression as cs
 from actorq.studies import quantize as quantize_study
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 from actorq.launch import run_dir
 from actorq.testing.cli import run_cli, snapshot
 
