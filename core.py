@@ -358,7 +358,7 @@ class Builder(Protocol):
   `actorq export` for the action rule and `actorq quantize` for agreement and KL).
 
   A builder *class* names its config dataclass with the class attribute `config_class`
-  (`DQNBuilder.config_class is DQNConfig`): `actorq.launch.registry.get(agent)` returns
+  (`DQNBuilder.config_class is DQNConfig`): `actorq.agents.registry.get(agent)` returns
   `(builder_cls.config_class, builder_cls)` for a built-in name, an installed agent (entry
   point group ``actorq.agents``) or ``"package.module:BuilderClass"``, and the launch
   layer builds `builder_cls(config_class(...))` from `--config`/`--set` or a run.json.

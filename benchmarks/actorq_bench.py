@@ -6,7 +6,7 @@ the actors' precision, measured side by side.
 
 Every (seed, precision) run is a fresh child process (`python -m
 actorq.benchmarks.actorq_bench --child JOB.json`) running `actorq.launch.local.run`
-with the agent's builder wrapped by `actorq.launch.profiling.InstrumentedBuilder`.
+with the agent's builder wrapped by `actorq.components.profiling.InstrumentedBuilder`.
 Runs of one seed are consecutive and their precision order rotates from seed to seed
 (interleaved: slow drifts of a shared machine hit every precision alike). The same
 seed gives every precision the same environment, network initialisation and replay
@@ -75,7 +75,7 @@ from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments
 from actorq.launch import experiment, local, processes
-from actorq.launch import profiling
+from actorq.components import profiling
 from actorq.launch import spec as spec_lib
 from actorq.quantization import network_spec as ns
 from actorq.studies import aggregate as ag
@@ -312,7 +312,7 @@ def peer_acting(job: Dict[str, Any]) -> Dict[str, Any]:
   return out
 
 
-def _child_main(job_path: str, out_path: str) -> int:
+def child_main(job_path: str, out_path: str) -> int:
   with open(job_path, encoding="utf-8") as f:
     job = json.load(f)
   cpu0 = _cpu_seconds()

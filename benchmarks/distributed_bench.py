@@ -73,7 +73,8 @@ from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import learner_step
 from actorq.launch import distributed, experiment, processes
 from actorq.launch import distributed_nodes as nodes
-from actorq.launch import placement, profiling
+from actorq.launch import placement
+from actorq.components import profiling
 from actorq.launch import supervisors
 
 
@@ -315,7 +316,7 @@ def run_program(job: Dict[str, Any]) -> Dict[str, Any]:
   return out
 
 
-def _child_main(job_path: str, out_path: str) -> int:
+def child_main(job_path: str, out_path: str) -> int:
   with open(job_path, encoding="utf-8") as f:
     job = json.load(f)
   if not in_process(job["launch"]):

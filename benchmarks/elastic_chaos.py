@@ -40,6 +40,7 @@ as unfinished, its stall measured to the end).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -175,7 +176,30 @@ def measure(chaos: Chaos) -> Dict[str, Any]:
   return out
 
 
-def run_one(seed: int, mode: str, args) -> Dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class ChaosSettings:
+  """One benchmark's settings (the flags of `python -m actorq.benchmarks.elastic_chaos`).
+
+  Attributes:
+    steps: actor steps of each run.
+    eval_every, eval_episodes: actor steps between greedy evaluations, episodes of each.
+    num_actors: actor nodes of each `local_mp` run.
+    every: seconds between kills.
+    max_restarts: restarts allowed per node (`DistributedOptions.max_actor_restarts`).
+    kill_until: no kill once this fraction of `steps` is done.
+    logdir: the runs' parent directory (one `s<seed>-<mode>` folder per run).
+  """
+  steps: int = 6000
+  eval_every: int = 10**9
+  eval_episodes: int = 10
+  num_actors: int = 3
+  every: float = 15.0
+  max_restarts: int = 100
+  kill_until: float = 0.5
+  logdir: str = "/tmp/actorq-elastic-chaos"
+
+
+def run_one(seed: int, mode: str, args: ChaosSettings) -> Dict[str, Any]:
   logdir = os.path.join(args.logdir, f"s{seed}-{mode}")
   spec = spec_lib.RunSpec(seed=seed, steps=args.steps, eval_every=args.eval_every,
                           eval_episodes=args.eval_episodes, launch="local_mp",

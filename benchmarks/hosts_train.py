@@ -181,7 +181,7 @@ def summarize(runs: List[Dict[str, Any]], precisions, target) -> Dict[str, Dict[
   return out
 
 
-def _fmt(v, digits=0):
+def fmt(v, digits=0):
   return "-" if v is None else f"{v:,.{digits}f}"
 
 
@@ -194,16 +194,16 @@ def format_table(runs, summary, settings, rate) -> str:
   for r in runs:
     first = ("not reached" if r["first_target_steps"] is None else
              f"{r['first_target_steps']:,.0f} / {r['first_target_wall_s']:,.0f}")
-    lines.append(f"| {r['precision']} | {r['seed']} | {r['exit']} | {_fmt(r['actor_sps'], 1)} | "
-                 f"{_fmt(r['train_actor_sps'], 1)} / {_fmt(r['train_learner_sps'], 2)} | "
-                 f"{first} | {_fmt(r['final'], 1)} | "
-                 f"{_fmt(r['best'], 1)} | {_fmt(r['link_rx_Bps'] / 1e3, 1)} | "
-                 f"{_fmt(r['link_tx_Bps'] / 1e3, 1)} | {_fmt(r['wall_s'])} |")
+    lines.append(f"| {r['precision']} | {r['seed']} | {r['exit']} | {fmt(r['actor_sps'], 1)} | "
+                 f"{fmt(r['train_actor_sps'], 1)} / {fmt(r['train_learner_sps'], 2)} | "
+                 f"{first} | {fmt(r['final'], 1)} | "
+                 f"{fmt(r['best'], 1)} | {fmt(r['link_rx_Bps'] / 1e3, 1)} | "
+                 f"{fmt(r['link_tx_Bps'] / 1e3, 1)} | {fmt(r['wall_s'])} |")
   lines.append("")
   for p, s in summary.items():
     if p == "int8/fp32":
       lines.append("int8/fp32 paired by seed (median): " + ", ".join(
-          f"{k} {_fmt(v, 2)}x" for k, v in s.items()))
+          f"{k} {fmt(v, 2)}x" for k, v in s.items()))
       continue
     lines.append(f"{p}: {s['finished']}/{s['seeds']} finished, {s['reached_target']}/"
                  f"{s['seeds']} reached {settings['target']:g}, final >= target on "
@@ -212,9 +212,9 @@ def format_table(runs, summary, settings, rate) -> str:
                     f"{s['final_iqm'][2]:.1f}] (95% stratified bootstrap); "
                     if s.get("final_iqm") else "") +
                  f"medians: actor steps/s "
-                 f"{_fmt(s['actor_sps'], 1)} (training window {_fmt(s['train_actor_sps'], 1)}), "
-                 f"learner steps/s {_fmt(s['train_learner_sps'], 2)}, "
-                 f"final {_fmt(s['final'], 1)}, first >= target at {_fmt(s['first_target_steps'])} "
+                 f"{fmt(s['actor_sps'], 1)} (training window {fmt(s['train_actor_sps'], 1)}), "
+                 f"learner steps/s {fmt(s['train_learner_sps'], 2)}, "
+                 f"final {fmt(s['final'], 1)}, first >= target at {fmt(s['first_target_steps'])} "
                  f"steps")
   return "\n".join(lines)
 

@@ -41,7 +41,6 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 from actorq.benchmarks import actor_inference  # pylint: disable=g-import-not-at-top
 from actorq.components.acting import variable_client  # pylint: disable=g-import-not-at-top
 from actorq.quantization import runtimes  # pylint: disable=g-import-not-at-top
-from actorq.testing import netns  # pylint: disable=g-import-not-at-top
 
 NETWORKS = ("mlp_3x256", "mlp_3x2048")
 PRECISIONS = ("fp32", "int8")
@@ -212,12 +211,6 @@ def print_table(table, pulls, load):
           f"{r['latency_ratio']:8.2f}x | {r['fp32_wire_bytes']:12,.0f} "
           f"{r['int8_wire_bytes']:12,.0f} {r['wire_ratio']:8.2f}x | "
           f"{r['int8_payload_bytes']:14,.0f}")
-
-
-def _check_rate(text):
-  if text != "none":
-    netns._rate_bits(text)  # pylint: disable=protected-access
-  return text
 
 
 if __name__ == "__main__":

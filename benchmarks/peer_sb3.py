@@ -40,7 +40,7 @@ ONE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_
                                "intra_op_parallelism_threads=1",
                   "TF_CPP_MIN_LOG_LEVEL": "2", "JAX_PLATFORMS": "cpu"}
 
-_SB3_CHILD = textwrap.dedent('''
+SB3_CHILD = textwrap.dedent('''
     import json, sys, time
     import gymnasium as gym, numpy as np, torch
     from stable_baselines3 import DQN
@@ -87,12 +87,12 @@ _SB3_CHILD = textwrap.dedent('''
 ''')
 
 
-def _actorq_child(seed: int, steps: int, out: str) -> List[str]:
+def actorq_child(seed: int, steps: int, out: str) -> List[str]:
   return [sys.executable, "-m", "actorq.benchmarks.peer_sb3", "--child-actorq", str(seed),
           str(steps), out]
 
 
-def _run_actorq(seed: int, steps: int, out: str) -> None:
+def run_actorq(seed: int, steps: int, out: str) -> None:
   """One actorq DQN run (defaults) with evaluation time taken out of training time."""
   start, rows = time.perf_counter(), []
   eval_s = {"s": 0.0, "t": None}

@@ -283,7 +283,7 @@ def parse_us(text: Optional[str], default: Dict[str, float]) -> Dict[str, float]
   return out
 
 
-def _load_runs(directory: str) -> List[Dict[str, Any]]:
+def load_runs(directory: str) -> List[Dict[str, Any]]:
   path = os.path.join(directory, "bench_distributed.json")
   if not os.path.exists(path):
     raise FileNotFoundError(f"no bench_distributed.json in {directory}")

@@ -23,8 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
-import types
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from actorq.components import atomic
 from actorq.launch import local
@@ -39,28 +38,15 @@ class _Reached(Exception):
     self.step = step
 
 
-def _seeds(text: str) -> List[int]:
-  out: List[int] = []
-  for part in text.split(","):
-    lo, _, hi = part.partition("-")
-    out += list(range(int(lo), int(hi or lo) + 1))
-  return out
-
-
 def spec_for(agent: str, env: str, seed: int, steps: int, eval_every: int, eval_episodes: int,
              sets=(), logdir: Optional[str] = None,
              actor_precision: Optional[str] = None) -> spec_lib.RunSpec:
   """The spec `actorq train --agent --env --seed --steps --eval-every --eval-episodes
   [--logdir] [--actor-precision] --set ...` gives (no logdir: a run without files)."""
-  return spec_lib.RunSpec.from_args(types.SimpleNamespace(
+  return spec_lib.RunSpec.resolve(
       agent=agent, env=env, seed=seed, steps=steps, eval_every=eval_every,
       eval_episodes=eval_episodes, logdir=logdir, set=list(sets), dry_run=logdir is None,
-      actor_precision=actor_precision))
-
-
-def _spec(args, seed: int, steps: int, logdir: Optional[str]) -> spec_lib.RunSpec:
-  return spec_for(args.agent, args.env, seed, steps, args.eval_every, args.eval_episodes,
-                  args.set, logdir)
+      actor_precision=actor_precision)
 
 
 def run_to_target(spec: spec_lib.RunSpec, target: float, init_from=None) -> Dict[str, Any]:

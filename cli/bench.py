@@ -19,7 +19,6 @@ single-process learner step measured first in the same invocation
 """
 from __future__ import annotations
 
-import json
 import os
 
 from actorq import core
@@ -29,7 +28,8 @@ from actorq.cli import main as cli
 from actorq.components import config_io
 from actorq.components.envs import environments, vector_env
 from actorq.launch import placement
-from actorq.launch import registry, run_dir
+from actorq.launch import run_dir
+from actorq.agents import registry
 
 
 def add_parser(subparsers):
@@ -207,8 +207,7 @@ def _run_vector(args) -> int:
       log=lambda m: print(m, flush=True))
   result["settings"].update(agent=settings["agent"], overrides=overrides)
   table = vector_bench.format_table(result, f"{settings['agent']} on ")
-  with open(os.path.join(outdir, "vector.json"), "w", encoding="utf-8") as f:
-    json.dump(result, f, indent=1)
+  cli.write_json(os.path.join(outdir, "vector.json"), result)
   with open(os.path.join(outdir, "table.md"), "w", encoding="utf-8") as f:
     f.write(table + "\n")
   print()

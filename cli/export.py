@@ -48,9 +48,7 @@ import os
 
 from actorq.cli import main as cli
 from actorq.studies import export as export_lib
-from actorq.studies.export import (  # noqa: F401 (the command's names, as before the split)
-    EXPORT_PRECISIONS, PRECISION_HELP, action_rule, default_file_name, export_precision,
-    report_path)
+from actorq.studies.export import export_precision
 
 
 def add_parser(subparsers):
@@ -67,14 +65,20 @@ def add_parser(subparsers):
                       ".tflite); the JSON goes beside it as FILE.json (a multi-agent run: "
                       "FILE-<group>.tflite and .json per parameter group, FILE.json the "
                       "index of the groups)")
-  p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=10,
-                 help="greedy episodes per precision of the parity report (default: 10)")
-  p.add_argument("--seed", type=cli.seed("--seed"), default=12345,
-                 help="seed of the parity episodes' environments")
+  add_parity_flags(p, episodes=10)
   p.add_argument("--group", default=None, metavar="NAME",
                  help="a multi-agent run: export only this parameter group's model (shared, "
                       "or an agent's name without parameter sharing; default: every group)")
   return p
+
+
+def add_parity_flags(p, episodes: int) -> None:
+  """`--episodes` and `--seed` of an export's parity report (`studies.export.export`), as
+  `actorq export` and the export-parity benchmark read them."""
+  p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=episodes,
+                 help=f"greedy episodes per precision of the parity report (default: {episodes})")
+  p.add_argument("--seed", type=cli.seed("--seed"), default=12345,
+                 help="seed of the parity episodes' environments")
 
 
 def run(args) -> int:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import math
 import os
 import sys
 import warnings
-from typing import List, Optional
+from typing import List, Optional, Sequence, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # dm_control imports GLFW for on-screen rendering, which warns on headless machines.
@@ -24,7 +25,10 @@ warnings.filterwarnings("ignore", message=".*DISPLAY environment variable is mis
 # After the environment above (numpy only; `launch.experiment`, which loads TF and JAX, is
 # looked up in `main` instead, see `_experiment`).
 from actorq import core  # pylint: disable=wrong-import-position
-from actorq.components.atomic import ensure_writable_dir  # pylint: disable=wrong-import-position
+from actorq.components import atomic  # pylint: disable=wrong-import-position
+
+# The commands' `cli.ensure_writable_dir` (an unwritable --logdir/--out is one line, exit 2).
+ensure_writable_dir = atomic.ensure_writable_dir
 
 # Command name -> module with `add_parser(subparsers)` and `run(args) -> int`, imported by
 # name when the command is built: a command's module loads what it needs (JAX, TF,
@@ -95,6 +99,45 @@ def seed(name):
                         f"an integer from 0 to {core.MAX_SEED} (2**31 - 1)")
 
 
+def parse_seeds(tokens: Sequence[str]) -> Tuple[int, ...]:
+  """Seeds from `0-9`, `0,1,2`, `0 1 2` (one token or several) or a mix (`0-4,7`).
+
+  Raises:
+    ValueError: not an integer >= 0, a descending range, a repeated seed, or none.
+  """
+  seeds: List[int] = []
+  for token in tokens:
+    for part in token.replace(",", " ").split():
+      lo, sep, hi = part.partition("-")
+      try:
+        first, last = (int(lo), int(hi)) if sep else (int(part), int(part))
+      except ValueError:
+        raise ValueError(f"{part!r} is not a seed (an integer >= 0) or a range like 0-9") from None
+      if last < first:
+        raise ValueError(f"range {part!r} goes down; write it as {last}-{first}")
+      if last > core.MAX_SEED:
+        raise ValueError(f"seed {last} is above {core.MAX_SEED} (2**31 - 1: seeds are 32-bit "
+                         "where jax, numpy and EnvPool use them)")
+      seeds.extend(range(first, last + 1))
+  if not seeds:
+    raise ValueError("no seeds given")
+  repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+  if repeated:
+    raise ValueError(f"seed {repeated[0]} is given twice")
+  return tuple(seeds)
+
+
+def seed_list(name):
+  """argparse type: seeds in one token, `0-9`, `0,1,2` or a mix (`parse_seeds`), as a list;
+  a bad token is the one-line error `<name> <token>: <what is wrong>`."""
+  def parse(text):
+    try:
+      return list(parse_seeds([text]))
+    except ValueError as e:
+      raise argparse.ArgumentTypeError(f"{name} {text}: {e}") from None
+  return parse
+
+
 def precision_list(flag: str, text: str, allowed, default=None) -> tuple:
   """`--precisions fp32,int8` as a tuple (`default` when `text` is None).
 
@@ -109,6 +152,14 @@ def precision_list(flag: str, text: str, allowed, default=None) -> tuple:
   if len(set(precisions)) != len(precisions):
     raise UsageError(f"{flag} {text!r} repeats a precision")
   return precisions
+
+
+def write_json(path: str, data, indent: int = 1) -> None:
+  """Writes `data` as JSON to `path` whole (`atomic.atomic_write`: a reader never sees half a
+  file), making its folder first: every benchmark command's `--json`/`--out` report."""
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with atomic.atomic_write(path) as f:
+    json.dump(data, f, indent=indent)
 
 
 def print_report(render, directory: str) -> int:

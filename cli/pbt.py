@@ -26,7 +26,8 @@ import sys
 from actorq import core
 from actorq.cli import main as cli
 from actorq.components import config_io
-from actorq.launch import checkpointing, experiment
+from actorq.components import checkpointing
+from actorq.launch import experiment
 from actorq.launch import pbt as pbt_lib
 from actorq.launch import run_dir
 from actorq.launch import spec as spec_lib

@@ -30,8 +30,8 @@ from actorq.studies import reward_parity as evaluation
 
 # Every precision a policy can be compared at against fp32.
 PRECISIONS = tuple(p for p in core.PRECISIONS if p != core.FP32)
-DEFAULT_EVAL_SEED = 12345
-DEFAULT_CALIBRATION_SEED = 54321
+# The study's defaults are `StudySettings`' own: the flags below show and fill them.
+STUDY_DEFAULTS = quantize_study.StudySettings(checkpoint=())
 
 
 def add_parser(subparsers):
@@ -44,35 +44,41 @@ def add_parser(subparsers):
   p.add_argument("--precision", choices=PRECISIONS, default="int8")
   p.add_argument("--per-tensor", action="store_true",
                  help="one scale per weight tensor (default: per output channel)")
-  p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=20,
+  p.add_argument("--episodes", type=cli.positive_int("--episodes"),
+                 default=STUDY_DEFAULTS.episodes,
                  help="evaluation episodes per setting (default 20)")
-  p.add_argument("--seed", type=cli.seed("--seed"), default=DEFAULT_EVAL_SEED,
+  p.add_argument("--seed", type=cli.seed("--seed"), default=STUDY_DEFAULTS.seed,
                  help="evaluation environment seed (the same for every precision); with "
                       "--sweep/--search the episodes use seeds SEED, SEED+1, ...")
   study = p.add_argument_group("sweep and search (see actorq/studies/quantize.py)")
   study.add_argument("--sweep", default=None, metavar="bits=B,B,...",
                      help="bit widths to sweep: ints 2..8 and fp32/fp16/bf16, e.g. bits=8,6,4,3,2")
-  study.add_argument("--granularity", default="per-channel", metavar="G[,G]",
+  study.add_argument("--granularity", default=STUDY_DEFAULTS.granularity, metavar="G[,G]",
                      help="per-channel and/or per-tensor integer scales (default per-channel)")
-  study.add_argument("--sparsity", default="0", metavar="S[,S,...]",
+  study.add_argument("--sparsity", default=STUDY_DEFAULTS.sparsity, metavar="S[,S,...]",
                      help="magnitude-pruning levels in [0, 1) (default 0)")
   study.add_argument("--seeds", nargs="+", default=None, metavar="SEEDS",
                      help="evaluation environment seeds, as 100-119, 1,2,3 or 1 2 3 "
                           "(overrides --episodes/--seed)")
-  study.add_argument("--low-bit-runtime", choices=("simulated", "litert"), default="simulated",
+  study.add_argument("--low-bit-runtime", choices=("simulated", "litert"),
+                     default=STUDY_DEFAULTS.low_bit_runtime,
                      help="run sub-8-bit settings simulated (dequantized, fp32 JAX kernels; the "
                           "QAT forward's arithmetic; default) or on LiteRT int8 kernels (b-bit "
                           "values held in int8)")
-  study.add_argument("--temperature", type=cli.positive_float("--temperature"), default=1.0,
+  study.add_argument("--temperature", type=cli.positive_float("--temperature"),
+                     default=STUDY_DEFAULTS.temperature,
                      help="T of softmax(Q / T) for the KL of Q-value policies (default 1)")
   study.add_argument("--latency-repeats", type=cli.positive_int("--latency-repeats"),
-                     default=200, help="batch-1 calls per latency median (default 200)")
-  study.add_argument("--latency-clock", choices=("wall", "cpu"), default="wall",
+                     default=STUDY_DEFAULTS.latency_repeats,
+                     help="batch-1 calls per latency median (default 200)")
+  study.add_argument("--latency-clock", choices=("wall", "cpu"),
+                     default=STUDY_DEFAULTS.latency_clock,
                      help="latency as the median wall time per call (default) or process CPU "
                           "time per call (robust on a shared, oversubscribed machine); both "
                           "are reported, this one is used for ratios, fronts and budgets")
   study.add_argument("--max-reference-obs", type=cli.positive_int("--max-reference-obs"),
-                     default=5000, help="fp32-visited observations that agreement/KL use")
+                     default=STUDY_DEFAULTS.max_reference_obs,
+                     help="fp32-visited observations that agreement/KL use")
   study.add_argument("--out", default=None, metavar="DIR",
                      help="output directory (default: RUN/quantize-sweep or "
                           "RUN/precision-search; required with several checkpoints)")
@@ -95,33 +101,42 @@ def add_parser(subparsers):
   study.add_argument("--size-budget", type=cli.positive_float("--size-budget"), default=None,
                      metavar="FRACTION",
                      help="stored-bytes budget as a fraction of the fp32 bytes (e.g. 0.1)")
-  study.add_argument("--choices", default="fp32,fp16,int8,int6,int4,int3,int2",
+  study.add_argument("--choices", default=STUDY_DEFAULTS.choices,
                      help="per-layer choices (labels as in quantization/mixed.py: fp32, fp16, "
                           "bf16, int2..int8, /tensor, +p<sparsity>)")
-  study.add_argument("--prune", default="0", metavar="S[,S,...]",
+  study.add_argument("--prune", default=STUDY_DEFAULTS.prune, metavar="S[,S,...]",
                      help="pruning levels crossed with every integer choice (default 0)")
-  study.add_argument("--objective", choices=("agreement", "kl", "return"), default="agreement",
+  study.add_argument("--objective", choices=("agreement", "kl", "return"),
+                     default=STUDY_DEFAULTS.objective,
                      help="search score: greedy-action agreement with fp32 on calibration "
                           "observations (default), minus the mean KL to fp32 there (kl), or "
                           "the mean return of the calibration episodes (return)")
   study.add_argument("--calibration-episodes", type=cli.positive_int("--calibration-episodes"),
-                     default=5, help="fp32 episodes whose observations calibrate the search")
+                     default=STUDY_DEFAULTS.calibration_episodes,
+                     help="fp32 episodes whose observations calibrate the search")
   study.add_argument("--calibration-seed", type=cli.nonnegative_int("--calibration-seed"),
-                     default=DEFAULT_CALIBRATION_SEED,
+                     default=STUDY_DEFAULTS.calibration_seed,
                      help="first calibration environment seed (default 54321; evaluation "
                           "seeds stay separate)")
-  study.add_argument("--search-runtime", choices=("litert", "simulated"), default="litert",
+  study.add_argument("--search-runtime", choices=("litert", "simulated"),
+                     default=STUDY_DEFAULTS.search_runtime,
                      help="runtime that scores candidates (default litert: what will execute)")
-  study.add_argument("--max-trials", type=cli.positive_int("--max-trials"), default=2000,
+  study.add_argument("--max-trials", type=cli.positive_int("--max-trials"),
+                     default=STUDY_DEFAULTS.max_trials,
                      help="evaluations the search may spend (default 2000)")
   return p
 
 
 def run(args) -> int:
   if args.sweep is not None or args.search or args.sensitivity:
-    return quantize_study.run(quantize_study.StudySettings(**{
-        f.name: getattr(args, f.name)
-        for f in dataclasses.fields(quantize_study.StudySettings)}))
+    fields = {f.name: getattr(args, f.name)
+              for f in dataclasses.fields(quantize_study.StudySettings)}
+    if args.seeds is not None:  # typed here, once: the study takes integers
+      try:
+        fields["seeds"] = list(cli.parse_seeds(args.seeds))
+      except ValueError as e:
+        raise cli.UsageError(f"--seeds {' '.join(args.seeds)}: {e}") from None
+    return quantize_study.run(quantize_study.StudySettings(**fields))
   if len(args.checkpoint) != 1:
     raise cli.UsageError("--checkpoint takes one run directory unless --sweep is given")
   run, state, path = spec_lib.load_run(args.checkpoint[0])

@@ -79,9 +79,7 @@ def add_parser(subparsers):
   p.add_argument("--num-actors", type=cli.positive_int("--num-actors"), default=None,
                  metavar="N", help="actor nodes of each run with --launch local_mt/local_mp "
                                    f"(default: {train_cmd.DEFAULT_NUM_ACTORS})")
-  p.add_argument("--config", default=None, metavar="FILE", help="the agent's config (JSON)")
-  p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                 help="override one config field (repeatable), as in 'actorq train'")
+  train_cmd.add_config_flags(p)
   p.add_argument("--target", type=cli.number("--target"), default=None,
                  help="target greedy return for the reached-target figures (default: the "
                       "Gymnasium environment's reward_threshold, e.g. 475 for CartPole-v1; "
@@ -126,7 +124,7 @@ def resolve(args) -> dict:
       cannot act in the environment, an unknown config key or a bad value.
   """
   try:
-    seeds = sweep.parse_seeds(args.seeds)
+    seeds = cli.parse_seeds(args.seeds)
   except ValueError as e:
     raise cli.UsageError(f"--seeds {' '.join(args.seeds)}: {e}") from None
   precisions = list(precision_arg.precision_items("--precisions", args.precisions))

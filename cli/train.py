@@ -23,7 +23,9 @@ from actorq import launch as launch_lib
 from actorq.cli import main as cli
 from actorq.cli import precision_arg
 from actorq.components import config_io
-from actorq.launch import checkpointing, engine, experiment, modes, registry
+from actorq.launch import engine, experiment, modes
+from actorq.agents import registry
+from actorq.components import checkpointing
 from actorq.launch import tracking
 from actorq.launch import distributed_nodes as nodes
 from actorq.launch import spec as spec_lib
@@ -92,6 +94,17 @@ def config_fields_help(agent: str) -> str:
   return "\n".join(lines)
 
 
+def add_config_flags(p) -> None:
+  """`--config FILE` and `--set KEY=VALUE` (`RunSpec.resolve`'s `config` and `set`), as
+  `actorq train` and `actorq sweep` read them."""
+  p.add_argument("--config", default=None, metavar="FILE",
+                 help="the agent's config as JSON (or YAML if PyYAML is installed); fields "
+                      "not in it keep their defaults, unknown keys are errors")
+  p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                 help="override one config field (repeatable), e.g. --set batch_size=32 "
+                      "--set hidden_sizes=[64,64]; applied after --config")
+
+
 def add_parser(subparsers):
   train = subparsers.add_parser("train", help="train an agent (default: DQN on gym:CartPole-v1)",
                                 add_help=False)
@@ -124,12 +137,7 @@ def add_parser(subparsers):
                           "own; Atari episodes are long, e.g. ~760 steps of Pong: use 1 for a "
                           "smoke run)")
   train.add_argument("--no-progress", action="store_true", help="no progress bar")
-  train.add_argument("--config", default=None, metavar="FILE",
-                     help="the agent's config as JSON (or YAML if PyYAML is installed); fields "
-                          "not in it keep their defaults, unknown keys are errors")
-  train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                     help="override one config field (repeatable), e.g. --set batch_size=32 "
-                          "--set hidden_sizes=[64,64]; applied after --config")
+  add_config_flags(train)
   train.add_argument("--resume", default=None, metavar="RUN_DIR",
                      help="continue a run of 'actorq train' from its newest readable checkpoint "
                           "(agent, environment, seed and config come from its run.json)")

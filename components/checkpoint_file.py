@@ -1,7 +1,7 @@
 """The file format of a checkpoint, read below the launch floor: a header line
 ``ACTORQ-CKPT-1 <sha256 of the payload> <payload bytes>`` then the pickled state.
 
-`launch.checkpointing` writes and manages checkpoints (atomic writes, keeping the newest
+`components.checkpointing` writes and manages checkpoints (atomic writes, keeping the newest
 K, the Reverb half of a run checkpoint); this module is what an agent that reads another
 run's state (QDagger's teacher, `agents/qdagger`) needs without importing the launch floor.
 """

@@ -38,7 +38,7 @@ from actorq import core
 from actorq.agents.anakin_common import systems
 from actorq.components.anakin import acting
 from actorq.components.envs import environments
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import local
 from actorq.launch import logging as logging_lib
@@ -121,11 +121,11 @@ def _restore(seeds: List[_Seed]) -> Optional[List[Any]]:
 
 
 def run(specs: Sequence[Any], *, progress: Optional[Callable[[Dict[str, Any]], None]] = None,
-        log: Callable[[str], None] = lambda m: None,
-        write_info: bool = True) -> List[local.RunResult]:
+        log: Callable[[str], None] = lambda m: None) -> List[local.RunResult]:
   """Trains the seeds of `specs` (RunSpecs equal but for seed and logdir) in one program.
 
-  Writes each spec's run directory (run.json first, unless resuming), evaluates every
+  Writes each spec's run directory (its run.json is the caller's, written first by
+  `launch.engine.open_run_dir`, the one writer), evaluates every
   `eval_every` actor steps and at the end, checkpoints every `checkpoint_every` minutes,
   at the end and on Ctrl-C / SIGTERM (then re-raises with `checkpoint_path` of the first
   seed's checkpoint).
@@ -134,7 +134,6 @@ def run(specs: Sequence[Any], *, progress: Optional[Callable[[Dict[str, Any]], N
     specs: one RunSpec per seed; all resume or none.
     progress: called after each period with {actor_steps, learner_steps, episodes,
       eval_return (mean over seeds), seconds}.
-    write_info: write each run's run.json (False: its caller did, `launch.engine.run`).
 
   Returns:
     one `local.RunResult` per spec, in order.
@@ -151,13 +150,7 @@ def run(specs: Sequence[Any], *, progress: Optional[Callable[[Dict[str, Any]], N
   builder, env, system = make(first)
   seeds = [_Seed(s, {}, []) for s in specs]
   start = time.time()
-  if first.resume:
-    carries = _restore(seeds)
-  else:
-    carries = None
-    for s in seeds:
-      if s.spec.logdir is not None and write_info:
-        s.spec.save(s.spec.logdir)
+  carries = _restore(seeds) if first.resume else None
   for s in seeds:
     logger_fn = logging_lib.make_logger_factory(s.spec.logdir)
     s.loggers = {k: logger_fn(k) for k in ("train", "eval", "learner")}

@@ -117,9 +117,8 @@ from typing import Any, Dict, List, Optional
 
 import launchpad as lp
 
-from actorq import core
 from actorq.components import fault_points
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 from actorq.launch import distributed_nodes as nodes_lib
 from actorq.launch import elastic
 from actorq.launch import experiment as experiment_lib

@@ -37,15 +37,14 @@ from actorq import core
 from actorq.agents.multiagent_common import decentralized
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
-from actorq.components.acting import variable_client as vc
 from actorq.components.replay import reverb_timeouts
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 from actorq.launch import elastic
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import logging as logging_lib
 from actorq.launch import placement
 from actorq.launch import processes
-from actorq.launch import profiling
+from actorq.components import profiling
 
 ACTOR_STEPS = "actor_steps"
 ACTOR_EPISODES = "actor_episodes"

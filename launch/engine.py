@@ -17,7 +17,8 @@ from typing import Any, Optional
 
 from actorq import core
 from actorq.components import atomic
-from actorq.launch import checkpointing, modes, placement, run_dir, tracking
+from actorq.launch import modes, placement, run_dir, tracking
+from actorq.components import checkpointing
 from actorq.launch import spec as spec_lib
 
 
@@ -85,15 +86,33 @@ def run(spec, *, config: Any = None, report: Optional[modes.Report] = None,
     _warn_no_learning(spec, config, report)
     return modes.Outcome(0, [mode.describe(spec, config)])
   if spec.logdir is not None:
-    if claim and not spec.resume:  # one run per directory (case B8)
-      run_dir.claim_logdir(spec.logdir, overwrite=overwrite, kind=spec.run_kind)
-    spec = dataclasses.replace(spec, logdir=atomic.ensure_writable_dir(spec.logdir))
-    if not spec.resume:
-      spec.save(spec.logdir)  # run.json: its one writer
+    spec = open_run_dir(spec, claim=claim, overwrite=overwrite)
     if track:  # launch/tracking.py: tracking.json, read by every process's loggers
       tracking.start(spec.logdir, track)
   _warn_no_learning(spec, config, report)
   return mode.run(spec, config, report, **mode_kwargs)
+
+
+def open_run_dir(spec, *, claim: bool = True, overwrite: bool = False):
+  """`spec` with its run directory made ready to run in: claimed (`run_dir.claim_logdir`:
+  one run per directory, case B8; with `overwrite` another run's entries are removed) and
+  run.json (a population's pbt.json: `spec.info_file`) written unless resuming. The one
+  writer of a new run's run.json: `run` calls it,
+  and so does whatever runs specs without `run` (`actorq sweep --launch anakin`'s seeds).
+
+  Returns:
+    `spec` with `logdir` the checked, writable directory.
+
+  Raises:
+    core.UsageError: the directory holds another run (without `overwrite`) or cannot be
+      written.
+  """
+  if claim and not spec.resume:  # one run per directory (case B8), of one kind (B19)
+    run_dir.claim_logdir(spec.logdir, overwrite=overwrite, kind=spec.run_kind)
+  spec = dataclasses.replace(spec, logdir=atomic.ensure_writable_dir(spec.logdir))
+  if not spec.resume:
+    spec.save(spec.logdir)  # run.json (a population's pbt.json): its one writer
+  return spec
 
 
 def record_resumed_settings(spec, report: Optional[modes.Report] = None) -> None:

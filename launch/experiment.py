@@ -33,7 +33,8 @@ from actorq.components.envs import environments, vector_env
 # family uses them too); re-exported here, where the launchers read them.
 from actorq.components.envs.seeding import (  # noqa: F401
     EVAL_SEED_OFFSET, EVAL_SEED_ROWS, training_seed)
-from actorq.launch import checkpointing, processes
+from actorq.launch import processes
+from actorq.components import checkpointing
 from actorq.quantization import bias_correction, runtimes
 
 

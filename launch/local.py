@@ -18,7 +18,7 @@ network initialisation, exploration and replay sampling are seeded from
 every `checkpoint_every` minutes but change no state). Distributed runs stay on Reverb
 and asynchronous (`launch/distributed.py`).
 
-Checkpoints (`<logdir>/checkpoints`, see `actorq.launch.checkpointing`) are written
+Checkpoints (`<logdir>/checkpoints`, see `actorq.components.checkpointing`) are written
 every `checkpoint_every` minutes, at the end, and when the run is interrupted with
 Ctrl-C; each holds the learner's state (params, target params, optimizer state, step
 counter), the counters (actor steps, episodes, learner steps, the acme counter), the
@@ -44,17 +44,15 @@ from actorq import core
 from actorq.components import fault_points
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
-from actorq.components.acting import variable_client as vc
 from actorq.components.replay import local_replay
 from actorq.components.replay import reverb_replay as replay_lib
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 from actorq.launch import engine
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import logging as logging_lib
 from actorq.launch import placement
 from actorq.launch import processes
 from actorq.launch import spec as spec_lib
-from actorq.quantization import bias_correction
 
 
 @dataclasses.dataclass

@@ -251,8 +251,7 @@ class Anakin(_OneProcess):
          f"{spec.env} for {spec.steps} steps (seed {spec.seed}, --launch anakin: compiled, "
          f"actors {spec.config.get('actor_precision', 'fp32')} on "
          f"{jax.devices()[0].platform}); logs in {spec.logdir}")
-    result, = anakin.run([spec], log=(lambda m: None) if report is None else report.say,
-                         write_info=False)
+    result, = anakin.run([spec], log=(lambda m: None) if report is None else report.say)
     engine.record_resumed_settings(spec, report)
     return Outcome(0, anakin.train_lines(spec, result), result=result)
 

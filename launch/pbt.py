@@ -73,12 +73,12 @@ from actorq.components import config_io, fault_points
 from actorq.components import population as population_lib
 from actorq.components.acting import loop as loop_lib
 from actorq.components.envs import environments, vector_env
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import local
 from actorq.launch import logging as logging_lib
 from actorq.launch import processes
-from actorq.launch import registry
+from actorq.agents import registry
 from actorq.launch import run_dir
 from actorq.launch import spec as spec_lib
 

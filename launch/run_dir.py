@@ -7,7 +7,7 @@
                    here (`read_eval_columns`, `read_evaluations`)
     train.csv      one row per training episode (`loop.EpisodeLogger`, "train" logger)
     learner.csv    the learner's logged values ("learner" logger)
-    checkpoints/   `launch.checkpointing` run checkpoints (`load`, `CHECKPOINTS`)
+    checkpoints/   `components.checkpointing` run checkpoints (`load`, `CHECKPOINTS`)
 
 `run.json` holds the agent's name, the environment id, the seed, the resolved config
 (every field) and the train settings (steps, evaluation period and episodes; the launch
@@ -27,7 +27,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from actorq import core
 from actorq.components import atomic
 from actorq.components.envs import multi_agent
-from actorq.launch import checkpointing, registry
+from actorq.agents import registry
+from actorq.components import checkpointing
 from actorq.quantization import network_spec
 
 RUN_INFO = "run.json"

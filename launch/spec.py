@@ -37,7 +37,9 @@ from actorq import core
 from actorq.agents import population
 from actorq.components import config_io
 from actorq.components.envs import multi_agent, vector_env
-from actorq.launch import checkpointing, experiment, modes, registry, run_dir
+from actorq.launch import experiment, modes, run_dir
+from actorq.agents import registry
+from actorq.components import checkpointing
 from actorq.launch import warm_start
 from actorq.quantization import runtimes
 
@@ -73,7 +75,7 @@ class RunSpec:
   """What `actorq train` runs, and what eval, quantize, export, sweep and bench rebuild.
 
   Attributes:
-    agent: a name `launch.registry.get` resolves (e.g. "dqn").
+    agent: a name `agents.registry.get` resolves (e.g. "dqn").
     env: environment id (`actorq.components.envs.environments`), e.g. "gym:CartPole-v1".
     seed: integer >= 0; seeds environments, networks, exploration and replay sampling.
     config: the agent's config as JSON values (`config_io.to_dict`; every field for a spec
@@ -227,7 +229,7 @@ class RunSpec:
   @classmethod
   def from_config(cls, config: Any) -> "RunSpec":
     """The spec of a single-process `ExperimentConfig` (what `local.run` writes as run.json,
-    as `actorq train` does). The agent is the name under which `launch.registry` has
+    as `actorq train` does). The agent is the name under which `agents.registry` has
     `type(config.builder)`; a builder registered under no name is recorded as
     ``"<module>:<class>"``.
 

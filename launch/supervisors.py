@@ -42,7 +42,8 @@ from actorq import core
 from actorq.launch import hosts as hosts_lib
 from actorq.launch import elastic
 from actorq.launch import placement
-from actorq.launch import processes, registry
+from actorq.launch import processes
+from actorq.agents import registry
 
 # `dp` below is a `distributed.DistributedProgram` (not imported: distributed imports this
 # module).

@@ -52,7 +52,9 @@ from acme.utils import loggers
 from actorq import core
 from actorq.components.envs import environments
 from actorq.components.replay import local_replay
-from actorq.launch import checkpointing, registry, run_dir
+from actorq.launch import run_dir
+from actorq.agents import registry
+from actorq.components import checkpointing
 
 PARTS = ("params", "target", "opt_state", "replay")
 DEFAULT_KEEP = ("params", "target")

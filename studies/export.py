@@ -43,7 +43,8 @@ from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import multi_agent as ma_loop
 from actorq.components.envs import environments
 from actorq.components.envs import multi_agent
-from actorq.launch import registry, run_dir
+from actorq.launch import run_dir
+from actorq.agents import registry
 from actorq.launch import spec as spec_lib
 from actorq.quantization import bias_correction
 from actorq.quantization import mixed

@@ -44,7 +44,8 @@ import numpy as np
 from actorq import core
 from actorq.components import atomic
 from actorq.components.envs import environments
-from actorq.launch import registry, run_dir
+from actorq.launch import run_dir
+from actorq.agents import registry
 from actorq.launch import spec as spec_lib
 from actorq.quantization import mixed
 from actorq.studies import compression as cs
@@ -108,24 +109,11 @@ def parse_fractions(text: str, flag: str) -> List[float]:
   return out
 
 
-def parse_seeds(tokens: Optional[Sequence[str]], first: int, count: int) -> List[int]:
-  """`--seeds` tokens (`100-119`, `1,2,3`, `1 2 3`), else `first .. first + count - 1`."""
-  if not tokens:
-    return list(range(first, first + count))
-  out: List[int] = []
-  for token in ",".join(tokens).split(","):
-    token = token.strip()
-    m = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", token)
-    if not m or (m.group(2) and int(m.group(2)) < int(m.group(1))):
-      raise core.UsageError(f"--seeds {token!r} not understood; allowed: 100-119, 1,2,3 or 1 2 3 "
-                           "(integers >= 0)")
-    lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
-    if hi > core.MAX_SEED:
-      raise core.UsageError(f"--seeds {token!r}: seeds go up to {core.MAX_SEED} (2**31 - 1)")
-    for s in range(lo, hi + 1):
-      if s not in out:
-        out.append(s)
-  return out
+def evaluation_seeds(study: "StudySettings") -> List[int]:
+  """The study's evaluation seeds: `study.seeds`, else `seed .. seed + episodes - 1`."""
+  if study.seeds:
+    return [int(s) for s in study.seeds]
+  return list(range(study.seed, study.seed + study.episodes))
 
 
 def expand_checkpoints(paths: Sequence[str]) -> List[str]:
@@ -264,7 +252,7 @@ class StudySettings:
     search: the per-layer mixed-precision search under the budgets.
     sensitivity: the per-layer int8 sensitivity study.
     episodes, seed: evaluation episodes per setting, with environment seeds seed, seed+1, ...
-    seeds: evaluation seeds as text tokens (``"100-119"``, ``"1,2,3"``; overrides
+    seeds: evaluation seeds (integers >= 0, `cli.parse_seeds` reads `--seeds`; overrides
       episodes/seed), or None.
     granularity: ``"per-channel"`` and/or ``"per-tensor"``, comma separated.
     sparsity: magnitude-pruning levels in [0, 1), comma separated.
@@ -289,7 +277,7 @@ class StudySettings:
   sensitivity: bool = False
   episodes: int = 20
   seed: int = 12345
-  seeds: Optional[Sequence[str]] = None
+  seeds: Optional[Sequence[int]] = None
   granularity: str = "per-channel"
   sparsity: str = "0"
   low_bit_runtime: str = "simulated"
@@ -386,7 +374,7 @@ def run_sweep(study: StudySettings) -> int:
     bits = parse_bits(study.sweep)
     granularities = parse_granularities(study.granularity)
     sparsities = parse_fractions(study.sparsity, "--sparsity")
-  seeds = parse_seeds(study.seeds, study.seed, study.episodes)
+  seeds = evaluation_seeds(study)
   paths = expand_checkpoints(study.checkpoint)
   out = _default_out(paths, study.out, "quantize-sensitivity" if sensitivity else
                      "quantize-sweep", study.overwrite)
@@ -557,7 +545,7 @@ def run_search(study: StudySettings) -> int:
     choices = mixed.parse_choices(study.choices, prune)
   except ValueError as e:
     raise core.UsageError(f"--choices: {e}") from None
-  seeds = parse_seeds(study.seeds, study.seed, study.episodes)
+  seeds = evaluation_seeds(study)
   paths = expand_checkpoints(study.checkpoint)
   if len(paths) != 1:
     raise core.UsageError(f"--search takes one checkpoint, got {len(paths)} runs")

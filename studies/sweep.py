@@ -70,7 +70,8 @@ import numpy as np
 
 from actorq import core
 from actorq.components import atomic, fault_points
-from actorq.launch import anakin, checkpointing, processes
+from actorq.launch import anakin, engine, processes
+from actorq.components import checkpointing
 from actorq.launch import run_dir as run_dir_lib
 from actorq.launch import spec as spec_lib
 from actorq.quantization import runtimes
@@ -90,34 +91,6 @@ PROTOCOL_JSON = "protocol.json"
 RECORD_FILES = (run_dir_lib.RUN_INFO, run_dir_lib.EVAL_CSV, cross_eval.FINAL_EVAL_JSON)
 CURVE_REPS = 2_000  # bootstrap resamples per evaluation step of the curves' bands
 TABLE_STATISTICS = ("iqm", "median", "mean")  # the table's column order
-
-
-def parse_seeds(tokens: Sequence[str]) -> Tuple[int, ...]:
-  """Seeds from `0-9`, `0,1,2`, `0 1 2` (one token or several) or a mix (`0-4,7`).
-
-  Raises:
-    ValueError: not an integer >= 0, a descending range, a repeated seed, or none.
-  """
-  seeds: List[int] = []
-  for token in tokens:
-    for part in token.replace(",", " ").split():
-      lo, sep, hi = part.partition("-")
-      try:
-        first, last = (int(lo), int(hi)) if sep else (int(part), int(part))
-      except ValueError:
-        raise ValueError(f"{part!r} is not a seed (an integer >= 0) or a range like 0-9") from None
-      if last < first:
-        raise ValueError(f"range {part!r} goes down; write it as {last}-{first}")
-      if last > core.MAX_SEED:
-        raise ValueError(f"seed {last} is above {core.MAX_SEED} (2**31 - 1: seeds are 32-bit "
-                         "where jax, numpy and EnvPool use them)")
-      seeds.extend(range(first, last + 1))
-  if not seeds:
-    raise ValueError("no seeds given")
-  repeated = sorted({s for s in seeds if seeds.count(s) > 1})
-  if repeated:
-    raise ValueError(f"seed {repeated[0]} is given twice")
-  return tuple(seeds)
 
 
 def run_name(precision: str, seed: int) -> str:
@@ -511,8 +484,9 @@ def _run_compiled(settings: Dict[str, Any], outdir: str, todo: List[Tuple[str, i
       for d in dirs:
         if os.path.exists(d):
           shutil.rmtree(d)
-    specs = [dataclasses.replace(run_spec(settings, precision, s, d), resume=resume)
-             for s, d in zip(seeds, dirs)]
+    specs = [engine.open_run_dir(dataclasses.replace(run_spec(settings, precision, s, d),
+                                                     resume=resume))
+             for s, d in zip(seeds, dirs)]  # run.json by its one writer
     start = time.time()
     log(f"  {precision}: seeds {seed_text(seeds)} in one compiled program"
         + (" (resumed)" if resume else ""))

@@ -146,7 +146,7 @@ class HostPair:
         subprocess.run(["ip", "netns", "exec", name, "tc", "qdisc", "del", "dev", link, "root"],
                        capture_output=True, check=False, timeout=30)
         continue
-      bits = _rate_bits(rate)
+      bits = rate_bits(rate)
       burst = max(bits // 8 // 100, 64 * 1024)
       subprocess.run(["ip", "netns", "exec", name, "tc", "qdisc", "replace", "dev", link, "root",
                       "tbf", "rate", rate, "burst", str(burst), "latency", "50ms"],
@@ -178,7 +178,7 @@ class HostPair:
         _ip("netns", "del", name, check=False)
 
 
-def _rate_bits(rate: str) -> int:
+def rate_bits(rate: str) -> int:
   """``"100mbit"`` -> 100_000_000 (bits per second; tc's decimal units).
 
   Raises:

@@ -114,14 +114,6 @@ class DQNBuilder(builders.TransitionReplayBuilder):
     """Raises ValueError when `prioritized_replay` is set and no `replay_client` is
     given (priorities are written through it)."""
     c = self.config
-    prioritized = None
-    if c.prioritized_replay:
-      if replay_client is None:
-        raise ValueError("prioritized_replay=True needs the replay_client to update "
-                         "priorities through; got None")
-      prioritized = learning.PrioritizedReplay(
-          replay_client, c.replay_table_name, c.importance_sampling_exponent,
-          c.importance_sampling_annealing_steps, c.priority_epsilon)
     transform = None
     if c.qat_bits is not None:
       transform = lambda p: qat.fake_quant_params(p, bits=c.qat_bits)
@@ -129,6 +121,31 @@ class DQNBuilder(builders.TransitionReplayBuilder):
     return learning.DQNLearner(
         networks.network, dataset, random_key, dummy, self.make_optimizer(), c.discount,
         c.target_update_period, c.huber_delta, c.double_q, transform,
-        logger=logger_fn("learner"), counter=counter, prioritized=prioritized,
-        td_operator=learning.TDOperator(c.td_operator, c.td_operator_alpha,
-                                        c.munchausen_temperature))
+        logger=logger_fn("learner"), counter=counter,
+        prioritized=self.make_prioritized_replay(replay_client),
+        td_operator=self.make_td_operator())
+
+  def make_prioritized_replay(self, replay_client: Optional[reverb.Client]
+                              ) -> Optional[learning.PrioritizedReplay]:
+    """The learner's priority updates and importance weights (Schaul et al. 2016) when
+    `prioritized_replay`, else None; every learner built on DQN's config takes it from here.
+
+    Raises:
+      ValueError: `prioritized_replay` is set and `replay_client` is None (priorities are
+        written through it).
+    """
+    c = self.config
+    if not c.prioritized_replay:
+      return None
+    if replay_client is None:
+      raise ValueError("prioritized_replay=True needs the replay_client to update "
+                       "priorities through; got None")
+    return learning.PrioritizedReplay(
+        replay_client, c.replay_table_name, c.importance_sampling_exponent,
+        c.importance_sampling_annealing_steps, c.priority_epsilon)
+
+  def make_td_operator(self) -> learning.TDOperator:
+    """The TD target's operator of the config (`td_operator`, its alpha, Munchausen's
+    temperature), as every learner built on DQN's config takes it."""
+    c = self.config
+    return learning.TDOperator(c.td_operator, c.td_operator_alpha, c.munchausen_temperature)

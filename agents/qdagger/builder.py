@@ -10,7 +10,6 @@ import reverb
 from acme import specs
 
 from actorq.agents.dqn import builder as dqn_builder
-from actorq.agents.dqn import learning as dqn_learning
 from actorq.agents.qdagger import config as config_lib
 from actorq.agents.qdagger import learning
 from actorq.agents.qdagger import networks as networks_lib
@@ -81,14 +80,6 @@ class QDaggerBuilder(dqn_builder.DQNBuilder):
       client.restore(teacher.replay_state)
       teacher_iterator = replay.make_iterator(client, teacher.config.replay_table_name,
                                               c.batch_size)
-    prioritized = None
-    if c.prioritized_replay:
-      if replay_client is None:
-        raise ValueError("prioritized_replay=True needs the replay_client to update "
-                         "priorities through; got None")
-      prioritized = dqn_learning.PrioritizedReplay(
-          replay_client, c.replay_table_name, c.importance_sampling_exponent,
-          c.importance_sampling_annealing_steps, c.priority_epsilon)
     dummy = np.zeros(environment_spec.observations.shape, environment_spec.observations.dtype)
     seed = int(jax.random.randint(key_replay, (), 0, 2**31 - 1))
     return learning.QDaggerLearner(
@@ -99,6 +90,5 @@ class QDaggerBuilder(dqn_builder.DQNBuilder):
         teacher_return=c.teacher_return or float(teacher.final_return),
         evaluate=greedy_return(networks.network, teacher.env_id, c.coefficient_episodes, seed),
         coefficient_every=c.coefficient_every, logger=logger_fn("learner"), counter=counter,
-        prioritized=prioritized,
-        td_operator=dqn_learning.TDOperator(c.td_operator, c.td_operator_alpha,
-                                            c.munchausen_temperature))
+        prioritized=self.make_prioritized_replay(replay_client),
+        td_operator=self.make_td_operator())

@@ -3,6 +3,9 @@ one module per benchmark, `main(argv)` parsing its flags and calling the benchma
 functions with typed arguments. `python -m actorq.benchmarks.<name>` runs the same."""
 
 import argparse
+from typing import Optional
+
+from actorq.testing import netns
 
 
 def child_parser(description: str, job_flag: str, helps: bool = True) -> argparse.ArgumentParser:
@@ -13,3 +16,15 @@ def child_parser(description: str, job_flag: str, helps: bool = True) -> argpars
   parser.add_argument(job_flag, required=True, help="job JSON (internal)" if helps else None)
   parser.add_argument("--out", required=True, help="result JSON (internal)" if helps else None)
   return parser
+
+
+def link_rate(text: str) -> Optional[str]:
+  """argparse type: a tc link rate (``100mbit``, ``1gbit``: `netns.rate_bits`), or None for
+  ``none`` (the bare link)."""
+  if text == "none":
+    return None
+  try:
+    netns.rate_bits(text)
+  except ValueError as e:
+    raise argparse.ArgumentTypeError(str(e)) from None
+  return text

@@ -4,11 +4,11 @@ arguments (argparse lives in cli/)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from actorq.benchmarks import actor_inference as benchmark
 from actorq.benchmarks.actor_inference import run
+from actorq.cli import main as cli
 
 
 def main(argv=None):
@@ -21,8 +21,7 @@ def main(argv=None):
   print(f"\ntargets: payload <= 0.27x (3x2048: {r['payload_ratio']:.3f}x), "
         f"refresh <= 50 ms at 3x2048 ({r['refresh_ms']:.1f} ms)")
   if args.json:
-    with open(args.json, "w", encoding="utf-8") as f:
-      json.dump(results, f, indent=2)
+    cli.write_json(args.json, results, indent=2)
   return 0
 
 

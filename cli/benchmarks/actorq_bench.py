@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import sys
 
-from actorq.benchmarks.actorq_bench import _child_main
+from actorq.benchmarks.actorq_bench import child_main
 from actorq.cli.benchmarks import child_parser
 
 
 def main(argv=None) -> int:
   args = child_parser("child process of 'actorq bench'", "--child", helps=False).parse_args(argv)
-  return _child_main(args.child, args.out)
+  return child_main(args.child, args.out)
 
 
 if __name__ == "__main__":

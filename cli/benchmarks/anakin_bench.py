@@ -3,12 +3,12 @@ of its functions with typed arguments (argparse lives in cli/)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import jax
 
 from actorq.benchmarks import anakin_bench as benchmark
+from actorq.cli import main as cli
 
 
 def main(argv=None):
@@ -35,8 +35,7 @@ def main(argv=None):
     print(f"anakin / local(extrapolated): {ak['wall_s'] / loc['extrapolated_wall_s']:.2f} wall, "
           f"{ak['cpu_s'] / loc['extrapolated_cpu_s']:.2f} CPU")
     if a.out:
-      with open(a.out, "w", encoding="utf-8") as f:
-        json.dump({"anakin": ak, "local": loc}, f, indent=1)
+      cli.write_json(a.out, {"anakin": ak, "local": loc})
     return 0
   batches = [int(b) for b in a.batches.split(",")]
   out = {"machine": {"devices": [str(d) for d in jax.devices()]}, "rows": []}
@@ -72,8 +71,7 @@ def main(argv=None):
         "(compilation included)", flush=True)
   out.update(local_ppo=local_run, anakin_ppo=ak, ratio_wall=ratio, ratio_cpu=ratio_cpu)
   if a.out:
-    with open(a.out, "w", encoding="utf-8") as f:
-      json.dump(out, f, indent=1)
+    cli.write_json(a.out, out)
   return 0
 
 

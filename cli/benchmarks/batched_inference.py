@@ -4,12 +4,12 @@ arguments (argparse lives in cli/)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 from actorq.benchmarks import batched_inference as benchmark
 from actorq.benchmarks.batched_inference import NETWORKS, measure
+from actorq.cli import main as cli
 
 
 def main(argv=None):
@@ -34,8 +34,7 @@ def main(argv=None):
   load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
   print(f"(load average {load:.2f} on {os.cpu_count()} cores)")
   if args.json:
-    with open(args.json, "w", encoding="utf-8") as f:
-      json.dump(result, f, indent=1)
+    cli.write_json(args.json, result)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import sys
 
 from actorq.benchmarks import distillation as benchmark
 from actorq.benchmarks import warm_start
+from actorq.cli import main as cli
 from actorq.launch import run_dir
 
 
@@ -16,7 +17,7 @@ def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=benchmark.__doc__.split("\n")[0])
   p.add_argument("--teacher", required=True)
   p.add_argument("--out", required=True)
-  p.add_argument("--seeds", default="0-9")
+  p.add_argument("--seeds", type=cli.seed_list("--seeds"), default="0-9")
   p.add_argument("--student-set", action="append", default=[], metavar="KEY=VALUE")
   p.add_argument("--actor-precision", default="int8")
   p.add_argument("--max-steps", type=int, default=None)
@@ -41,7 +42,7 @@ def main(argv=None) -> int:
                       "teacher_return": teacher_return, "target": target, "max_steps": cap,
                       "student_set": args.student_set, "actor_precision": args.actor_precision,
                       "eval_every": args.eval_every, "eval_episodes": args.eval_episodes}
-  for seed in warm_start._seeds(args.seeds):  # pylint: disable=protected-access
+  for seed in args.seeds:
     for arm in args.arms.split(","):
       if any(r["seed"] == seed and r["arm"] == arm for r in data["runs"]):
         continue

@@ -6,13 +6,13 @@ from __future__ import annotations
 import sys
 
 from actorq.benchmarks import distributed_bench as benchmark
-from actorq.benchmarks.distributed_bench import _child_main
+from actorq.benchmarks.distributed_bench import child_main
 from actorq.cli.benchmarks import child_parser
 
 
 def main(argv=None) -> int:
   args = child_parser(benchmark.__doc__.splitlines()[0], "--child").parse_args(argv)
-  return _child_main(args.child, args.out)
+  return child_main(args.child, args.out)
 
 
 if __name__ == "__main__":

@@ -3,30 +3,33 @@ of its functions with typed arguments (argparse lives in cli/)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 import time
 
 from actorq.benchmarks import elastic_chaos as benchmark
-from actorq.components import atomic
+from actorq.cli import main as cli
 from actorq.launch import supervisors
 
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=benchmark.__doc__.split("\n\n")[0])
-  parser.add_argument("--seeds", default="0,1,2")
-  parser.add_argument("--steps", type=int, default=6000)
-  parser.add_argument("--eval-every", type=int, default=10**9,
+  defaults = benchmark.ChaosSettings()
+  parser.add_argument("--seeds", type=cli.seed_list("--seeds"), default="0,1,2")
+  parser.add_argument("--steps", type=int, default=defaults.steps)
+  parser.add_argument("--eval-every", type=int, default=defaults.eval_every,
                       help="actor steps between evaluations (default: only at the limit)")
-  parser.add_argument("--eval-episodes", type=int, default=10)
-  parser.add_argument("--num-actors", type=int, default=3)
-  parser.add_argument("--every", type=float, default=15.0, help="seconds between kills")
-  parser.add_argument("--max-restarts", type=int, default=100)
-  parser.add_argument("--kill-until", type=float, default=0.5,
+  parser.add_argument("--eval-episodes", type=int, default=defaults.eval_episodes)
+  parser.add_argument("--num-actors", type=int, default=defaults.num_actors)
+  parser.add_argument("--every", type=float, default=defaults.every,
+                      help="seconds between kills")
+  parser.add_argument("--max-restarts", type=int, default=defaults.max_restarts)
+  parser.add_argument("--kill-until", type=float, default=defaults.kill_until,
                       help="no kill once this fraction of the steps is done (so that every "
                            "restart can finish before the run does)")
-  parser.add_argument("--logdir", default="/tmp/actorq-elastic-chaos")
+  parser.add_argument("--logdir", default=defaults.logdir)
   parser.add_argument("--json", default=None, help="write the rows and the summary here")
   parser.add_argument("--render", default=None, metavar="JSON",
                       help="print the markdown tables of a report written by --json and exit")
@@ -36,11 +39,13 @@ def main(argv=None) -> int:
       print(benchmark.render(json.load(f)), end="")
     return 0
   supervisors.register("local_mp_chaos", benchmark.ChaosProcesses, listed=False)
-  os.makedirs(args.logdir, exist_ok=True)
+  settings = benchmark.ChaosSettings(**{f.name: getattr(args, f.name)
+                                        for f in dataclasses.fields(benchmark.ChaosSettings)})
+  os.makedirs(settings.logdir, exist_ok=True)
   rows = []
-  for seed in [int(s) for s in args.seeds.split(",")]:
+  for seed in args.seeds:
     for mode in ("none", "chaos"):
-      rows.append(benchmark.run_one(seed, mode, args))
+      rows.append(benchmark.run_one(seed, mode, settings))
       if rows[-1]["reason"] == "signal":  # the launcher was stopped: so is the benchmark
         return rows[-1]["exit"]
   report = {"command": " ".join(["benchmarks/elastic_chaos.py"] + list(argv or sys.argv[1:])),
@@ -49,8 +54,7 @@ def main(argv=None) -> int:
   print(json.dumps(report["summary"], indent=1), flush=True)
   if args.json:
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with atomic.atomic_write(args.json) as f:
-      json.dump(report, f, indent=1)
+    cli.write_json(args.json, report)
   return 0 if report["summary"]["verdict"] == "pass" else 1
 
 

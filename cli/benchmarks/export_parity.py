@@ -11,6 +11,7 @@ import sys
 
 from actorq.benchmarks import export_parity as benchmark
 from actorq.benchmarks.export_parity import export_argv, report_row, run_name, summarize, table
+from actorq.cli import export as export_cli
 from actorq.cli import main as cli
 from actorq.cli import precision_arg
 from actorq.studies import export as export_cmd
@@ -23,10 +24,7 @@ def main(argv=None) -> int:
                  help="export precisions (default: int8,fp32); per-layer policies as files or "
                       "mixed:<choice>,... names, the items then separated by ';' (e.g. "
                       "'int8;precision_policy.json')")
-  p.add_argument("--episodes", type=cli.positive_int("--episodes"), default=20,
-                 help="greedy episodes per parity report")
-  p.add_argument("--seed", type=cli.nonnegative_int("--seed"), default=12345,
-                 help="seed of the parity environments")
+  export_cli.add_parity_flags(p, episodes=20)
   p.add_argument("--out", required=True, help="directory for parity.json and table.md")
   args = p.parse_args(argv)
   try:
@@ -52,9 +50,8 @@ def main(argv=None) -> int:
   os.makedirs(args.out, exist_ok=True)
   settings = {"runs": [run_name(r) for r in args.runs],
               "precisions": precisions, "episodes": args.episodes, "env_seed": args.seed}
-  with open(os.path.join(args.out, "parity.json"), "w", encoding="utf-8") as f:
-    json.dump({"settings": settings, "rows": rows, "summary": summary, "reports": reports}, f,
-              indent=1)
+  cli.write_json(os.path.join(args.out, "parity.json"),
+                 {"settings": settings, "rows": rows, "summary": summary, "reports": reports})
   text = table(rows, summary)
   with open(os.path.join(args.out, "table.md"), "w", encoding="utf-8") as f:
     f.write(text)

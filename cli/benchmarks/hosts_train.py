@@ -3,27 +3,17 @@ the benchmark's flags, parsed here, and the calls of its functions with typed
 arguments (argparse lives in cli/)."""
 from __future__ import annotations
 
-from typing import Optional
 import argparse
-import json
 import os
 import sys
 
 from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import hosts_train as benchmark
-from actorq.benchmarks.hosts_train import PRESETS, _fmt, busy_load, format_table, run_one, summarize
+from actorq.benchmarks.hosts_train import PRESETS, fmt, busy_load, format_table, run_one, summarize
 from actorq.cli import main as cli
+from actorq.cli.benchmarks import link_rate
 from actorq.studies import sweep
 from actorq.testing import netns
-
-
-def _seeds(text: str):
-  """`--seeds` as `actorq sweep` reads them (`0,1,2`, `0-4`)."""
-  try:
-    return list(sweep.parse_seeds([text]))
-  except ValueError as e:
-    raise argparse.ArgumentTypeError(str(e)) from None
-
 
 
 def _precisions(text: str):
@@ -35,24 +25,13 @@ def _precisions(text: str):
 
 
 
-def _rate(text: str) -> Optional[str]:
-  if text == "none":
-    return None
-  try:
-    netns._rate_bits(text)  # pylint: disable=protected-access
-  except ValueError as e:
-    raise argparse.ArgumentTypeError(str(e)) from None
-  return text
-
-
-
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=benchmark.__doc__.split("\n\n")[0])
   parser.add_argument("--preset", choices=sorted(PRESETS), default="dqn")
-  parser.add_argument("--seeds", type=_seeds, default=[0, 1, 2])
+  parser.add_argument("--seeds", type=cli.seed_list("--seeds"), default=[0, 1, 2])
   parser.add_argument("--precisions", type=_precisions, default=["fp32", "int8"])
   parser.add_argument("--steps", type=int, default=None, help="actor steps (default: preset's)")
-  parser.add_argument("--rate", type=_rate, default=None,
+  parser.add_argument("--rate", type=link_rate, default=None,
                       help="tc rate of the link, e.g. 100mbit or 1gbit (default: none)")
   parser.add_argument("--busy", type=cli.nonnegative_int("--busy"), default=0, metavar="N",
                       help="CPU-bound background processes beside every run (default: 0)")
@@ -80,17 +59,16 @@ def main(argv=None) -> int:
       print(f"hosts_train: {precision} seed {seed} -> {run_dir}", flush=True)
       runs.append(run_one(pair, settings, precision, seed, run_dir, args.run_timeout))
       print(f"hosts_train:   exit {runs[-1]['exit']}, actor steps/s "
-            f"{_fmt(runs[-1]['actor_sps'], 1)}, final {_fmt(runs[-1]['final'], 1)}",
+            f"{fmt(runs[-1]['actor_sps'], 1)}, final {fmt(runs[-1]['final'], 1)}",
             flush=True)
   summary = summarize(runs, args.precisions, settings["target"])
   print(format_table(runs, summary, settings, args.rate))
   print(f"load average at start {load[0]:.2f}, at end {os.getloadavg()[0]:.2f}"
         + (f"; {args.busy} busy background process(es) throughout" if args.busy else ""))
   if args.json:
-    with open(args.json, "w", encoding="utf-8") as f:
-      json.dump({"settings": settings, "rate": args.rate, "runs": runs, "summary": summary,
-                 "load_start": load, "load_end": os.getloadavg(),
-                 "machine": ab.machine_info()}, f, indent=1)
+    cli.write_json(args.json, {"settings": settings, "rate": args.rate, "runs": runs,
+                               "summary": summary, "load_start": load,
+                               "load_end": os.getloadavg(), "machine": ab.machine_info()})
   return 0
 
 

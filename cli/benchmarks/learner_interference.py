@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Optional
 from typing import Sequence
 import argparse
-import json
 import statistics
 import sys
 
 from actorq.benchmarks import learner_interference as benchmark
 from actorq.benchmarks.learner_interference import MODES, measure, neighbour
+from actorq.cli import main as cli
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -36,8 +36,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"{mode}: learner step {wall:.1f} ms = {wall / alone:.3f}x alone "
           f"(CPU {statistics.fmean(b['cpu_ms'] for b in rows):.1f} ms)")
   if args.out:
-    with open(args.out, "w", encoding="utf-8") as f:
-      json.dump({"rate": args.rate, "steps": args.steps, "blocks": blocks}, f, indent=1)
+    cli.write_json(args.out, {"rate": args.rate, "steps": args.steps, "blocks": blocks})
   return 0
 
 

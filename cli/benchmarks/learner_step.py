@@ -9,6 +9,7 @@ import sys
 from actorq.benchmarks import learner_step as benchmark
 from actorq.benchmarks.learner_step import measure
 from actorq.cli.benchmarks import child_parser
+from actorq.cli import main as cli
 
 
 def main(argv=None) -> int:
@@ -19,8 +20,7 @@ def main(argv=None) -> int:
     result = measure(job["agent"], job["env"], job["overrides"], job["seed"], job["steps"])
   except Exception as e:  # pylint: disable=broad-except
     result = {"error": f"{type(e).__name__}: {e}".splitlines()[0]}
-  with open(args.out, "w", encoding="utf-8") as f:
-    json.dump(result, f, indent=1)
+  cli.write_json(args.out, result)
   return 0
 
 

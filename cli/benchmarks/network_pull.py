@@ -10,8 +10,10 @@ import subprocess
 import sys
 
 from actorq.benchmarks import network_pull as benchmark
-from actorq.benchmarks.network_pull import _check_rate, act, print_table, serve, summarize
+from actorq.benchmarks.network_pull import act, print_table, serve, summarize
 from actorq.testing import netns
+from actorq.cli import main as cli
+from actorq.cli.benchmarks import link_rate
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,8 +36,8 @@ def main(argv=None) -> int:
   parser.add_argument("--link", help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   try:
-    rates = [_check_rate(r) for r in args.rates.split(",")]
-  except ValueError as e:
+    rates = ["none" if link_rate(r) is None else r for r in args.rates.split(",")]
+  except argparse.ArgumentTypeError as e:
     parser.error(str(e))
   if args.pulls < 1:
     parser.error(f"--pulls must be >= 1, got {args.pulls}")
@@ -82,9 +84,8 @@ def main(argv=None) -> int:
   table = summarize(results)
   print_table(table, args.pulls, load)
   if args.json:
-    with open(args.json, "w", encoding="utf-8") as f:
-      json.dump({"rates": rates, "pulls": args.pulls, "load_average": load, "table": table,
-                 "results": results}, f, indent=2)
+    cli.write_json(args.json, {"rates": rates, "pulls": args.pulls, "load_average": load,
+                               "table": table, "results": results}, indent=2)
   return 0
 
 

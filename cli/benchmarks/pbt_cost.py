@@ -4,11 +4,11 @@ arguments (argparse lives in cli/)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from actorq.benchmarks import pbt_cost as benchmark
 from actorq.benchmarks.pbt_cost import DEFAULT_CASES, cases_of, measure, table
+from actorq.cli import main as cli
 
 
 def main():
@@ -31,8 +31,7 @@ def main():
                     args.eval_episodes, args.seed)
   print(table(rows))
   if args.json:
-    with open(args.json, "w", encoding="utf-8") as f:
-      json.dump({"args": vars(args), "rows": rows}, f, indent=1)
+    cli.write_json(args.json, {"args": vars(args), "rows": rows})
 
 
 if __name__ == "__main__":

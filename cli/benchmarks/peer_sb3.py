@@ -16,8 +16,9 @@ import time
 
 from actorq.benchmarks import peer_sb3 as benchmark
 from actorq.benchmarks.peer_sb3 import (
-    EVAL_EPISODES, EVAL_EVERY, ONE_THREAD_ENV, TARGET, _SB3_CHILD, _actorq_child, _run_actorq,
+    EVAL_EPISODES, EVAL_EVERY, ONE_THREAD_ENV, TARGET, SB3_CHILD, actorq_child, run_actorq,
     summarize)
+from actorq.cli import main as cli
 
 
 def main(argv=None) -> int:
@@ -31,7 +32,7 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   if args.child_actorq:
     seed, steps, out = args.child_actorq
-    _run_actorq(int(seed), int(steps), out)
+    run_actorq(int(seed), int(steps), out)
     return 0
   if not args.sb3_python:
     parser.error("--sb3-python is required (a Python where stable_baselines3 imports)")
@@ -40,12 +41,12 @@ def main(argv=None) -> int:
   with tempfile.TemporaryDirectory() as tmp:
     script = os.path.join(tmp, "sb3_child.py")
     with open(script, "w", encoding="utf-8") as f:
-      f.write(_SB3_CHILD)
+      f.write(SB3_CHILD)
     for i, seed in enumerate(args.seeds):
       order = ["actorq", "sb3"] if i % 2 == 0 else ["sb3", "actorq"]
       for who in order:
         out = os.path.join(tmp, f"{who}-{seed}.json")
-        child = (_actorq_child(seed, args.steps, out) if who == "actorq" else
+        child = (actorq_child(seed, args.steps, out) if who == "actorq" else
                  [args.sb3_python, script, str(seed), str(args.steps), str(EVAL_EVERY),
                   str(EVAL_EPISODES), out])
         t0 = time.time()
@@ -73,8 +74,8 @@ def main(argv=None) -> int:
         f"{summary['sb3']['median_seconds_to_target']:.0f}")
   if args.out:
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "peer_sb3.json"), "w", encoding="utf-8") as f:
-      json.dump({"settings": vars(args), "runs": results, "summary": summary}, f, indent=1)
+    cli.write_json(os.path.join(args.out, "peer_sb3.json"),
+                   {"settings": vars(args), "runs": results, "summary": summary})
   return 0
 
 

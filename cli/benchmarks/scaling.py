@@ -13,7 +13,8 @@ import sys
 
 from actorq.benchmarks import scaling as benchmark
 from actorq.benchmarks.scaling import (
-    _load_runs, calibrate, curves, parse_us, plot, predict, validate)
+    load_runs, calibrate, curves, parse_us, plot, predict, validate)
+from actorq.cli import main as cli
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -39,8 +40,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       print(f"scaling: --{name.replace('_', '-')} must be > 0", file=sys.stderr)
       return 2
   try:
-    costs = calibrate(_load_runs(args.calibrate), args.cores)
-    checks = [r for d in args.validate for r in _load_runs(d)]
+    costs = calibrate(load_runs(args.calibrate), args.cores)
+    checks = [r for d in args.validate for r in load_runs(d)]
   except (FileNotFoundError, ValueError) as e:
     print(f"scaling: {e}", file=sys.stderr)
     return 2
@@ -65,8 +66,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                             "actor_s": gpu.actor_s,
                                             "other costs": "as calibrated on this CPU"},
                             "curves": curves(gpu, 16), "learner_ms_sensitivity": sensitivity}}
-  with open(os.path.join(args.out, "scaling.json"), "w", encoding="utf-8") as f:
-    json.dump(out, f, indent=1)
+  cli.write_json(os.path.join(args.out, "scaling.json"), out)
   png = plot([{"title": f"this machine ({args.cores:g} cores, CPU learner)\nmodel (lines) vs "
                         "measured (circles)",
                "costs": costs, "max_actors": 8,

@@ -14,6 +14,7 @@ import sys
 from actorq.benchmarks import peer_sb3
 from actorq.benchmarks import single_process_adder as benchmark
 from actorq.benchmarks.single_process_adder import ADDERS, run_child
+from actorq.cli import main as cli
 
 
 def main(argv: List[str] = None) -> int:
@@ -57,9 +58,8 @@ def main(argv: List[str] = None) -> int:
   print(f"median single_env / acme over {len(ratios)} rounds: {statistics.median(ratios):.2f}x "
         f"(same checksum in every round)")
   if args.json:
-    with open(args.json, "w", encoding="utf-8") as f:
-      json.dump({"rows": rows, "ratios": ratios, "steps": args.steps, "seed": args.seed}, f,
-                indent=1)
+    cli.write_json(args.json, {"rows": rows, "ratios": ratios, "steps": args.steps,
+                               "seed": args.seed})
   return 0
 
 

@@ -8,6 +8,7 @@ import os
 import sys
 
 from actorq.benchmarks import warm_start as benchmark
+from actorq.cli import main as cli
 from actorq.launch import local
 from actorq.launch import warm_start
 
@@ -17,7 +18,7 @@ def main(argv=None) -> int:
   p.add_argument("--out", required=True)
   p.add_argument("--agent", default="dqn")
   p.add_argument("--env", default="gym:CartPole-v1")
-  p.add_argument("--seeds", default="0-9")
+  p.add_argument("--seeds", type=cli.seed_list("--seeds"), default="0-9")
   p.add_argument("--origin-seed", type=int, default=100)
   p.add_argument("--origin-steps", type=int, default=20_000)
   p.add_argument("--max-steps", type=int, default=50_000)
@@ -28,6 +29,11 @@ def main(argv=None) -> int:
   p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
   p.add_argument("--table-only", action="store_true", help="rewrite table.md from runs.json")
   args = p.parse_args(argv)
+
+  def spec(seed, steps, logdir):
+    return benchmark.spec_for(args.agent, args.env, seed, steps, args.eval_every,
+                              args.eval_episodes, args.set, logdir)
+
   os.makedirs(args.out, exist_ok=True)
   path = os.path.join(args.out, "runs.json")
   data = (json.load(open(path, encoding="utf-8")) if os.path.exists(path) else
@@ -37,24 +43,24 @@ def main(argv=None) -> int:
   if not args.table_only:
     origin = os.path.join(args.out, "origin")
     if not os.path.exists(os.path.join(origin, "run.json")):
-      local.run(benchmark._spec(args, args.origin_seed, args.origin_steps, origin).build())
+      local.run(spec(args.origin_seed, args.origin_steps, origin).build())
     data["settings"] = {"agent": args.agent, "env": args.env, "origin_seed": args.origin_seed,
                         "origin_steps": args.origin_steps, "max_steps": args.max_steps,
                         "eval_every": args.eval_every, "eval_episodes": args.eval_episodes,
                         "target": args.target, "keep": args.init_keep.split(","),
                         "set": args.set, "origin": os.path.relpath(origin)}
-    for seed in benchmark._seeds(args.seeds):
-      spec = benchmark._spec(args, seed, args.max_steps, None)
+    for seed in args.seeds:
+      run = spec(seed, args.max_steps, None)
       for arm in ("scratch", "warm"):
         if any(r["seed"] == seed and r["arm"] == arm for r in data["runs"]):
           continue
         init = None
         if arm == "warm":
-          init = warm_start.resolve(origin, args.init_keep, agent=spec.agent, env_id=spec.env,
-                                    seed=seed, config=spec.make_builder().config,
+          init = warm_start.resolve(origin, args.init_keep, agent=run.agent, env_id=run.env,
+                                    seed=seed, config=run.make_builder().config,
                                     launch="local")
         benchmark.record(data, path, {"seed": seed, "arm": arm,
-                                      **benchmark.run_to_target(spec, args.target, init)})
+                                      **benchmark.run_to_target(run, args.target, init)})
   benchmark.write_table(args.out, benchmark.table(data))
   return 0
 

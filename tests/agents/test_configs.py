@@ -13,7 +13,7 @@ import typing
 import pytest
 
 from actorq.components import config_checks, config_io
-from actorq.launch import registry
+from actorq.agents import registry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(HERE, "data", "config_defaults.json"), encoding="utf-8") as _f:

@@ -7,7 +7,7 @@ import types
 import pytest
 
 from actorq.agents import sac
-from actorq.launch import registry
+from actorq.agents import registry
 
 FAMILIES = ("dpg_common", "onpolicy_common")
 MODULES = ("config", "networks", "learning", "builder")

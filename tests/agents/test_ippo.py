@@ -20,7 +20,7 @@ from actorq.components.acting import multi_agent as ma_loop
 from actorq.components.acting import variable_client as vc
 from actorq.components.envs import multi_agent as ma_env
 from actorq.components.replay import local_replay
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 from actorq.launch import experiment
 from actorq.launch import local
 from actorq.testing import fakes

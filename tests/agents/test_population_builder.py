@@ -9,7 +9,7 @@ from actorq.agents.dqn import population as dqn_population
 from actorq.agents.qdagger import builder as qdagger_builder
 from actorq.agents.sac import population as sac_population
 from actorq.agents.td3 import population as td3_population
-from actorq.launch import registry
+from actorq.agents import registry
 
 
 def test_the_agents_that_form_a_population_are_those_whose_builders_declare_one():

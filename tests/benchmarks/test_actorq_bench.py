@@ -9,7 +9,7 @@ import pytest
 
 from actorq.benchmarks import actorq_bench as ab
 from actorq.cli import main as cli
-from actorq.launch import profiling
+from actorq.components import profiling
 
 TINY = {"kind": "train", "agent": "dqn", "env": "gym:CartPole-v1", "steps": 400,
         "eval_every": 200, "eval_episodes": 2, "target": 20.0, "acting_steps": 100,

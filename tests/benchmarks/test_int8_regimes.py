@@ -9,7 +9,7 @@ import pytest
 from actorq.benchmarks import int8_regimes as ir
 from actorq.cli.benchmarks import int8_regimes as ir_cli
 from actorq.benchmarks import scaling
-from actorq.launch import profiling
+from actorq.components import profiling
 
 # t_a: fp32 2,000 us, int8 1,000 us per actor step (waiting is not on t_a); t_L = 0.1 s.
 ACTOR_US = {"fp32": dict(env_step=300.0, inference=1000.0, adder=500.0, load=0.0, other=200.0,

@@ -6,7 +6,7 @@ import pytest
 
 from actorq.cli import main as cli
 from actorq.components import config_io
-from actorq.launch import registry
+from actorq.agents import registry
 from actorq.testing.cli import run_cli
 
 
@@ -277,3 +277,24 @@ def test_b15_seeds_are_taken_whole():
   for bad in (core.MAX_SEED + 1, 2**32, -1, True):
     with pytest.raises(ValueError, match="seed must be an integer from 0 to 2147483647"):
       experiment.ExperimentConfig(DQNBuilder(DQNConfig()), "gym:CartPole-v1", 10, seed=bad)
+
+
+@pytest.mark.parametrize("tokens,seeds", [
+    (["0-9"], tuple(range(10))),
+    (["0,1,2"], (0, 1, 2)),
+    (["0", "1", "2"], (0, 1, 2)),
+    (["0 1 2"], (0, 1, 2)),
+    (["3-5,9", "12"], (3, 4, 5, 9, 12)),
+    (["7"], (7,)),
+])
+def test_parse_seeds(tokens, seeds):
+  assert cli.parse_seeds(tokens) == seeds
+
+
+@pytest.mark.parametrize("tokens,fragment", [
+    (["5-2"], "goes down"), (["a"], "is not a seed"), (["-1"], "is not a seed"),
+    (["0-2", "2"], "seed 2 is given twice"), ([","], "no seeds"), (["1.5"], "is not a seed"),
+])
+def test_bad_seeds(tokens, fragment):
+  with pytest.raises(ValueError, match=fragment):
+    cli.parse_seeds(tokens)

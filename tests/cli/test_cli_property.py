@@ -33,8 +33,8 @@ from hypothesis import strategies as st
 
 from actorq.cli import main as cli
 from actorq.components import config_checks, config_io
-from actorq.launch import checkpointing
-from actorq.launch import registry
+from actorq.components import checkpointing
+from actorq.agents import registry
 from actorq.testing.cli import run_cli
 
 # QDagger's student needs a teacher run (tests/agents/test_qdagger.py trains one).

@@ -13,7 +13,7 @@ import pytest
 
 from actorq.components import config_checks as checks
 from actorq.components import config_io
-from actorq.launch import registry
+from actorq.agents import registry
 
 _EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "expected_sarsa.py")
 

@@ -9,7 +9,7 @@ import pytest
 from actorq.agents.dqn.config import DQNConfig
 from actorq.cli import main as cli
 from actorq.components import config_io
-from actorq.launch import registry
+from actorq.agents import registry
 
 
 @pytest.mark.parametrize("agent", registry.names())

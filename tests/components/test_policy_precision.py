@@ -3,7 +3,7 @@ policy_precision`, which every builder's `make_policy` asks."""
 import pytest
 
 from actorq.components.envs import environments
-from actorq.launch import registry
+from actorq.agents import registry
 
 
 @pytest.mark.parametrize("agent,env_id", [("dqn", "gym:CartPole-v1"), ("ppo", "gym:CartPole-v1"),

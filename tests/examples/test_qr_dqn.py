@@ -18,7 +18,8 @@ import pytest
 from actorq import core
 from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments
-from actorq.launch import experiment, local, registry
+from actorq.launch import experiment, local
+from actorq.agents import registry
 from actorq.studies import compression as cs
 from actorq.studies import quantize as quantize_study
 from actorq.testing.cli import run_cli

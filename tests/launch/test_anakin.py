@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from actorq.launch import anakin
+from actorq.launch import anakin, engine
 from actorq.launch import spec as spec_lib
 from actorq.testing.cli import run_cli
 
@@ -27,12 +27,18 @@ def _spec(agent, config, seed, logdir=None, steps=240, **kw):
                           logdir=None if logdir is None else str(logdir), **kw)
 
 
+def _run(specs):
+  """`anakin.run` of `specs` whose run directories `engine.open_run_dir` made (run.json by its
+  one writer), as `actorq sweep --launch anakin` runs them."""
+  return anakin.run([s if s.logdir is None else engine.open_run_dir(s) for s in specs])
+
+
 def test_a_seed_is_a_run_twice_and_among_other_seeds(tmp_path):
-  alone, = anakin.run([_spec("dqn", DQN, 1, tmp_path / "alone")])
-  again, = anakin.run([_spec("dqn", DQN, 1)])
+  alone, = _run([_spec("dqn", DQN, 1, tmp_path / "alone")])
+  again, = _run([_spec("dqn", DQN, 1)])
   assert alone.params_checksum == again.params_checksum
-  three = anakin.run([_spec("dqn", DQN, s, tmp_path / f"s{s}") for s in (0, 1, 2)])
-  two = anakin.run([_spec("dqn", DQN, s) for s in (2, 1)])
+  three = _run([_spec("dqn", DQN, s, tmp_path / f"s{s}") for s in (0, 1, 2)])
+  two = _run([_spec("dqn", DQN, s) for s in (2, 1)])
   assert three[1].params_checksum == two[1].params_checksum
   assert three[2].params_checksum == two[0].params_checksum
   assert len({r.params_checksum for r in three}) == 3  # other seeds, other runs
@@ -47,10 +53,10 @@ def test_a_seed_is_a_run_twice_and_among_other_seeds(tmp_path):
 
 
 def test_resume_continues_the_same_run_and_eval_reads_it(tmp_path, capsys):
-  straight, = anakin.run([_spec("ppo", PPO, 0)])
+  straight, = _run([_spec("ppo", PPO, 0)])
   half = _spec("ppo", PPO, 0, tmp_path / "run", steps=120)
-  first, = anakin.run([half])
-  resumed, = anakin.run([_spec("ppo", PPO, 0, tmp_path / "run", resume=True)])
+  first, = _run([half])
+  resumed, = _run([_spec("ppo", PPO, 0, tmp_path / "run", resume=True)])
   assert resumed.resumed_actor_steps == first.actor_steps >= 120
   assert resumed.params_checksum == straight.params_checksum
   assert [e["actor_steps"] for e in resumed.evaluations] == [

@@ -11,7 +11,7 @@ import pytest
 
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 from actorq.launch import distributed, distributed_nodes, experiment
 
 pytestmark = pytest.mark.slow  # multi-process or several training runs

@@ -35,7 +35,7 @@ import faulty_envs  # pylint: disable=wrong-import-position
 
 from actorq.agents.dqn import learning as dqn_learning
 from actorq.cli import main as cli
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 from actorq.launch import distributed, processes
 
 ROOT = os.path.dirname(os.path.dirname(HERE))

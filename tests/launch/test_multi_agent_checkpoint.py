@@ -10,7 +10,7 @@ import pytest
 from actorq import core
 from actorq.agents import ippo
 from actorq.components.envs import multi_agent as ma_env
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 from actorq.launch import experiment
 from actorq.launch import local
 from actorq.testing import fakes

@@ -13,7 +13,7 @@ from actorq.agents import ippo
 from actorq.launch import distributed
 from actorq.launch import distributed_nodes
 from actorq.launch import experiment
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 from actorq.launch import local
 from actorq.launch import spec as spec_lib
 

@@ -18,7 +18,8 @@ from actorq.agents import population as population_agent
 from actorq.components import fault_points
 from actorq.components import population as population_lib
 from actorq.components.acting import variable_client as vc
-from actorq.launch import checkpointing, local, pbt
+from actorq.components import checkpointing
+from actorq.launch import local, pbt
 from actorq.quantization import bias_correction
 from actorq.testing.cli import run_cli
 

@@ -6,10 +6,10 @@ import pytest
 
 from actorq import core
 from actorq.agents.dqn import networks as dqn_networks
-from actorq.cli import export as export_cmd
+from actorq.studies import export as export_lib
 from actorq.components.acting import actors
 from actorq.components.envs import environments
-from actorq.launch import registry
+from actorq.agents import registry
 from actorq.studies import compression as cs
 from actorq.studies import quantize as quantize_study
 
@@ -73,7 +73,7 @@ def test_dqn_without_dueling_declares_plain_q_values():
 ])
 def test_export_action_rule_follows_the_declaration(agent, env_id, overrides, expected):
   _, _, spec, outputs = _declared(agent, env_id, **overrides)
-  assert export_cmd.action_rule({"agent": agent}, outputs, spec) == expected
+  assert export_lib.action_rule({"agent": agent}, outputs, spec) == expected
 
 
 def test_quantize_semantics_follow_the_declaration():

@@ -12,7 +12,7 @@ import gymnasium
 import numpy as np
 
 from actorq.cli import main as cli
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 
 pytestmark = pytest.mark.slow  # multi-process or several training runs
 

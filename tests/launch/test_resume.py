@@ -19,7 +19,7 @@ from actorq.agents.dqn.builder import DQNBuilder
 from actorq.agents.dqn.config import DQNConfig
 from actorq.components import config_io
 from actorq.components.acting import actors
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 from actorq.launch import experiment, local
 
 pytestmark = pytest.mark.slow  # multi-process or several training runs

@@ -13,7 +13,8 @@ from actorq.agents.dqn.builder import DQNBuilder
 from actorq.agents.dqn.config import DQNConfig
 from actorq.components import fault_points
 from actorq.components.envs import environments
-from actorq.launch import checkpointing, experiment
+from actorq.launch import experiment
+from actorq.components import checkpointing
 from actorq.testing.cli import run_cli, snapshot
 
 FIXTURE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures",

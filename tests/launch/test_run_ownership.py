@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from actorq.launch import checkpointing, pbt
+from actorq.components import checkpointing
+from actorq.launch import pbt
 from actorq.launch import run_dir
 from actorq.testing.cli import run_cli, snapshot
 

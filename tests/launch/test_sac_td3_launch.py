@@ -6,7 +6,9 @@ import csv
 import numpy as np
 import pytest
 
-from actorq.launch import distributed, experiment, local, registry
+from actorq.launch import distributed, experiment, local
+
+from actorq.agents import registry
 
 pytestmark = pytest.mark.slow  # training runs and Launchpad programs
 

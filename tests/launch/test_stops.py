@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from actorq.cli import main as cli, train as train_cmd
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 from actorq.launch import processes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

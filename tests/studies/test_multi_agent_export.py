@@ -9,7 +9,7 @@ import pytest
 
 from actorq.agents import ippo
 from actorq.components.envs import multi_agent as ma_env
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 from actorq.launch import experiment
 from actorq.launch import local
 from actorq.launch import spec as spec_lib

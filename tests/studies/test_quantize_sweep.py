@@ -185,7 +185,7 @@ def test_search_writes_a_loadable_policy(runs, capsys, tmp_path):
     (["--sweep", "8,4"], "--sweep '8,4' not understood"),
     (["--sweep", "bits=8", "--granularity", "per-row"], "--granularity 'per-row' unknown"),
     (["--sweep", "bits=8", "--sparsity", "1.0"], "--sparsity '1.0' is outside [0, 1)"),
-    (["--sweep", "bits=8", "--seeds", "5-1"], "--seeds '5-1' not understood"),
+    (["--sweep", "bits=8", "--seeds", "5-1"], "--seeds 5-1: range '5-1' goes down"),
     (["--search"], "--search needs --latency-budget"),
     (["--search", "--size-budget", "0.5", "--choices", "int9"], "--choices: precision choice"),
     (["--search", "--sweep", "bits=8"], "--sweep and --search are separate studies"),

@@ -1,4 +1,4 @@
-"""`actorq sweep`: seed parsing, resuming, bad input, and one cheap end-to-end sweep
+"""`actorq sweep`: resuming, bad input, and one cheap end-to-end sweep
 (2 seeds x fp32,int8 of DQN on CartPole, 400 steps each) whose aggregate.json is
 `aggregate.aggregate` of its own seeds.csv."""
 import csv
@@ -15,27 +15,6 @@ from actorq.testing.cli import run_cli
 
 TINY = ["--steps", "400", "--eval-every", "200", "--eval-episodes", "1",
         "--set", "min_replay_size=100", "--set", "hidden_sizes=[16]"]
-
-
-@pytest.mark.parametrize("tokens,seeds", [
-    (["0-9"], tuple(range(10))),
-    (["0,1,2"], (0, 1, 2)),
-    (["0", "1", "2"], (0, 1, 2)),
-    (["0 1 2"], (0, 1, 2)),
-    (["3-5,9", "12"], (3, 4, 5, 9, 12)),
-    (["7"], (7,)),
-])
-def test_parse_seeds(tokens, seeds):
-  assert sweep.parse_seeds(tokens) == seeds
-
-
-@pytest.mark.parametrize("tokens,fragment", [
-    (["5-2"], "goes down"), (["a"], "is not a seed"), (["-1"], "is not a seed"),
-    (["0-2", "2"], "seed 2 is given twice"), ([","], "no seeds"), (["1.5"], "is not a seed"),
-])
-def test_bad_seeds(tokens, fragment):
-  with pytest.raises(ValueError, match=fragment):
-    sweep.parse_seeds(tokens)
 
 
 def test_plan_rotates_the_precision_order_per_seed():

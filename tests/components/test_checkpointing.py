@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import reverb
 
-from actorq.launch import checkpointing
+from actorq.components import checkpointing
 
 
 def _state(i):

@@ -9,7 +9,8 @@ import pytest
 
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config
-from actorq.launch import hosts, registry
+from actorq.launch import hosts
+from actorq.agents import registry
 from actorq.testing.cli import run_cli
 
 CONFIGS = {"dqn": "DQNConfig", "d4pg": "D4PGConfig", "ddpg": "DDPGConfig", "td3": "TD3Config",

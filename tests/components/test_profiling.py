@@ -7,7 +7,7 @@ import types
 import pytest
 
 from actorq.components.acting import variable_client as vc
-from actorq.launch import profiling
+from actorq.components import profiling
 from actorq.quantization import network_spec as ns
 from actorq.testing import fakes
 
