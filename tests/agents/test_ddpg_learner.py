@@ -86,4 +86,5 @@ def test_ddpg_learns_cartpole_balance_seeded():
       "dmc:cartpole-balance", 15_000, seed=0, eval_every=2_500, eval_episodes=1)
   result = local.run(config)
   assert result.final_eval_return >= 380.0, result.evaluations
-  runs.assert_prefix_reproduces(config, result, fraction=1 / 3)
+  # The first evaluation (2.5k steps, 1.5k of them learning) retraced by a second run.
+  runs.assert_prefix_reproduces(config, result, fraction=1 / 6)

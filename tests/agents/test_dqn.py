@@ -133,17 +133,23 @@ def test_target_update_period_is_exact_in_learner_steps(env_steps_per_learner_st
 
 @pytest.mark.slow
 def test_dqn_learns_cartpole_with_a_fixed_seed():
-  """The default config on a short budget: 20k actor steps reach a greedy return far
-  above random (~22). Deterministic on one kind of CPU, but XLA compiles for the host, so
-  the values differ between kinds (5 episodes at 5k..20k steps, jax 0.4.23): 165.8, 269.2,
-  267.8, 500.0 on the AMD EPYC of earlier sessions; 188.2, 141.4, 247.2, 263.6 on an AMD EPYC
-  of family 26 with AVX-512 (params checksum 2b2d275e097d6cf6). The learning rate is still
-  high at 20k (it decays to 0 over the default 100k), so evaluations swing; the threshold is
-  far above random and below both. A second, shorter run must retrace the first exactly.
+  """20k actor steps of the default config with a 64x64 network and half the replay ratio
+  (samples_per_insert 16: ~5k learner steps of batch 64; ~20% cheaper than the default
+  256x256 at 32, whose 100k-step runs are in docs/agents/dqn.md) reach a greedy return far
+  above random (~22).
+  Deterministic on one kind of CPU, but XLA compiles for the host, so the values differ
+  between code paths (5 episodes at 5k..20k steps, jax 0.4.23, an AMD EPYC with AVX-512):
+  255.4, 361.8, 416.0, 245.4 (params checksum b872c89775149b90); under
+  XLA_FLAGS=--xla_backend_extra_options=-vectorize-loops=false 197.2, 332.8, 216.6, 288.4;
+  under ...=-force-vector-width=8 (AVX2's float32 width) 307.2, 270.4, 361.6, 397.6. The
+  learning rate is still high at 20k (it decays to 0 over 50k learner steps), so
+  evaluations swing; the threshold is far above random and below all three. A second run
+  of the first 5k steps must retrace the first exactly.
   """
   config = experiment.ExperimentConfig(
-      builder_lib.DQNBuilder(config_lib.DQNConfig()), "gym:CartPole-v1", 20_000, seed=0,
-      eval_every=5_000, eval_episodes=5)
+      builder_lib.DQNBuilder(config_lib.DQNConfig(hidden_sizes=(64, 64),
+                                                  samples_per_insert=16.0)),
+      "gym:CartPole-v1", 20_000, seed=0, eval_every=5_000, eval_episodes=5)
   result = local.run(config)
   assert result.final_eval_return >= 200, result.evaluations
-  runs.assert_prefix_reproduces(config, result)
+  runs.assert_prefix_reproduces(config, result, fraction=1 / 4)

@@ -1,5 +1,7 @@
 """Shared on-policy machinery: selectors and their extras, masks, minibatches, and the
 rollout adder writing into a queue whose signature includes the extras (E3)."""
+import gc
+
 import dm_env
 import jax
 import jax.numpy as jnp
@@ -117,6 +119,8 @@ def test_rollout_adder_writes_overlapping_rollouts_across_episodes_into_the_queu
       adder.add(np.int32(0), dm_env.transition(np.float32(1.0), obs(0), np.float32(1.0)),
                 {"logits": np.zeros(2, np.float32), "log_prob": np.float64(0.0)})
   finally:
+    adder = None  # its writer stream closes with it: an open one holds Server.stop for 5 s
+    gc.collect()
     server.stop()
 
 

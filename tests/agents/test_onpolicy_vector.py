@@ -2,6 +2,7 @@
 env's rollouts through `PerEnvAdders` are exactly the rollouts of that env run alone, and a
 single-process run of every on-policy agent at B = 4 learns from them and is a function of
 its seed."""
+import gc
 import warnings
 
 import numpy as np
@@ -46,10 +47,22 @@ def queue_server():
                                                10_000)])
 
 
-def drain(server, count):
-  """The queue's `count` rollouts in write order, each as a list of numpy columns."""
-  got = replay.sample(f"localhost:{server.port}", "q", count, timeout_s=10)
-  return [[np.asarray(x) for x in tree.flatten(s.data)] for s in got]
+def queued(write):
+  """The rollouts `write(client)` queues on a fresh server, in write order, each as a list
+  of numpy columns; `write` returns how many it wrote. Its adders are gone (their writers
+  closed, every rollout flushed) before the queue is read, so nothing is waited for: a
+  short rate-limiter timeout, which is also how long the reader's end waits for its
+  outstanding request (a 10 s timeout: ~3.5 s), and an open writer stream would hold
+  Reverb's `Server.stop` for 5 s."""
+  server = queue_server()
+  try:
+    count = write(reverb.Client(f"localhost:{server.port}"))
+    gc.collect()  # the writers `write` made (and their streams) are closed
+    got = replay.sample(f"localhost:{server.port}", "q", count, timeout_s=1)
+    assert len(got) == count
+    return [[np.asarray(x) for x in tree.flatten(s.data)] for s in got]
+  finally:
+    server.stop()
 
 
 def rollout_adder(client):
@@ -62,13 +75,12 @@ def env_of(rollout):
 
 def test_per_env_rollouts_are_each_envs_rollouts_alone():
   selector = onpolicy.make_selector(HEAD)
-  server = queue_server()
-  try:
-    client = reverb.Client(f"localhost:{server.port}")
+  steps = {}
+
+  def write_batched(client):
     per_env = adders.PerEnvAdders([rollout_adder(client) for _ in EPISODES])
     actor = actors.BatchedFeedForwardActor(fakes.FixedRuntime(LOGITS), selector, adder=per_env,
                                            dummy_action=np.int32(0))
-    steps = {}
 
     class Count(loop_lib.Hook):
       def on_step(self, loop, action, timestep):
@@ -77,21 +89,21 @@ def test_per_env_rollouts_are_each_envs_rollouts_alone():
 
     loop_lib.VectorActorLoop(fakes.ScriptedVectorEnvironment(scripted_envs()), actor,
                              hooks=[Count()]).run(num_steps=80)
-    batched = drain(server, per_env.items_written)
-  finally:
-    server.stop()
-  assert sum(steps.values()) == 80 and per_env.items_written == len(batched)
-  for i in range(len(EPISODES)):
-    mine = [r for r in batched if env_of(r) == i]
-    alone_server = queue_server()
-    try:
-      alone_client = reverb.Client(f"localhost:{alone_server.port}")
-      adder = rollout_adder(alone_client)
+    return per_env.items_written
+
+  def write_alone(i):
+    def write(client):
+      adder = rollout_adder(client)
       alone_actor = actors.FeedForwardActor(fakes.FixedRuntime(LOGITS), selector, adder=adder)
       loop_lib.ActorLoop(scripted_envs()[i], alone_actor).run(num_steps=steps[i])
-      alone = drain(alone_server, adder.items_written)
-    finally:
-      alone_server.stop()
+      return adder.items_written
+    return write
+
+  batched = queued(write_batched)
+  assert sum(steps.values()) == 80
+  for i in range(len(EPISODES)):
+    mine = [r for r in batched if env_of(r) == i]
+    alone = queued(write_alone(i))
     assert len(alone) == len(mine) >= 2, (i, len(alone), len(mine))
     for got, want in zip(mine, alone):
       for g, w in zip(got, want):

@@ -1,4 +1,6 @@
 """Case E3: the table signature includes actor extras; bad writes name the column."""
+import gc
+
 import numpy as np
 import pytest
 import reverb
@@ -33,7 +35,13 @@ def setup():
   adder = replay.ValidatingAdder(
       adders.NStepTransitionAdder(client, n_step=1, discount=0.99, priority_fns={"t": None}),
       env_spec, EXTRAS_SPEC)
-  yield env, env_spec, client, adder
+  made = [env, env_spec, client, adder]
+  del client, adder
+  yield made
+  # The adder's writer stream closes when the adder goes: an open one holds Reverb's
+  # Server.stop for 5 s.
+  made.clear()
+  gc.collect()
   server.stop()
 
 
