@@ -176,8 +176,12 @@ class OnPolicySystem:
     return OnPolicyCarry(learner, env_state, obs, start, pending, previous, key, steps,
                          episodes, calibration, metrics)
 
-  def train(self, carry: OnPolicyCarry, target_actor_steps) -> OnPolicyCarry:
-    """Learner iterations until `actor_steps >= target_actor_steps`."""
+  def train(self, carry: OnPolicyCarry, target_actor_steps, actor_steps=None
+            ) -> OnPolicyCarry:
+    """Learner iterations until `actor_steps >= target_actor_steps` (the seed's own count:
+    terminal steps are not counted, so seeds drift apart; the `actor_steps` argument of
+    `DQNSystem.train` is not used)."""
+    del actor_steps
     return jax.lax.while_loop(lambda c: c.actor_steps < target_actor_steps,
                               self._iteration, carry)
 
@@ -325,9 +329,25 @@ class DQNSystem:
     carry, metrics = jax.lax.scan(learn, carry, jax.random.split(k_learn, self.learn_steps))
     return carry._replace(key=key, metrics=jax.tree_util.tree_map(lambda m: m[-1], metrics))
 
-  def train(self, carry: DQNCarry, target_actor_steps) -> DQNCarry:
-    return jax.lax.while_loop(lambda c: c.actor_steps < target_actor_steps,
-                              self._iteration, carry)
+  def iterations(self, actor_steps, target_actor_steps):
+    """int32: the iterations that take `actor_steps` to at least `target_actor_steps`
+    (`env_steps_per_iteration` each; 0 when there already)."""
+    per = self.env_steps_per_iteration
+    return jnp.maximum(target_actor_steps - actor_steps + per - 1, 0) // per
+
+  def train(self, carry: DQNCarry, target_actor_steps, actor_steps) -> DQNCarry:
+    """Iterations until `carry.actor_steps >= target_actor_steps`.
+
+    `actor_steps` (int32 scalar) is the seeds' actor steps now, passed unbatched: DQN's
+    seeds count E steps per act, so they step in lockstep and it is every seed's. The
+    loop's trip count then is the same for every seed, and its predicate stays unbatched
+    under `jax.vmap`. With a per-seed predicate (a `while_loop` on `carry.actor_steps`)
+    vmap selects every carried array between its old and new value after each
+    iteration, which copies the whole replay buffer (30 seeds x 100k steps) twice per
+    iteration: that made the 30-seed sweep slower than 30 local runs (issue 54).
+    """
+    return jax.lax.fori_loop(0, self.iterations(actor_steps, target_actor_steps),
+                             lambda i, c: self._iteration(c), carry)
 
   def evaluate(self, carry: DQNCarry, key: jax.Array, num_episodes: int):
     prepared = self.eval_policy.prepare(carry.learner.params, carry.calibration)
