@@ -293,9 +293,11 @@ class DQNSystem:
                           episodes=acting.record_steps(carry.episodes, reward, last))
 
   def _learn(self, carry: DQNCarry, key) -> Tuple[DQNCarry, Dict[str, jnp.ndarray]]:
+    """One learner step on a batch of the buffer (`train` calls it once the buffer holds
+    min_replay_size steps, so no select of the learner state between its old and new
+    value is compiled in: `member_step`'s `active` is a constant True)."""
     c = self.config
     buffer = carry.buffer
-    active = rb.size(buffer) >= jnp.maximum(self.min_replay_size, 1)
     if c.prioritized_replay:
       rows, envs, prob = rb.sample_prioritized(buffer, key, c.batch_size)
     else:
@@ -306,21 +308,24 @@ class DQNSystem:
         next_observation=transitions.next_observation.astype(jnp.float32))
     table_size = jnp.full(prob.shape, rb.size(buffer), jnp.float32)
     learner, td, metrics = self.population.member_step(
-        carry.learner, transitions, prob, table_size, carry.hyper, active)
+        carry.learner, transitions, prob, table_size, carry.hyper, True)
     if c.prioritized_replay:
       buffer = rb.set_priorities(buffer, rows, envs, jnp.abs(td) + c.priority_epsilon,
-                                 c.priority_exponent, active)
-    fresh = acting.calibrate(transitions.observation, self.environment_spec.observations.shape)
-    calibration = jax.tree_util.tree_map(lambda n, o: jnp.where(active, n, o), fresh,
-                                         carry.calibration)
+                                 c.priority_exponent)
+    calibration = acting.calibrate(transitions.observation,
+                                   self.environment_spec.observations.shape)
     return carry._replace(learner=learner, buffer=buffer, calibration=calibration), metrics
 
-  def _iteration(self, carry: DQNCarry) -> DQNCarry:
+  def _iteration(self, carry: DQNCarry, learn: bool = True) -> DQNCarry:
+    """`act_iterations` acting steps of the E environments, then (`learn`) `learn_steps`
+    learner steps."""
     key, k_act, k_learn = jax.random.split(carry.key, 3)
     prepared = self.policy.prepare(carry.learner.params, carry.calibration)
     carry = jax.lax.fori_loop(
         0, self.act_iterations,
         lambda i, c: self._act(c, prepared, jax.random.fold_in(k_act, i)), carry)
+    if not learn:
+      return carry._replace(key=key)
 
     def learn(c, k):
       c, metrics = self._learn(c, k)
@@ -345,9 +350,18 @@ class DQNSystem:
     vmap selects every carried array between its old and new value after each
     iteration, which copies the whole replay buffer (30 seeds x 100k steps) twice per
     iteration: that made the 30-seed sweep slower than 30 local runs (issue 54).
+
+    Learning starts with the first iteration after which the buffer holds
+    `min_replay_size` steps (its size is the actor steps, capped at the capacity, which
+    is >= min_replay_size): iterations before it act only, as the local launch's learner
+    waits for Reverb's rate limiter; that count is the same for every seed, too.
     """
-    return jax.lax.fori_loop(0, self.iterations(actor_steps, target_actor_steps),
-                             lambda i, c: self._iteration(c), carry)
+    total = self.iterations(actor_steps, target_actor_steps)
+    acting_only = jnp.minimum(jnp.maximum(
+        self.iterations(actor_steps, max(self.min_replay_size, 1)) - 1, 0), total)
+    carry = jax.lax.fori_loop(0, acting_only, lambda i, c: self._iteration(c, learn=False),
+                              carry)
+    return jax.lax.fori_loop(acting_only, total, lambda i, c: self._iteration(c), carry)
 
   def evaluate(self, carry: DQNCarry, key: jax.Array, num_episodes: int):
     prepared = self.eval_policy.prepare(carry.learner.params, carry.calibration)

@@ -132,6 +132,14 @@ def _last_positive(weights: jnp.ndarray) -> jnp.ndarray:
   return (k - 1 - jnp.argmax(jnp.flip(weights > 0, -1), axis=-1)).astype(jnp.int32)
 
 
+def _block_size(n: int) -> int:
+  """The slots per block of `sample_prioritized` (static): the smallest divisor of n at
+  least sqrt(n) when it is below 2 sqrt(n) (the blocks tile the slots exactly), else
+  ceil(sqrt(n)) (the last block padded)."""
+  root = max(1, math.isqrt(n - 1) + 1)  # ceil(sqrt(n))
+  return next((k for k in range(root, 2 * root) if n % k == 0), root)
+
+
 def sample_prioritized(buffer: RingBuffer, key: jax.Array, batch_size: int
                        ) -> Tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
   """`batch_size` slots drawn with P(i) = p_i^alpha / sum_k p_k^alpha over the sampleable
@@ -151,9 +159,10 @@ def sample_prioritized(buffer: RingBuffer, key: jax.Array, batch_size: int
   e = buffer.num_envs
   weight = buffer.priorities.reshape(-1)
   n = weight.shape[0]
-  k = max(1, int(math.isqrt(n - 1)) + 1)  # static: blocks of k slots, n <= k * k
+  k = _block_size(n)
   num_blocks = -(-n // k)
-  blocks = jnp.pad(weight, (0, num_blocks * k - n)).reshape(num_blocks, k)
+  blocks = weight if num_blocks * k == n else jnp.pad(weight, (0, num_blocks * k - n))
+  blocks = blocks.reshape(num_blocks, k)  # without a pad, a view: no copy of the N slots
   block_sum = jnp.sum(blocks, axis=1)
   block_cdf = jnp.cumsum(block_sum)
   total = block_cdf[-1]
