@@ -16,8 +16,9 @@ Rows (steps/s = environment steps per second of wall-clock, medians of --repeats
     the config's other values) for --ppo-steps, its wall-clock (compilation included and
     apart) and final greedy return, and PPO with --launch local on gym:CartPole-v1 for
     --local-steps; the ratio of their steps/s. `run` (`actorq bench --launch anakin`)
-    trains the anakin PPO at each B (batch_size = B) and the local PPO once, at its
-    config's B.
+    trains the anakin PPO at each B (batch_size = B environments) and the local PPO once
+    (its actor steps B = `--num-envs` = 1 environment; batch_size rollouts per learner
+    step).
 CPU time (`process_time`) is printed beside wall-clock: on a shared machine the wall
 includes other processes' load, the CPU time does not.
 """
@@ -146,7 +147,9 @@ def python_acting_rate(steps, repeats):
 
 
 def anakin_ppo(steps, batch=None):
-  config = {} if batch is None else {"batch_size": batch}
+  # A learner step takes batch_size rollouts of the queue (PPOConfig's rule): B > the
+  # default queue needs a queue of B.
+  config = {} if batch is None else {"batch_size": batch, "max_queue_size": max(batch, 64)}
   spec = spec_lib.RunSpec(agent="ppo", env="gymnax:CartPole-v1", seed=0, config=config,
                           steps=steps, eval_every=max(steps // 10, 1), eval_episodes=10,
                           launch="anakin", checkpoint_every=None)
@@ -172,7 +175,7 @@ def local_ppo(steps):
   wall, cpu = time.time() - w, time.process_time() - c
   return {"steps": result.actor_steps, "wall_s": wall, "cpu_s": cpu,
           "steps_per_s": result.actor_steps / wall, "final_return": result.final_eval_return,
-          "batch_size": int(getattr(config.builder.config, "batch_size", 1))}
+          "num_envs": int(spec.num_envs)}
 
 
 ENV_ID, GYM_ID = "gymnax:CartPole-v1", "gym:CartPole-v1"
@@ -226,7 +229,7 @@ def run(batches: Sequence[int], scan_steps: int, repeats: int, training_steps: i
         f"{r['steps'] / r['cpu_s']:,.0f} per CPU-s)")
 
   local_run = local_ppo(local_steps)
-  training("local", GYM_ID, local_run["batch_size"], local_run)
+  training("local", GYM_ID, local_run["num_envs"], local_run)
   for b in batches:
     training("anakin", ENV_ID, b, anakin_ppo(training_steps, batch=b))
   return out
@@ -241,12 +244,15 @@ def format_table(result: Dict[str, Any]) -> str:
                  f"{r['steps_per_s_cpu']:,.0f} |")
   local_rate = next((t["steps_per_s"] for t in result["training"] if t["launch"] == "local"),
                     None)
-  lines += ["", "| training: PPO | B | steps | wall s | steps/s (wall) | x local | final "
-                "greedy return |", "|---|---:|---:|---:|---:|---:|---:|"]
+  lines += ["", "| training: PPO | B | steps | wall s (first period, compilation included) "
+                "| steps/s (wall) | x local | final greedy return |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
   for t in result["training"]:
     ratio = f"{t['steps_per_s'] / local_rate:.1f}" if local_rate else "-"
+    first = (f" ({t['first_period_s']:.1f})" if t.get("first_period_s") is not None
+             else "")
     lines.append(f"| --launch {t['launch']} {t['env']} | {t['B']} | {t['steps']} | "
-                 f"{t['wall_s']:.1f} | {t['steps_per_s']:,.0f} | {ratio} | "
+                 f"{t['wall_s']:.1f}{first} | {t['steps_per_s']:,.0f} | {ratio} | "
                  f"{t['final_return']:.1f} |")
   return "\n".join(lines)
 
