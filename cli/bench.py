@@ -23,9 +23,9 @@ import os
 
 from actorq import core
 from actorq.benchmarks import actorq_bench as ab
-from actorq.benchmarks import distributed_bench, merge, vector_bench
+from actorq.benchmarks import anakin_bench, distributed_bench, merge, vector_bench
 from actorq.cli import main as cli
-from actorq.components import config_io
+from actorq.components import atomic, config_io
 from actorq.components.envs import environments, vector_env
 from actorq.launch import placement
 from actorq.launch import run_dir
@@ -67,10 +67,13 @@ def add_parser(subparsers):
                       "--acting-steps transitions per run (default 4000), --repeats rounds")
   p.add_argument("--repeats", type=cli.positive_int("--repeats"), default=3,
                  help="rounds of the --num-envs measurement (medians; default 3)")
-  p.add_argument("--launch", choices=distributed_bench.LAUNCHES, default=None,
-                 help="run each (seed, precision) as a Launchpad program (replay, learner, "
-                      "N actors, evaluator) and measure it end to end and per node "
-                      "(actorq.benchmarks.distributed_bench); default: one process per run")
+  p.add_argument("--launch", choices=sorted(LAUNCHES), default=None,
+                 help="local_mp/local_mt: run each (seed, precision) as a Launchpad program "
+                      "(replay, learner, N actors, evaluator) and measure it end to end and "
+                      "per node (actorq.benchmarks.distributed_bench); anakin: steps/s of "
+                      "the compiled env, acting and PPO training at each B of --num-envs "
+                      "(default 1,32,256,1024) beside the Python loop on gym:CartPole-v1 "
+                      "(actorq.benchmarks.anakin_bench); default: one process per run")
   p.add_argument("--num-actors", type=cli.positive_int("--num-actors"), default=None,
                  help="actor nodes of a --launch run (default: 2)")
   p.add_argument("--max-learner-ratio", type=cli.positive_float("--max-learner-ratio"),
@@ -161,7 +164,7 @@ def _merge(args) -> int:
 
 # The files by which a folder holds an earlier report of `actorq bench` (its bench.json,
 # vector.json or distributed benchmark JSON, and table.md).
-REPORT_FILES = ("bench.json", "vector.json", "table.md")
+REPORT_FILES = ("bench.json", "vector.json", "anakin.json", "table.md")
 
 
 def _report_checks(args) -> dict:
@@ -253,9 +256,50 @@ def _run_distributed(args) -> int:
   return 0
 
 
+ANAKIN_BATCHES = "1,32,256,1024"
+
+
+def _run_anakin(args) -> int:
+  """`actorq bench --launch anakin`: `anakin_bench.run` into --logdir (anakin.json,
+  table.md)."""
+  given = [f for f, v in (("--render", args.render), ("--merge", args.merge),
+                          ("--num-actors", args.num_actors),
+                          ("--max-learner-ratio", args.max_learner_ratio),
+                          ("--precisions", args.precisions), ("--seeds", args.seeds),
+                          ("--agent", args.agent), ("--env", args.env)) if v]
+  if given:
+    raise cli.UsageError(f"--launch anakin measures PPO on {anakin_bench.ENV_ID} against "
+                         f"{anakin_bench.GYM_ID}; it takes --num-envs, --steps, "
+                         f"--acting-steps, --repeats, --logdir, not {', '.join(given)}")
+  sizes = num_envs_list(args.num_envs or ANAKIN_BATCHES)
+  steps = args.steps or 20_000
+  scan_steps = args.acting_steps or 2_000
+  outdir = run_dir.report_dir(args.logdir, "bench-anakin", "ppo", "CartPole-v1",
+                              **_report_checks(args))
+  print(f"actorq bench --launch anakin: B = {','.join(map(str, sizes))}, {scan_steps} steps "
+        f"per env in the rate rows, {args.repeats} rounds, PPO training {steps} steps per run; "
+        f"output in {outdir}", flush=True)
+  result = anakin_bench.run(sizes, scan_steps, args.repeats, steps, steps,
+                            log=lambda m: print(m, flush=True))
+  result["settings"] = {"batches": list(sizes), "scan_steps": scan_steps,
+                        "repeats": args.repeats, "training_steps": steps}
+  table = anakin_bench.format_table(result)
+  cli.write_json(os.path.join(outdir, "anakin.json"), result)
+  with atomic.atomic_write(os.path.join(outdir, "table.md")) as f:
+    f.write(table + "\n")
+  print()
+  print(table)
+  print(f"\nfiles: {outdir}/anakin.json, table.md")
+  return 0
+
+
+# `actorq bench --launch`: the launch -> what measures it.
+LAUNCHES = {**{t: _run_distributed for t in distributed_bench.LAUNCHES}, "anakin": _run_anakin}
+
+
 def run(args) -> int:
   if args.launch is not None:
-    return _run_distributed(args)
+    return LAUNCHES[args.launch](args)
   if args.max_learner_ratio is not None:
     raise cli.UsageError(f"--max-learner-ratio needs --launch "
                          f"{' or '.join(distributed_bench.LAUNCHES)}")

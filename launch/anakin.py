@@ -156,7 +156,7 @@ def run(specs: Sequence[Any], *, progress: Optional[Callable[[Dict[str, Any]], N
     s.loggers = {k: logger_fn(k) for k in ("train", "eval", "learner")}
 
   wall_offset = 0.0
-  train = jax.jit(jax.vmap(system.train, in_axes=(0, None)))
+  train = jax.jit(jax.vmap(system.train, in_axes=(0, None, None)))
   evaluate = jax.jit(jax.vmap(lambda c, k: system.evaluate(c, k, first.eval_episodes)))
   if carries is None:
     carry = jax.jit(jax.vmap(system.init))(
@@ -205,7 +205,7 @@ def run(specs: Sequence[Any], *, progress: Optional[Callable[[Dict[str, Any]], N
     steps_now = int(np.min(np.asarray(c.actor_steps)))
     target = min(first.steps, (steps_now // first.eval_every + 1) * first.eval_every)
     t0 = time.time()
-    c = train(c, jnp.int32(target))
+    c = train(c, jnp.int32(target), jnp.int32(steps_now))
     c = jax.block_until_ready(c)
     if state["compile_s"] is None:
       state["compile_s"] = time.time() - t0

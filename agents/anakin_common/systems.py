@@ -176,8 +176,12 @@ class OnPolicySystem:
     return OnPolicyCarry(learner, env_state, obs, start, pending, previous, key, steps,
                          episodes, calibration, metrics)
 
-  def train(self, carry: OnPolicyCarry, target_actor_steps) -> OnPolicyCarry:
-    """Learner iterations until `actor_steps >= target_actor_steps`."""
+  def train(self, carry: OnPolicyCarry, target_actor_steps, actor_steps=None
+            ) -> OnPolicyCarry:
+    """Learner iterations until `actor_steps >= target_actor_steps` (the seed's own count:
+    terminal steps are not counted, so seeds drift apart; the `actor_steps` argument of
+    `DQNSystem.train` is not used)."""
+    del actor_steps
     return jax.lax.while_loop(lambda c: c.actor_steps < target_actor_steps,
                               self._iteration, carry)
 
@@ -289,9 +293,11 @@ class DQNSystem:
                           episodes=acting.record_steps(carry.episodes, reward, last))
 
   def _learn(self, carry: DQNCarry, key) -> Tuple[DQNCarry, Dict[str, jnp.ndarray]]:
+    """One learner step on a batch of the buffer (`train` calls it once the buffer holds
+    min_replay_size steps, so no select of the learner state between its old and new
+    value is compiled in: `member_step`'s `active` is a constant True)."""
     c = self.config
     buffer = carry.buffer
-    active = rb.size(buffer) >= jnp.maximum(self.min_replay_size, 1)
     if c.prioritized_replay:
       rows, envs, prob = rb.sample_prioritized(buffer, key, c.batch_size)
     else:
@@ -302,21 +308,24 @@ class DQNSystem:
         next_observation=transitions.next_observation.astype(jnp.float32))
     table_size = jnp.full(prob.shape, rb.size(buffer), jnp.float32)
     learner, td, metrics = self.population.member_step(
-        carry.learner, transitions, prob, table_size, carry.hyper, active)
+        carry.learner, transitions, prob, table_size, carry.hyper, True)
     if c.prioritized_replay:
       buffer = rb.set_priorities(buffer, rows, envs, jnp.abs(td) + c.priority_epsilon,
-                                 c.priority_exponent, active)
-    fresh = acting.calibrate(transitions.observation, self.environment_spec.observations.shape)
-    calibration = jax.tree_util.tree_map(lambda n, o: jnp.where(active, n, o), fresh,
-                                         carry.calibration)
+                                 c.priority_exponent)
+    calibration = acting.calibrate(transitions.observation,
+                                   self.environment_spec.observations.shape)
     return carry._replace(learner=learner, buffer=buffer, calibration=calibration), metrics
 
-  def _iteration(self, carry: DQNCarry) -> DQNCarry:
+  def _iteration(self, carry: DQNCarry, learn: bool = True) -> DQNCarry:
+    """`act_iterations` acting steps of the E environments, then (`learn`) `learn_steps`
+    learner steps."""
     key, k_act, k_learn = jax.random.split(carry.key, 3)
     prepared = self.policy.prepare(carry.learner.params, carry.calibration)
     carry = jax.lax.fori_loop(
         0, self.act_iterations,
         lambda i, c: self._act(c, prepared, jax.random.fold_in(k_act, i)), carry)
+    if not learn:
+      return carry._replace(key=key)
 
     def learn(c, k):
       c, metrics = self._learn(c, k)
@@ -325,9 +334,34 @@ class DQNSystem:
     carry, metrics = jax.lax.scan(learn, carry, jax.random.split(k_learn, self.learn_steps))
     return carry._replace(key=key, metrics=jax.tree_util.tree_map(lambda m: m[-1], metrics))
 
-  def train(self, carry: DQNCarry, target_actor_steps) -> DQNCarry:
-    return jax.lax.while_loop(lambda c: c.actor_steps < target_actor_steps,
-                              self._iteration, carry)
+  def iterations(self, actor_steps, target_actor_steps):
+    """int32: the iterations that take `actor_steps` to at least `target_actor_steps`
+    (`env_steps_per_iteration` each; 0 when there already)."""
+    per = self.env_steps_per_iteration
+    return jnp.maximum(target_actor_steps - actor_steps + per - 1, 0) // per
+
+  def train(self, carry: DQNCarry, target_actor_steps, actor_steps) -> DQNCarry:
+    """Iterations until `carry.actor_steps >= target_actor_steps`.
+
+    `actor_steps` (int32 scalar) is the seeds' actor steps now, passed unbatched: DQN's
+    seeds count E steps per act, so they step in lockstep and it is every seed's. The
+    loop's trip count then is the same for every seed, and its predicate stays unbatched
+    under `jax.vmap`. With a per-seed predicate (a `while_loop` on `carry.actor_steps`)
+    vmap selects every carried array between its old and new value after each
+    iteration, which copies the whole replay buffer (30 seeds x 100k steps) twice per
+    iteration: that made the 30-seed sweep slower than 30 local runs (issue 54).
+
+    Learning starts with the first iteration after which the buffer holds
+    `min_replay_size` steps (its size is the actor steps, capped at the capacity, which
+    is >= min_replay_size): iterations before it act only, as the local launch's learner
+    waits for Reverb's rate limiter; that count is the same for every seed, too.
+    """
+    total = self.iterations(actor_steps, target_actor_steps)
+    acting_only = jnp.minimum(jnp.maximum(
+        self.iterations(actor_steps, max(self.min_replay_size, 1)) - 1, 0), total)
+    carry = jax.lax.fori_loop(0, acting_only, lambda i, c: self._iteration(c, learn=False),
+                              carry)
+    return jax.lax.fori_loop(acting_only, total, lambda i, c: self._iteration(c), carry)
 
   def evaluate(self, carry: DQNCarry, key: jax.Array, num_episodes: int):
     prepared = self.eval_policy.prepare(carry.learner.params, carry.calibration)

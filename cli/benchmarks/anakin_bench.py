@@ -3,6 +3,7 @@ of its functions with typed arguments (argparse lives in cli/)."""
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 
 import jax
@@ -34,27 +35,18 @@ def main(argv=None):
           "extrapolated")
     print(f"anakin / local(extrapolated): {ak['wall_s'] / loc['extrapolated_wall_s']:.2f} wall, "
           f"{ak['cpu_s'] / loc['extrapolated_cpu_s']:.2f} CPU")
+    print(f"projected to 100k steps per seed at the steady rates: anakin {seeds} seeds "
+          f"{ak['projected_wall_s']:.0f} s ({ak['steady_steps_per_s']:.0f} steps/s per seed), "
+          f"local {seeds} runs {loc['projected_wall_s']:.0f} s (median "
+          f"{statistics.median(r['steady_steps_per_s'] for r in loc['runs']):.0f} steps/s); "
+          f"anakin / local = {ak['projected_wall_s'] / loc['projected_wall_s']:.3f}")
     if a.out:
       cli.write_json(a.out, {"anakin": ak, "local": loc})
     return 0
   batches = [int(b) for b in a.batches.split(",")]
-  out = {"machine": {"devices": [str(d) for d in jax.devices()]}, "rows": []}
-
-  def row(what, b, rate):
-    out["rows"].append({"what": what, "B": b, "steps_per_s_wall": rate[0],
-                        "steps_per_s_cpu": rate[1]})
-    print(f"{what:<42} B={b:<5} {rate[0]:>12,.0f} steps/s wall  {rate[1]:>12,.0f} per CPU-s",
-          flush=True)
-
-  row("env: gym:CartPole-v1 (Python)", 1, benchmark.gym_env_rate(a.scan_steps * 5, a.repeats))
-  row("acting: PPO fp32, gym:CartPole-v1 (Python)", 1, benchmark.python_acting_rate(a.scan_steps,
-                                                                          a.repeats))
-  for b in batches:
-    steps = max(a.scan_steps * 32 // max(b, 32), 50)
-    row("env: gymnax:CartPole-v1 (compiled)", b, benchmark.gymnax_env_rate(b, steps, a.repeats))
-    row("acting: PPO fp32 (compiled)", b, benchmark.compiled_acting_rate(b, steps, "fp32", a.repeats))
-    row("acting: PPO int8 emulated (compiled)", b, benchmark.compiled_acting_rate(b, steps, "int8",
-                                                                        a.repeats))
+  out = {"machine": {"devices": [str(d) for d in jax.devices()]},
+         "rows": benchmark.rate_rows(batches, a.scan_steps, a.repeats,
+                                     log=lambda m: print(m, flush=True))}
   local_run = benchmark.local_ppo(a.local_steps)
   print(f"training: PPO --launch local, gym:CartPole-v1: {local_run['steps']} steps in "
         f"{local_run['wall_s']:.1f} s ({local_run['steps_per_s']:,.0f} steps/s wall, "

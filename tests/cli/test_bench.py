@@ -104,3 +104,31 @@ def test_an_earlier_report_in_logdir_is_not_replaced_without_overwrite(argv, ear
   assert sorted(p.name for p in out.iterdir()) == sorted([earlier, "table.md"])
   assert (out / "table.md").read_text() == "# earlier\n"
   assert run_dir.report_dir(str(out), report_files=(earlier,), overwrite=True) == str(out)
+
+
+@pytest.mark.slow
+def test_launch_anakin_measures_each_b_beside_the_python_loop(tmp_path, capsys):
+  """`actorq bench --launch anakin` (issue 54, item 6): the bare env, acting and PPO
+  training rates at each B of --num-envs, beside the Python loop on gym:CartPole-v1."""
+  out = tmp_path / "anakin"
+  assert cli.main(["bench", "--launch", "anakin", "--num-envs", "1,4", "--acting-steps", "60",
+                   "--repeats", "1", "--steps", "256", "--logdir", str(out)]) == 0
+  assert "| training: PPO | B |" in capsys.readouterr().out
+  result = json.loads((out / "anakin.json").read_text())
+  assert [(r["what"].split(" (")[0], r["B"]) for r in result["rows"]] == [
+      ("env: gym:CartPole-v1", 1), ("acting: PPO fp32, gym:CartPole-v1", 1),
+      ("env: gymnax:CartPole-v1", 1), ("acting: PPO fp32", 1),
+      ("acting: PPO int8 emulated", 1), ("env: gymnax:CartPole-v1", 4),
+      ("acting: PPO fp32", 4), ("acting: PPO int8 emulated", 4)]
+  assert min(r["steps_per_s_wall"] for r in result["rows"]) > 0
+  training = result["training"]
+  assert [(t["launch"], t["B"]) for t in training][1:] == [("anakin", 1), ("anakin", 4)]
+  assert training[0]["launch"] == "local" and training[0]["env"] == "gym:CartPole-v1"
+  assert all(t["steps"] >= 256 and t["steps_per_s"] > 0 for t in training)
+  table = (out / "table.md").read_text()
+  assert table.count("| --launch anakin gymnax:CartPole-v1 |") == 2
+
+
+def test_launch_anakin_refuses_what_it_does_not_measure(capsys):
+  assert cli.main(["bench", "--launch", "anakin", "--seeds", "1"]) == 2
+  assert "--launch anakin measures PPO on gymnax:CartPole-v1" in capsys.readouterr().err

@@ -59,3 +59,21 @@ def test_sampling_respects_the_lookahead_and_priorities():
   same = rb.set_priorities(buf, jnp.array([row4]), jnp.array([0]), jnp.array([100.0]), 0.5,
                            active=False)
   np.testing.assert_array_equal(same.priorities, buf.priorities)
+
+
+def test_prioritized_sampling_in_two_levels_draws_p_over_the_sum():
+  # 37 rows x 3 envs = 111 slots (blocks of 11, the last one padded), a third at 0.
+  rng = np.random.default_rng(0)
+  weights = rng.uniform(0.1, 2.0, (37, 3)).astype(np.float32)
+  weights[rng.random((37, 3)) < 0.33] = 0.0
+  weights[-1] = 0.0  # the padded last block's slots: never drawn
+  buf = _buffer(37, [(False, 1.0)] * 3, lookahead=0)
+  buf = buf._replace(priorities=jnp.asarray(weights))
+  rows, envs, prob = rb.sample_prioritized(buf, jax.random.PRNGKey(3), 60_000)
+  rows, envs, prob = np.asarray(rows), np.asarray(envs), np.asarray(prob)
+  assert (weights[rows, envs] > 0).all()
+  np.testing.assert_allclose(prob, weights[rows, envs] / weights.sum(), rtol=1e-5)
+  counts = np.zeros_like(weights)
+  np.add.at(counts, (rows, envs), 1.0)
+  expected = weights / weights.sum()
+  assert np.abs(counts / 60_000 - expected).max() < 4 * np.sqrt(expected.max() / 60_000)
