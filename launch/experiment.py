@@ -422,8 +422,17 @@ class SingleAgent:
     env.close()
 
   def close_acting(self, adder, env) -> None:
-    """An actor node's end: nothing (its process or thread ends with the program)."""
-    del adder, env
+    """An actor node's end: closes its adder's Reverb writer (errors ignored: the server
+    may be gone). A writer left open until garbage collection keeps its stream open, and
+    the Reverb node's `Server.stop` then waits ~5 s for it (issue 56). The environment is
+    left to the process or thread, which ends with the program."""
+    del env
+    close = getattr(adder, "close", None)
+    if close is not None:
+      try:
+        close()
+      except Exception:  # pylint: disable=broad-except
+        pass  # the program is stopping: Reverb may be gone
 
 
 # Environment family, tried in order (the first that `matches` an id makes it).

@@ -417,11 +417,14 @@ class BatchedNStepTransitionAdder:
     self._pending = []
 
   def close(self) -> None:
-    """Writes what is complete, then closes the Reverb writer (if any)."""
-    self.flush()
-    if self._writer is not None:
-      self._writer.close()
-      self._writer = None
+    """Writes what is complete, then closes the Reverb writer (if any; also when the
+    write fails or is abandoned on a stop: an open writer holds up the server's stop)."""
+    try:
+      self.flush()
+    finally:
+      if self._writer is not None:
+        self._writer.close()
+        self._writer = None
 
   def in_blocks(self, block_steps: int = BLOCK_STEPS) -> "BlockNStepTransitionAdder":
     """A `BlockNStepTransitionAdder` with this adder's client, table, B, n, discount and

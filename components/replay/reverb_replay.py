@@ -319,8 +319,10 @@ class ValidatingAdder(adders_base.Adder):
     acme 0.4.0's adders have no `close()`: their writer stays open until garbage
     collection, and a server waits ~5 s on `stop()` for an open writer stream.
     """
-    self._adder.reset()
-    writer = getattr(self._adder, "_ReverbAdder__writer", None)  # acme keeps it private
-    if writer is not None:
-      writer.close()
-      setattr(self._adder, "_ReverbAdder__writer", None)
+    try:
+      self._adder.reset()  # may time out (or be abandoned on a stop): close anyway
+    finally:
+      writer = getattr(self._adder, "_ReverbAdder__writer", None)  # acme keeps it private
+      if writer is not None:
+        writer.close()
+        setattr(self._adder, "_ReverbAdder__writer", None)
