@@ -466,6 +466,8 @@ class LearnerNode:
         while not stop.is_set():
           self._prefetch[name].fetch()  # waits for data unlocked (`_Prefetch`)
           with lock:
+            if stop.is_set():  # no step once `run` has seen the stop (see its `finally`)
+              break
             learner.step()
       except BaseException as e:  # pylint: disable=broad-except
         if not stop.is_set():
@@ -490,8 +492,14 @@ class LearnerNode:
           self.checkpoint()
           last_checkpoint = time.time()
     finally:
-      for stepper in steppers:
-        stepper.join(timeout=2.0)  # it may sit in a sample until the dataset's timeout
+      # Wait (2 s at most in all) for a step in progress, not for the step threads: one may
+      # sit in a rate-limited sample until the dataset's timeout (it ends on its own, a
+      # daemon). Taking a part's step lock after the stop means it steps no more.
+      deadline = time.monotonic() + 2.0
+      for name in self._parts:
+        lock = self._step_locks[name]
+        if lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+          lock.release()
       self._logger_fn.close_all()
 
 
