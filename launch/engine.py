@@ -16,9 +16,8 @@ import warnings
 from typing import Any, Optional
 
 from actorq import core
-from actorq.components import atomic
+from actorq.components import atomic, checkpointing
 from actorq.launch import modes, placement, run_dir, tracking
-from actorq.components import checkpointing
 from actorq.launch import spec as spec_lib
 
 
@@ -97,8 +96,8 @@ def open_run_dir(spec, *, claim: bool = True, overwrite: bool = False):
   """`spec` with its run directory made ready to run in: claimed (`run_dir.claim_logdir`:
   one run per directory, case B8; with `overwrite` another run's entries are removed) and
   run.json (a population's pbt.json: `spec.info_file`) written unless resuming. The one
-  writer of a new run's run.json: `run` calls it,
-  and so does whatever runs specs without `run` (`actorq sweep --launch anakin`'s seeds).
+  writer of a new run's run.json: `run` calls it, and so does whatever runs specs without
+  `run` (`actorq sweep --launch anakin`'s seeds).
 
   Returns:
     `spec` with `logdir` the checked, writable directory.
