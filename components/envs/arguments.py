@@ -43,6 +43,10 @@ DERIVED_NAMES: Dict[str, Tuple[str, ...]] = {
     "CartPole-v1-po": ("total_mass", "polemass_length"),
 }
 
+# Numeric attributes of Gymnasium's classic-control envs that size the renderer's window
+# (pixels), not the task: never arguments.
+RENDERER_NAMES = frozenset({"screen_width", "screen_height", "screen_dim"})
+
 
 def split(name: str) -> Tuple[str, str]:
   """``"CartPole-v1?length=0.8"`` -> ``("CartPole-v1", "length=0.8")``; no ``?`` -> ``(name, "")``."""
@@ -81,8 +85,8 @@ def parse(query: str, env_id: str = "") -> Arguments:
 def parameters(name: str, values: Mapping[str, Any]) -> Dict[str, Any]:
   """The arguments task `name` takes, with their defaults: the numeric entries of `values`
   (its parameters as the backend holds them; booleans are not numbers here) less
-  `DERIVED`'s."""
-  derived_names = set(DERIVED_NAMES.get(name, ()))
+  `DERIVED`'s and the renderer's window size (`RENDERER_NAMES`)."""
+  derived_names = set(DERIVED_NAMES.get(name, ())) | RENDERER_NAMES
   return {k: v for k, v in sorted(values.items())
           if k not in derived_names and isinstance(v, (int, float)) and not isinstance(v, bool)}
 

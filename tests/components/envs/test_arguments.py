@@ -46,6 +46,7 @@ def test_unknown_argument_names_the_allowed_ones(env_id):
   for name in ("gravity", "length", "masscart", "masspole", "force_mag"):
     assert name in message
   assert "total_mass" not in message  # derived: recomputed, not set
+  assert "screen_width" not in message  # the renderer's window, not the task
 
 
 def test_integer_parameter_refuses_a_fraction():
@@ -130,8 +131,14 @@ def test_run_json_records_the_id_with_its_arguments(tmp_path):
 def test_arguments_parameters_leave_out_derived_and_non_numbers():
   got = arguments.parameters("CartPole-v1", {"length": 0.5, "total_mass": 1.1,
                                              "kinematics_integrator": "euler",
-                                             "flag": True, "steps": 3})
+                                             "flag": True, "steps": 3,
+                                             "screen_width": 600, "screen_dim": 500})
   assert got == {"length": 0.5, "steps": 3}
+
+
+def test_a_renderer_attribute_is_not_an_argument():
+  with pytest.raises(core.UnknownEnvironmentError, match="unknown argument 'screen_width'"):
+    environments.make_environment("gym:MountainCar-v0?screen_width=10")
 
 
 def test_actorq_train_refuses_an_unknown_argument_in_one_line_exit_2(capsys, tmp_path):
