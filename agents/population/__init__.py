@@ -6,3 +6,4 @@ from actorq.agents.population.config import PopulationConfig
 from actorq.agents.population.builder import PopulationBuilder, learner_class
 from actorq.agents.population.learning import PopulationLearner
 from actorq.agents.population.acting import PopulationActor
+from actorq.agents.population.rounds import ReadyRounds
