@@ -25,6 +25,7 @@ import os
 import sys
 
 from actorq import core
+from actorq.agents import population as population_agent
 from actorq.cli import main as cli
 from actorq.components import config_io
 from actorq.components import checkpointing
@@ -44,7 +45,7 @@ def add_parser(subparsers):
       "pbt", help="population-based training (Jaderberg et al. 2017) of N members in one "
                   "process, their updates vmapped together")
   p.add_argument("--agent", default=None,
-                 help=f"agent with population support: {', '.join(pbt_lib.supported_agents())} "
+                 help=f"agent with population support: {', '.join(population_agent.supported_agents())} "
                       f"(default: {spec_lib.DEFAULT_AGENT})")
   p.add_argument("--env", default=None,
                  help=f"environment id with a vector backend (default: {spec_lib.DEFAULT_ENV})")
@@ -59,17 +60,17 @@ def add_parser(subparsers):
                  help="hyperparameters explore perturbs (x0.8/x1.2) or resamples (and draws "
                       "for members 1..N-1 at the start); "
                       + "; ".join(f"for {agent}: {', '.join(fields)}"
-                                  for agent, fields in pbt_lib.mutable_fields().items())
+                                  for agent, fields in population_agent.mutable_fields().items())
                       + " (default: none, exploit only)")
   p.add_argument("--quantile", type=cli.number("--quantile"), default=None, metavar="Q",
                  help="fraction of the population in the top and in the bottom of the "
                       "truncation selection, in (0, 0.5] (default: "
-                      f"{pbt_lib.population_agent.config.DEFAULT_QUANTILE})")
+                      f"{population_agent.config.DEFAULT_QUANTILE})")
   p.add_argument("--resample-probability", type=cli.number("--resample-probability"),
                  default=None, metavar="P",
                  help="chance that explore resamples a field instead of perturbing it, in "
                       "[0, 1] (default: "
-                      f"{pbt_lib.population_agent.config.DEFAULT_RESAMPLE_PROBABILITY})")
+                      f"{population_agent.config.DEFAULT_RESAMPLE_PROBABILITY})")
   p.add_argument("--seed", type=cli.seed("--seed"), default=None,
                  help="seeds everything of the run (default: 0)")
   p.add_argument("--num-envs", type=cli.positive_int("--num-envs"), default=None, metavar="B",

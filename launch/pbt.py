@@ -86,20 +86,6 @@ PRECISION_FIELD = population_agent.learning.PRECISION_FIELD
 FULL_PRECISION = population_agent.learning.FULL_PRECISION
 
 
-def supported_agents() -> List[str]:
-  """Registered agent names whose builder declares a population learner
-  (`agents.population.learner_class`)."""
-  return [n for n in registry.names()
-          if population_agent.learner_class(registry.get(n)[1]) is not None]
-
-
-def mutable_fields() -> Dict[str, List[str]]:
-  """Agent name -> the config fields `--mutate` may name (its population learner's
-  HYPERPARAMETERS), for every agent with population support."""
-  return {name: list(population_agent.learner_class(registry.get(name)[1]).HYPERPARAMETERS)
-          for name in supported_agents()}
-
-
 def population_spec(agent: str, env_id: str, population: int, steps: int, ready_every: int,
                     mutate: Sequence[str] = (), seed: int = 0, num_envs: int = 1,
                     eval_episodes: int = DEFAULT_EVAL_EPISODES,
@@ -111,7 +97,8 @@ def population_spec(agent: str, env_id: str, population: int, steps: int, ready_
   """The `RunSpec` of a population run (not yet checked: `check`).
 
   Args:
-    agent: a registered agent name with population support (`supported_agents`).
+    agent: a registered agent name with population support
+      (`agents.population.supported_agents`).
     env_id: environment id with a vector backend (`vector_env.vector_backend`).
     population: members N >= 2.
     steps: actor steps of EACH member (its own transitions), >= 1.
@@ -145,7 +132,7 @@ def check(spec: spec_lib.RunSpec) -> population_agent.PopulationBuilder:
       agent cannot act in, a bad config value, quantile or resample probability.
   """
   s, p = spec, spec.population
-  allowed = ", ".join(supported_agents())
+  allowed = ", ".join(population_agent.supported_agents())
   try:
     config_cls, builder_cls = registry.get(s.agent)
   except ValueError as e:  # registry.UnknownAgentError
@@ -470,11 +457,8 @@ def _save_best(run: PopulationRun, member: int, best_dir: str) -> None:
   spec_lib.RunSpec(agent=s.agent, env=s.env, seed=s.seed,
                    config=config_io.to_dict(config), steps=s.steps, eval_every=s.eval_every,
                    eval_episodes=s.eval_episodes).save(best_dir)
-  state = jax.device_get(population_lib.member(run.learner.state, member))
   checkpointing.save(os.path.join(best_dir, run_dir.CHECKPOINTS), {
-      "policy_params": run.learner.members.policy_params(state),
-      "population_member_state": tuple(state),
-      "learner_steps": int(state.steps), "actor_steps": int(run.actor_steps[member]),
+      **run.learner.member_checkpoint(member), "actor_steps": int(run.actor_steps[member]),
       "env_id": s.env, "seed": s.seed, "num_steps": s.steps,
       "population_member": member}, step=int(run.actor_steps[member]), keep=1)
 

@@ -229,6 +229,15 @@ class PopulationLearner:
     return copied
 
   # -- checkpoints ------------------------------------------------------------------------
+  def member_checkpoint(self, m: int) -> Dict[str, Any]:
+    """Member m as a train run's checkpoint holds a learner (numpy): its fp32
+    `policy_params`, its training state (`population_member_state`, the agent's
+    population learner's state without the member axis) and its `learner_steps`; what
+    `actorq eval`, `export` and `quantize` read of the population's best member."""
+    state = jax.device_get(population_lib.member(self.state, m))
+    return {"policy_params": self.members.policy_params(state),
+            "population_member_state": tuple(state), "learner_steps": int(state.steps)}
+
   def save(self) -> Dict[str, Any]:
     """The learner's part of a population checkpoint (numpy and plain Python)."""
     return {"state": jax.device_get(self.state), "values": [dict(v) for v in self.values],
