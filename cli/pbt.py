@@ -4,7 +4,8 @@ with a `population` section, run through `actorq.launch.run(spec)` as `actorq tr
 
     actorq pbt --agent dqn --env gym:CartPole-v1 --population 4 --steps 5000 \\
         --ready-every 1000 [--mutate learning_rate,discount,actor_precision] [--seed 0] \\
-        [--num-envs 1] [--eval-episodes 5] [--set KEY=VALUE ...] [--logdir DIR]
+        [--num-envs 1] [--eval-episodes 5] [--quantile 0.25] [--resample-probability 0.25] \\
+        [--set KEY=VALUE ...] [--logdir DIR]
     actorq pbt --resume DIR        # continue a stopped run from its newest checkpoint
 
 Stops and faults are as in `actorq train`: Ctrl-C / SIGTERM from the first line on
@@ -24,6 +25,7 @@ import os
 import sys
 
 from actorq import core
+from actorq.agents import population as population_agent
 from actorq.cli import main as cli
 from actorq.components import config_io
 from actorq.components import checkpointing
@@ -35,7 +37,7 @@ from actorq.launch import spec as spec_lib
 
 # The flags that describe the run (pbt.json holds them; --resume takes them from there).
 RUN_FLAGS = ("agent", "env", "population", "steps", "ready_every", "mutate", "seed",
-             "num_envs", "eval_episodes", "set")
+             "num_envs", "eval_episodes", "set", "quantile", "resample_probability")
 
 
 def add_parser(subparsers):
@@ -43,7 +45,7 @@ def add_parser(subparsers):
       "pbt", help="population-based training (Jaderberg et al. 2017) of N members in one "
                   "process, their updates vmapped together")
   p.add_argument("--agent", default=None,
-                 help=f"agent with population support: {', '.join(pbt_lib.supported_agents())} "
+                 help=f"agent with population support: {', '.join(population_agent.supported_agents())} "
                       f"(default: {spec_lib.DEFAULT_AGENT})")
   p.add_argument("--env", default=None,
                  help=f"environment id with a vector backend (default: {spec_lib.DEFAULT_ENV})")
@@ -58,8 +60,17 @@ def add_parser(subparsers):
                  help="hyperparameters explore perturbs (x0.8/x1.2) or resamples (and draws "
                       "for members 1..N-1 at the start); "
                       + "; ".join(f"for {agent}: {', '.join(fields)}"
-                                  for agent, fields in pbt_lib.mutable_fields().items())
+                                  for agent, fields in population_agent.mutable_fields().items())
                       + " (default: none, exploit only)")
+  p.add_argument("--quantile", type=cli.number("--quantile"), default=None, metavar="Q",
+                 help="fraction of the population in the top and in the bottom of the "
+                      "truncation selection, in (0, 0.5] (default: "
+                      f"{population_agent.config.DEFAULT_QUANTILE})")
+  p.add_argument("--resample-probability", type=cli.number("--resample-probability"),
+                 default=None, metavar="P",
+                 help="chance that explore resamples a field instead of perturbing it, in "
+                      "[0, 1] (default: "
+                      f"{population_agent.config.DEFAULT_RESAMPLE_PROBABILITY})")
   p.add_argument("--seed", type=cli.seed("--seed"), default=None,
                  help="seeds everything of the run (default: 0)")
   p.add_argument("--num-envs", type=cli.positive_int("--num-envs"), default=None, metavar="B",
@@ -121,6 +132,8 @@ def spec_from_args(args) -> spec_lib.RunSpec:
       agent, env, args.population, args.steps, args.ready_every, mutate=mutate,
       seed=0 if args.seed is None else args.seed, num_envs=args.num_envs or 1,
       eval_episodes=args.eval_episodes or pbt_lib.DEFAULT_EVAL_EPISODES, config=config,
+      **{k: getattr(args, k) for k in ("quantile", "resample_probability")
+         if getattr(args, k) is not None},
       logdir=args.logdir or run_dir.default_logdir("pbt", agent, env),
       checkpoint_every=args.checkpoint_every)
 

@@ -10,20 +10,12 @@ exploit/explore) and actor (acting for every member) stepped in one process.
 The loop (`PopulationRun`): the actor steps N x B environments of one vector environment
 and each member's adder writes its own seeded in-process replay; after each vector step
 the learner takes the rounds the members owe (`builder.learner_steps_owed` of each
-member's own replay progress, as `local.run` asks). Every `eval_every` actor steps of a
-member (its own transitions: its `ready_every`) the member is evaluated (greedy,
-`eval_episodes` episodes at its actor precision, the same start states for every member
-and every evaluation): its k-th ready round. Once every member has been evaluated in
-round k (synchronous ready rounds: members reach a ready point at different vector steps,
-since an episode's reset is no actor step, and a member ranked alone against the others'
-older returns was almost never the worst), the learner's exploit/explore runs on those N
-returns (Jaderberg et al. 2017, appendix A.1, truncation selection): each member in the
-bottom `quantile` copies a member drawn from the top `quantile` (online and target
-parameters, optimizer state, learner step count and every mutable value, exactly, as
-they are then), then each `mutate` field is explored: a number is resampled from its
-range with probability `resample_probability`, else multiplied by 0.8 or 1.2 (clipped); a
-choice (actor_precision) switches to another with that probability. A member's last
-evaluation (at `steps`) is never followed by a copy.
+member's own replay progress, as `local.run` asks). Which members are evaluated when, what
+an evaluation records and when the learner's exploit/explore runs (synchronous ready
+rounds, truncation selection, explore) is population logic: `agents.population.rounds
+.ReadyRounds` and `PopulationLearner.exploit`. A member is evaluated greedily
+(`eval_episodes` episodes at its actor precision, the same start states for every member
+and every evaluation).
 
     spec = pbt.population_spec("dqn", "gym:CartPole-v1", population=4, steps=5000,
                                ready_every=1000, mutate=("learning_rate",), logdir="runs/pbt")
@@ -94,20 +86,6 @@ PRECISION_FIELD = population_agent.learning.PRECISION_FIELD
 FULL_PRECISION = population_agent.learning.FULL_PRECISION
 
 
-def supported_agents() -> List[str]:
-  """Registered agent names whose builder declares a population learner
-  (`agents.population.learner_class`)."""
-  return [n for n in registry.names()
-          if population_agent.learner_class(registry.get(n)[1]) is not None]
-
-
-def mutable_fields() -> Dict[str, List[str]]:
-  """Agent name -> the config fields `--mutate` may name (its population learner's
-  HYPERPARAMETERS), for every agent with population support."""
-  return {name: list(population_agent.learner_class(registry.get(name)[1]).HYPERPARAMETERS)
-          for name in supported_agents()}
-
-
 def population_spec(agent: str, env_id: str, population: int, steps: int, ready_every: int,
                     mutate: Sequence[str] = (), seed: int = 0, num_envs: int = 1,
                     eval_episodes: int = DEFAULT_EVAL_EPISODES,
@@ -119,7 +97,8 @@ def population_spec(agent: str, env_id: str, population: int, steps: int, ready_
   """The `RunSpec` of a population run (not yet checked: `check`).
 
   Args:
-    agent: a registered agent name with population support (`supported_agents`).
+    agent: a registered agent name with population support
+      (`agents.population.supported_agents`).
     env_id: environment id with a vector backend (`vector_env.vector_backend`).
     population: members N >= 2.
     steps: actor steps of EACH member (its own transitions), >= 1.
@@ -153,7 +132,7 @@ def check(spec: spec_lib.RunSpec) -> population_agent.PopulationBuilder:
       agent cannot act in, a bad config value, quantile or resample probability.
   """
   s, p = spec, spec.population
-  allowed = ", ".join(supported_agents())
+  allowed = ", ".join(population_agent.supported_agents())
   try:
     config_cls, builder_cls = registry.get(s.agent)
   except ValueError as e:  # registry.UnknownAgentError
@@ -284,15 +263,14 @@ class PopulationRun:
     # which the learner's replay and update), evaluation (and exploit/explore).
     self.timings = {"act": 0.0, "environment": 0.0, "learn": 0.0, "evaluate": 0.0}
     self.actor_steps = self.actor.actor_steps  # the actor's counts (one array)
-    self.start_step = np.full(self.n, -1, np.int64)  # actor steps when learning started
-    self.items_before = np.zeros(self.n, np.int64)  # items written before a resume
-    self.next_ready = np.full(self.n, self.ready_every, np.int64)
-    self.last_eval = np.full(self.n, -1, np.int64)  # actor steps at the latest evaluation
-    self.fitness = np.full(self.n, np.nan)
-    self.rows: List[Dict[str, Any]] = []
-    # Ready round k -> {member: (its return there, its row's index)} until every member has
-    # been evaluated in round k (`_exploit`).
-    self.rounds_pending: Dict[int, Dict[int, Tuple[float, int]]] = {}
+    # When members are evaluated and exploit/explore runs (population logic).
+    self.rounds = population_agent.ReadyRounds(self.learner, self.actor, self.ready_every,
+                                               self.steps)
+
+  @property
+  def rows(self) -> List[Dict[str, Any]]:
+    """pbt.csv's rows so far (`ReadyRounds.rows`)."""
+    return self.rounds.rows
 
   def apply_values(self, m: int) -> None:
     """Member m's values (`learner.values[m]`) into the learner's arrays and its actor."""
@@ -328,68 +306,6 @@ class PopulationRun:
     finally:
       env.close()
 
-  def _owed(self) -> np.ndarray:
-    """int [N]: learner steps each member owes (`builder.learner_steps_owed` of its own
-    replay progress since its learning started) minus those it took."""
-    member, learner = self.builder.member, self.learner
-    owed = np.zeros(self.n, np.int64)
-    for m in range(self.n):
-      if self.start_step[m] < 0:
-        size = int(learner.clients[m].server_info()[learner.table].current_size)
-        if size < member.min_replay_size():
-          continue
-        self.start_step[m] = self.actor_steps[m]
-      owed[m] = member.learner_steps_owed(core.ReplayProgress(
-          int(self.actor_steps[m] - self.start_step[m]),
-          int(self.items_before[m] + self.actor.adders[m].items_written))) - \
-          learner.learner_steps[m]
-    return owed
-
-  # -- exploit / explore --------------------------------------------------------------
-  def _ready(self, members: List[int], returns: np.ndarray) -> List[Dict[str, Any]]:
-    """Records the members' evaluations (pbt.csv rows: the values they had during the
-    interval) in their ready rounds, then runs exploit/explore for every round that all
-    members have now reached (`_exploit`). Returns the per-member scalars (the rows plus
-    the measured actor cost per step)."""
-    learner = self.learner
-    new_rows, scalars = {}, {}
-    for m, value in zip(members, returns):
-      self.fitness[m] = float(value)
-      row = {"member": m, "actor_steps": int(self.actor_steps[m]),
-             "learner_steps": int(np.asarray(learner.state.steps)[m]),
-             "episode_return": float(value)}
-      row.update({k: v for k, v in learner.values[m].items() if k != PRECISION_FIELD})
-      row.update(precision=learner.precision(m), copied_from="")
-      new_rows[m] = row
-      scalars[m] = {"actor_steps": row["actor_steps"], "learner_steps": row["learner_steps"],
-                    "episode_return": row["episode_return"],
-                    "actor_us_per_step": 1e6 * self.actor.take_cost(m),
-                    **{k: v for k, v in learner.values[m].items()
-                       if k in learner.members.LEARNER_FIELDS}}
-      self.last_eval[m] = self.actor_steps[m]
-      self.next_ready[m] = (self.actor_steps[m] // self.ready_every + 1) * self.ready_every
-    for m in members:
-      ready_round = sum(1 for r in self.rows if r["member"] == m)  # 0 for the first
-      self.rounds_pending.setdefault(ready_round, {})[m] = (float(self.fitness[m]),
-                                                            len(self.rows))
-      self.rows.append(new_rows[m])
-    self._exploit()
-    return [dict(scalars[m], member=m, copied_from=new_rows[m]["copied_from"])
-            for m in members]
-
-  def _exploit(self) -> None:
-    """Synchronous ready rounds (case B20): members reach their k-th ready point at
-    different vector steps (an episode's reset is no actor step), so the k-th round's
-    exploit/explore (`learner.exploit`) waits until every member has been evaluated
-    there. A member past its last steps is never replaced. The copy is written into the
-    loser's row of that round (pbt.csv's copied_from)."""
-    while self.rounds_pending and len(self.rounds_pending[min(self.rounds_pending)]) == self.n:
-      evaluated = self.rounds_pending.pop(min(self.rounds_pending))
-      for loser, winner in self.learner.exploit([evaluated[m][0] for m in range(self.n)],
-                                                self.actor_steps >= self.steps):
-        self.actor.update_member(loser)
-        self.rows[evaluated[loser][1]]["copied_from"] = int(winner)
-
   # -- checkpoints ------------------------------------------------------------------------
   def checkpoint(self) -> Dict[str, Any]:
     """Everything a resumed run continues from (numpy and plain Python): the learner's
@@ -397,24 +313,13 @@ class PopulationRun:
     rows. Not kept (as in `local.run`): the episodes in progress and the environments'
     state."""
     return {"settings": self.spec.to_json(), **self.learner.save(), **self.actor.save(),
-            "items_written": [int(self.items_before[m] + self.actor.adders[m].items_written)
-                              for m in range(self.n)],
-            "start_step": self.start_step.tolist(), "next_ready": self.next_ready.tolist(),
-            "last_eval": self.last_eval.tolist(), "fitness": self.fitness.tolist(),
-            "rows": [dict(r) for r in self.rows],
-            "rounds_pending": {k: dict(v) for k, v in self.rounds_pending.items()}}
+            **self.rounds.save()}
 
   def restore(self, saved: Dict[str, Any]) -> None:
     """Takes back a `checkpoint()` of a run with the same spec."""
     self.learner.restore(saved)
     self.actor.restore(saved)
-    self.items_before = np.asarray(saved["items_written"], np.int64)
-    for name in ("start_step", "next_ready", "last_eval"):
-      setattr(self, name, np.asarray(saved[name], np.int64))
-    self.fitness = np.asarray(saved["fitness"], np.float64)
-    self.rows = [dict(r) for r in saved["rows"]]
-    self.rounds_pending = {int(k): {int(m): tuple(e) for m, e in v.items()}
-                           for k, v in saved.get("rounds_pending", {}).items()}
+    self.rounds.restore(saved)
 
   # -- the loop ---------------------------------------------------------------------------
   def run(self, logger_fn=None, on_ready=None, should_stop=None) -> bool:
@@ -435,7 +340,7 @@ class PopulationRun:
       for m in range(self.n):
         adders[m].add_first(np.arange(self.b), batch.observation[rows[m]])
       resetting = np.zeros(self.n * self.b, bool)
-      while (self.actor_steps < steps).any() or (self.last_eval < steps).any():
+      while (self.actor_steps < steps).any() or self.rounds.evaluating():
         fault_points.point("acting")  # a test's signal lands between two vector steps
         if should_stop is not None and should_stop():
           return False
@@ -462,13 +367,12 @@ class PopulationRun:
           resetting = last
           t2 = time.perf_counter()
           self.timings["environment"] += t2 - t1
-          self.learner.learn(self._owed())
+          self.learner.learn(self.learner.owed(self.actor_steps, self.actor.items_written()))
           self.timings["learn"] += time.perf_counter() - t2
-        ready = [m for m in range(self.n) if self.actor_steps[m] >= self.next_ready[m]
-                 or (self.actor_steps[m] >= steps and self.last_eval[m] < steps)]
+        ready = self.rounds.due()
         if ready:
           t0 = time.perf_counter()
-          scalars = self._ready(ready, self._evaluate(ready))
+          scalars = self.rounds.record(ready, self._evaluate(ready))
           self.timings["evaluate"] += time.perf_counter() - t0
           if logger_fn is not None:
             for row in scalars:
@@ -553,11 +457,8 @@ def _save_best(run: PopulationRun, member: int, best_dir: str) -> None:
   spec_lib.RunSpec(agent=s.agent, env=s.env, seed=s.seed,
                    config=config_io.to_dict(config), steps=s.steps, eval_every=s.eval_every,
                    eval_episodes=s.eval_episodes).save(best_dir)
-  state = jax.device_get(population_lib.member(run.learner.state, member))
   checkpointing.save(os.path.join(best_dir, run_dir.CHECKPOINTS), {
-      "policy_params": run.learner.members.policy_params(state),
-      "population_member_state": tuple(state),
-      "learner_steps": int(state.steps), "actor_steps": int(run.actor_steps[member]),
+      **run.learner.member_checkpoint(member), "actor_steps": int(run.actor_steps[member]),
       "env_id": s.env, "seed": s.seed, "num_steps": s.steps,
       "population_member": member}, step=int(run.actor_steps[member]), keep=1)
 
@@ -638,10 +539,7 @@ def train(spec: spec_lib.RunSpec, config: experiment_lib.ExperimentConfig,
   finally:
     for logger in loggers.values():
       logger.close()
-  n = pbt_run.n
-  final = [float("nan")] * n
-  for row in pbt_run.rows:
-    final[row["member"]] = row["episode_return"]
+  final = pbt_run.rounds.final_returns()
   best = population_lib.ranking(final)[0]
   best_dir = None
   if s.logdir is not None:

@@ -382,15 +382,26 @@ class RunSpec:
         checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints,
         learner_device=learner_device, init_from=init_from)
 
+  @property
+  def command(self) -> str:
+    """The `actorq` sub-command whose arguments `to_argv` gives: "pbt" for a population,
+    else "train"."""
+    return "pbt" if self.population else "train"
+
   def to_argv(self) -> List[str]:
-    """The `actorq train` arguments (after `train`) that reproduce this spec:
+    """The `actorq <command>` arguments (after `train`, or `pbt` for a population:
+    `command`) that reproduce this spec:
     `RunSpec.from_args(parse(["train", *spec.to_argv()])) == spec` for a spec made by
     `from_args` (a resumed one gives `--resume LOGDIR` and takes its config from there;
-    other config fields that differ from the agent's defaults are `--set KEY=JSON`).
+    other config fields that differ from the agent's defaults are `--set KEY=JSON`); for a
+    population spec (`cli.pbt.spec_from_args`) its `population` section too
+    (`_population_argv`).
 
     Raises:
       core.UsageError: an unknown agent (its config's defaults are needed).
     """
+    if self.population:
+      return self._population_argv()
     argv = ["--agent", self.agent, "--env", self.env, "--seed", str(self.seed),
             "--steps", str(self.steps), "--eval-every", str(self.eval_every),
             "--eval-episodes", str(self.eval_episodes)]
@@ -429,6 +440,37 @@ class RunSpec:
       argv += ["--keep-checkpoints", str(self.keep_checkpoints)]
     if self.learner_device != "auto":
       argv += ["--learner-device", self.learner_device]
+    return argv
+
+  def _population_argv(self) -> List[str]:
+    """`actorq pbt`'s arguments of a population spec: the population section (size,
+    mutate, quantile, resample probability) as --population, --mutate, --quantile and
+    --resample-probability, `eval_every` as --ready-every, every config field the spec
+    holds (`actorq pbt` keeps only the --set ones) as --set; a resumed spec is
+    `--resume LOGDIR` (pbt.json holds the rest)."""
+    argv: List[str] = []
+    if self.resume:
+      argv += ["--resume", self.logdir]
+    else:
+      p = population.PopulationConfig.from_json(self.population)
+      argv += ["--agent", self.agent, "--env", self.env, "--seed", str(self.seed),
+               "--population", str(p.size), "--steps", str(self.steps),
+               "--ready-every", str(self.eval_every),
+               "--eval-episodes", str(self.eval_episodes)]
+      if p.mutate:
+        argv += ["--mutate", ",".join(p.mutate)]
+      if p.quantile != population.config.DEFAULT_QUANTILE:
+        argv += ["--quantile", repr(float(p.quantile))]
+      if p.resample_probability != population.config.DEFAULT_RESAMPLE_PROBABILITY:
+        argv += ["--resample-probability", repr(float(p.resample_probability))]
+      if self.num_envs > 1:
+        argv += ["--num-envs", str(self.num_envs)]
+      for key, value in sorted(json.loads(json.dumps(dict(self.config))).items()):
+        argv += ["--set", f"{key}={json.dumps(value, separators=(',', ':'))}"]
+      if self.logdir is not None:
+        argv += ["--logdir", self.logdir]
+    if self.checkpoint_every != DEFAULT_CHECKPOINT_EVERY:
+      argv += ["--checkpoint-every", repr(float(self.checkpoint_every))]
     return argv
 
 

@@ -3,6 +3,8 @@ member's builder and a `PopulationConfig`; its learner steps the N members in on
 update and runs PBT's exploit/explore, its actor acts for every member. An agent can form
 a population when its builder declares `population_learner()` (`learner_class`)."""
 from actorq.agents.population.config import PopulationConfig
-from actorq.agents.population.builder import PopulationBuilder, learner_class
+from actorq.agents.population.builder import (PopulationBuilder, learner_class, mutable_fields,
+                                              supported_agents)
 from actorq.agents.population.learning import PopulationLearner
 from actorq.agents.population.acting import PopulationActor
+from actorq.agents.population.rounds import ReadyRounds

@@ -60,6 +60,7 @@ class PopulationActor:
     self.actor_steps = np.zeros(self.n, np.int64)
     self.act_seconds = np.zeros(self.n)
     self.act_counted = np.zeros(self.n, np.int64)
+    self.items_before = np.zeros(self.n, np.int64)  # items written before a resume
     for m in range(self.n):
       self.update_member(m)
 
@@ -143,6 +144,12 @@ class PopulationActor:
                                                   self.act_rng)
     return actions.reshape((-1,) + actions.shape[2:]).astype(self.spec.actions.dtype)
 
+  def items_written(self) -> np.ndarray:
+    """int [N]: the items each member's adder has written to its replay, in the whole run
+    (a resumed run's count goes on from its checkpoint's)."""
+    return np.asarray([int(self.items_before[m] + self.adders[m].items_written)
+                       for m in range(self.n)], np.int64)
+
   def take_cost(self, m: int) -> float:
     """Member m's measured acting seconds per actor step since the last call (reset)."""
     cost = self.act_seconds[m] / max(int(self.act_counted[m]), 1)
@@ -178,11 +185,13 @@ class PopulationActor:
   def save(self) -> Dict[str, Any]:
     """The actor's part of a population checkpoint."""
     return {"actor_steps": self.actor_steps.tolist(),
+            "items_written": self.items_written().tolist(),
             "act_rng": self.act_rng.bit_generator.state}
 
   def restore(self, saved: Dict[str, Any]) -> None:
     """Takes back a `save()` (the values are the learner's: restore it first)."""
     self.actor_steps[:] = np.asarray(saved["actor_steps"], np.int64)
+    self.items_before = np.asarray(saved["items_written"], np.int64)
     for m in range(self.n):
       self.update_member(m)
     self.act_rng.bit_generator.state = saved["act_rng"]

@@ -27,13 +27,14 @@ plus that one method (`docs/guides/pbt.md`).
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 import jax
 import numpy as np
 
 from actorq.agents.population import acting
 from actorq.agents.population import config as config_lib
+from actorq.agents import registry
 from actorq.agents.population import learning
 from actorq.components.replay import local_replay
 
@@ -43,6 +44,19 @@ def learner_class(builder_cls: type) -> Optional[type]:
   (`population_learner()`), else None (see the module docstring)."""
   declared = vars(builder_cls).get("population_learner")
   return None if declared is None else declared.__func__()
+
+
+def supported_agents() -> List[str]:
+  """The registered agent names whose builder declares a population learner
+  (`learner_class`), in registry order."""
+  return [n for n in registry.names() if learner_class(registry.get(n)[1]) is not None]
+
+
+def mutable_fields() -> Dict[str, List[str]]:
+  """Agent name -> the config fields PBT's explore may change (its population learner's
+  HYPERPARAMETERS), for every agent of `supported_agents`."""
+  return {name: list(learner_class(registry.get(name)[1]).HYPERPARAMETERS)
+          for name in supported_agents()}
 
 
 class PopulationBuilder:

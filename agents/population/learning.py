@@ -85,6 +85,7 @@ class PopulationLearner:
     for m in range(self.n):
       self.apply_values(m)
     self.learner_steps = np.zeros(self.n, np.int64)
+    self.start_step = np.full(self.n, -1, np.int64)  # actor steps when learning started
     self.rounds = 0
     # The pytree structure of every stacked batch `learn` hands the vmapped step (fixed
     # at its first round, so the step compiles once).
@@ -112,6 +113,25 @@ class PopulationLearner:
     return self.members.member_config(self.values[m])
 
   # -- learning ---------------------------------------------------------------------------
+  def owed(self, actor_steps: np.ndarray, items_written: np.ndarray) -> np.ndarray:
+    """int [N]: learner steps each member owes: the member builder's
+    `learner_steps_owed` of its own replay progress (its actor steps since its learning
+    started, once its table held `min_replay_size()` items, and the items written to it;
+    `actor_steps`, `items_written`: int [N]) minus the steps it took (as `local.run` asks
+    of one agent)."""
+    member = self.member_builder
+    owed = np.zeros(self.n, np.int64)
+    for m in range(self.n):
+      if self.start_step[m] < 0:
+        size = int(self.clients[m].server_info()[self.table].current_size)
+        if size < member.min_replay_size():
+          continue
+        self.start_step[m] = actor_steps[m]
+      owed[m] = member.learner_steps_owed(core.ReplayProgress(
+          int(actor_steps[m] - self.start_step[m]), int(items_written[m]))) - \
+          self.learner_steps[m]
+    return owed
+
   def learn(self, owed: np.ndarray) -> None:
     """Vmapped rounds until no member owes a step (`owed`: int [N], consumed); members not
     owing sit out (masked).
@@ -209,11 +229,21 @@ class PopulationLearner:
     return copied
 
   # -- checkpoints ------------------------------------------------------------------------
+  def member_checkpoint(self, m: int) -> Dict[str, Any]:
+    """Member m as a train run's checkpoint holds a learner (numpy): its fp32
+    `policy_params`, its training state (`population_member_state`, the agent's
+    population learner's state without the member axis) and its `learner_steps`; what
+    `actorq eval`, `export` and `quantize` read of the population's best member."""
+    state = jax.device_get(population_lib.member(self.state, m))
+    return {"policy_params": self.members.policy_params(state),
+            "population_member_state": tuple(state), "learner_steps": int(state.steps)}
+
   def save(self) -> Dict[str, Any]:
     """The learner's part of a population checkpoint (numpy and plain Python)."""
     return {"state": jax.device_get(self.state), "values": [dict(v) for v in self.values],
             "replay": [c.state() for c in self.clients],
             "learner_steps": self.learner_steps.tolist(), "rounds": self.rounds,
+            "start_step": self.start_step.tolist(),
             "calibration": {int(m): np.asarray(o) for m, o in self.calibration.items()},
             "pbt_rng": self.pbt_rng.bit_generator.state}
 
@@ -225,6 +255,7 @@ class PopulationLearner:
       self.apply_values(m)
       self.clients[m].restore(saved["replay"][m])
     self.learner_steps = np.asarray(saved["learner_steps"], np.int64)
+    self.start_step = np.asarray(saved["start_step"], np.int64)
     self.rounds = int(saved["rounds"])
     self.calibration = {int(m): np.asarray(o, np.float32)
                         for m, o in saved.get("calibration", {}).items()}

@@ -41,11 +41,11 @@ def _ready_round(run, member_1_return):
   3 first (no copy yet: member 1 has not been evaluated in that round), then member 1's;
   member 1 (the bottom) copies member 2 (the top, the only one for quantile 0.25)."""
   before = jax.device_get(run.learner.state)
-  run._ready([0, 2, 3], np.array([5.0, 9.0, 7.0]))
+  run.rounds.record([0, 2, 3], np.array([5.0, 9.0, 7.0]))
   assert all(r["copied_from"] == "" for r in run.rows)
   for a, b in zip(jax.tree_util.tree_leaves(before), jax.tree_util.tree_leaves(run.learner.state)):
     np.testing.assert_array_equal(a, b)
-  run._ready([1], np.array([member_1_return]))
+  run.rounds.record([1], np.array([member_1_return]))
   assert [r["copied_from"] for r in run.rows[-4:]] == ["", "", "", 2]
 
 
@@ -470,18 +470,18 @@ def test_the_worst_member_evaluated_first_in_a_round_is_still_replaced():
   settings = _settings(mutate=())
   run = pbt.PopulationRun(settings, pbt.check(settings))
   before = jax.device_get(run.learner.state)
-  run._ready([1], np.array([0.5]))  # member 1 first, and the worst of the round
-  run._ready([0, 2], np.array([5.0, 9.0]))
+  run.rounds.record([1], np.array([0.5]))  # member 1 first, and the worst of the round
+  run.rounds.record([0, 2], np.array([5.0, 9.0]))
   assert [r["copied_from"] for r in run.rows] == ["", "", ""]
-  run._ready([3], np.array([7.0]))
+  run.rounds.record([3], np.array([7.0]))
   assert [(r["member"], r["copied_from"]) for r in run.rows] == [(1, 2), (0, ""), (2, ""),
                                                                  (3, "")]
   after = jax.device_get(run.learner.state)
   for a, b in zip(jax.tree_util.tree_leaves(before), jax.tree_util.tree_leaves(after)):
     np.testing.assert_array_equal(b[1], a[2])
   # Round 2: member 3 is the worst; members evaluated in any order.
-  run._ready([3, 2], np.array([1.0, 8.0]))
-  run._ready([1, 0], np.array([9.5, 4.0]))
+  run.rounds.record([3, 2], np.array([1.0, 8.0]))
+  run.rounds.record([1, 0], np.array([9.5, 4.0]))
   assert [(r["member"], r["copied_from"]) for r in run.rows[4:]] == [(3, 1), (2, ""), (1, ""),
                                                                      (0, "")]
 

@@ -47,6 +47,31 @@ def test_to_argv_round_trips(argv):
   assert _spec(spec.to_argv()).to_argv() == spec.to_argv()
 
 
+@pytest.mark.parametrize("argv", [
+    ["--population", "4", "--steps", "6000", "--ready-every", "1500", "--logdir", "/tmp/p"],
+    ["--agent", "td3", "--env", "gym:Pendulum-v1", "--population", "3", "--steps", "900",
+     "--ready-every", "300", "--mutate", "critic_learning_rate,actor_precision", "--seed", "7",
+     "--num-envs", "2", "--eval-episodes", "3", "--quantile", "0.5",
+     "--resample-probability", "0.1", "--set", "batch_size=16", "--set",
+     "policy_hidden_sizes=[16,8]", "--logdir", "r", "--checkpoint-every", "2.5"],
+])
+def test_to_argv_round_trips_a_population(argv):
+  """`to_argv` carries the population section: `actorq pbt` parses it back to the spec."""
+  from actorq.cli import pbt as pbt_cli  # pylint: disable=import-outside-toplevel
+
+  def parse(args):
+    return pbt_cli.spec_from_args(cli.build_parser().parse_args(["pbt"] + list(args)))
+  spec = parse(argv)
+  assert spec.command == "pbt" and spec.population["size"] == int(argv[argv.index(
+      "--population") + 1])
+  assert parse(spec.to_argv()) == spec
+  assert parse(spec.to_argv()).to_argv() == spec.to_argv()
+  assert spec_lib.RunSpec.from_json(spec.to_json(), logdir=spec.logdir,
+                                    checkpoint_every=spec.checkpoint_every) == spec
+  resumed = dataclasses.replace(spec, resume=True)
+  assert resumed.to_argv()[:2] == ["--resume", spec.logdir]
+
+
 def test_from_args_leaves_the_parsed_arguments_as_they_were():
   args = _parse(["--launch", "local_mt", "--actor-precision", "int8", "--logdir", "r"])
   before = copy.deepcopy(vars(args))
