@@ -1,11 +1,7 @@
 """`actorq.testing.ordering`: under pytest-xdist the files with the most `slow` tests are
 collected first, each file's tests together and in their order; without xdist the
 collection's order is kept."""
-import textwrap
-
 from actorq.testing import ordering
-
-pytest_plugins = ("pytester",)
 
 
 class _Item:
@@ -27,23 +23,11 @@ def test_files_are_sorted_by_their_slow_tests_and_keep_their_own_order():
                    "a.py::t1", "a.py::t2"]
 
 
-def test_a_worker_collects_slow_files_first_and_a_plain_run_does_not(pytester, monkeypatch):
-  pytester.makeconftest("from actorq.testing.ordering import pytest_collection_modifyitems\n")
-  pytester.makepyfile(
-      test_a="def test_quick():\n  pass\n",
-      test_b=textwrap.dedent("""
-          import pytest
-          @pytest.mark.slow
-          def test_long():
-            pass
-          def test_quick():
-            pass
-          """))
+def test_only_a_worker_reorders(monkeypatch):
+  items = [_Item("a.py::t", False), _Item("b.py::t", True)]
   monkeypatch.delenv(ordering.XDIST_WORKER_ENV, raising=False)
-  plain = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:xdist")
-  assert [l for l in plain.outlines if "::" in l] == [
-      "test_a.py::test_quick", "test_b.py::test_long", "test_b.py::test_quick"]
+  ordering.pytest_collection_modifyitems(None, None, items)  # -n 0: the collection's order
+  assert [i.nodeid for i in items] == ["a.py::t", "b.py::t"]
   monkeypatch.setenv(ordering.XDIST_WORKER_ENV, "gw0")
-  worker = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:xdist")
-  assert [l for l in worker.outlines if "::" in l] == [
-      "test_b.py::test_long", "test_b.py::test_quick", "test_a.py::test_quick"]
+  ordering.pytest_collection_modifyitems(None, None, items)  # in place
+  assert [i.nodeid for i in items] == ["b.py::t", "a.py::t"]
