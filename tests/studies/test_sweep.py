@@ -343,11 +343,12 @@ def test_sweep_with_a_per_layer_precision_policy(capsys, tmp_path, tiny_sweep):
   assert "--precisions 'fp32;mixed:fp16,int8'" in (logdir / "table.md").read_text()
 
 
-@pytest.mark.isolated  # Launchpad nodes as threads of the test process: run in a child
 @pytest.mark.slow
 def test_sweep_of_launchpad_runs_end_to_end(capsys, tmp_path):
   """Two seeds of DQN as Launchpad programs in threads (one actor node each): each run's
-  last evaluation is at or past its limit, and the curves and table are drawn from them."""
+  last evaluation is at or past its limit, and the curves and table are drawn from them.
+  (Not `isolated`: each program's threads run in the sweep's `actorq train` child, not in
+  this process.)"""
   logdir = tmp_path / "sweep"
   argv = ["sweep", "--seeds", "0-1", "--precisions", "fp32", "--launch", "local_mt",
           "--num-actors", "1", "--logdir", str(logdir)] + TINY
