@@ -655,10 +655,16 @@ def next_evaluation(actor_steps: int, every: int, limit: int) -> int:
   return int(min((actor_steps // every + 1) * every, limit))
 
 
+# Seconds between the evaluator's reads of the counter while it waits for the next
+# evaluation's step: pure waiting on the path to a run's end (the limiter waits for the
+# evaluation at the limit), so short; one Courier call to the counter per read.
+EVALUATOR_POLL_S = 0.25
+
+
 class EvaluatorNode:
   """Greedy evaluation every `config.eval_every` actor steps (summed over actors, read
-  from the counter) and once more at `config.num_steps` (`next_evaluation`), at the
-  builder's evaluation precision. Writes `eval.csv`.
+  from the counter every `EVALUATOR_POLL_S` seconds) and once more at `config.num_steps`
+  (`next_evaluation`), at the builder's evaluation precision. Writes `eval.csv`.
 
   After the evaluation at the limit is written it increments the counter's
   `final_evaluation` and evaluates no more; the `StepsLimiter` waits for that before it
@@ -711,7 +717,7 @@ class EvaluatorNode:
         counts = self._counter.get_counts()
         actor_steps = int(counts.get(ACTOR_STEPS, 0))
         if final_written or actor_steps < next_eval:
-          self._stop.wait(1.0)
+          self._stop.wait(EVALUATOR_POLL_S)
           continue
         try:
           stats, version = self._evaluate()

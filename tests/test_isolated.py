@@ -4,7 +4,11 @@ stacks), the file's later tests still run, and outcomes and failure texts are as
 in-process. Checked on a pytest session of its own (pytester, in a subprocess)."""
 import textwrap
 
+import pytest
+
 pytest_plugins = ("pytester",)
+# Every test here runs pytest sessions in subprocesses: slow as pytest.ini defines it.
+pytestmark = pytest.mark.slow
 
 CONFTEST = """
 from actorq.testing import isolated

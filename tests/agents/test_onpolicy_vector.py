@@ -2,7 +2,6 @@
 env's rollouts through `PerEnvAdders` are exactly the rollouts of that env run alone, and a
 single-process run of every on-policy agent at B = 4 learns from them and is a function of
 its seed."""
-import gc
 import warnings
 
 import numpy as np
@@ -49,15 +48,14 @@ def queue_server():
 
 def queued(write):
   """The rollouts `write(client)` queues on a fresh server, in write order, each as a list
-  of numpy columns; `write` returns how many it wrote. Its adders are gone (their writers
-  closed, every rollout flushed) before the queue is read, so nothing is waited for: a
-  short rate-limiter timeout, which is also how long the reader's end waits for its
+  of numpy columns; `write` returns how many it wrote and has closed its adders (their
+  writers closed, every rollout flushed) before the queue is read, so nothing is waited
+  for: a short rate-limiter timeout, which is also how long the reader's end waits for its
   outstanding request (a 10 s timeout: ~3.5 s), and an open writer stream would hold
   Reverb's `Server.stop` for 5 s."""
   server = queue_server()
   try:
     count = write(reverb.Client(f"localhost:{server.port}"))
-    gc.collect()  # the writers `write` made (and their streams) are closed
     got = replay.sample(f"localhost:{server.port}", "q", count, timeout_s=1)
     assert len(got) == count
     return [[np.asarray(x) for x in tree.flatten(s.data)] for s in got]
@@ -89,6 +87,7 @@ def test_per_env_rollouts_are_each_envs_rollouts_alone():
 
     loop_lib.VectorActorLoop(fakes.ScriptedVectorEnvironment(scripted_envs()), actor,
                              hooks=[Count()]).run(num_steps=80)
+    per_env.close()  # every env's writer closed (`ValidatingAdder.close`)
     return per_env.items_written
 
   def write_alone(i):
@@ -96,6 +95,7 @@ def test_per_env_rollouts_are_each_envs_rollouts_alone():
       adder = rollout_adder(client)
       alone_actor = actors.FeedForwardActor(fakes.FixedRuntime(LOGITS), selector, adder=adder)
       loop_lib.ActorLoop(scripted_envs()[i], alone_actor).run(num_steps=steps[i])
+      adder.close()
       return adder.items_written
     return write
 

@@ -1,14 +1,18 @@
 """`actorq sweep`: resuming, bad input, and one cheap end-to-end sweep
 (2 seeds x fp32,int8 of DQN on CartPole, 400 steps each) whose aggregate.json is
 `aggregate.aggregate` of its own seeds.csv."""
+import contextlib
 import csv
 import hashlib
+import io
 import json
 import math
 import os
+import shutil
 
 import pytest
 
+from actorq.cli import main as cli
 from actorq.studies import aggregate as ag
 from actorq.studies import sweep
 from actorq.testing.cli import run_cli
@@ -226,13 +230,27 @@ def test_unwritable_logdir_and_render_without_sweep(capsys, tmp_path):
   assert code == 2 and "no sweep.json there" in err
 
 
-@pytest.mark.slow
-def test_sweep_end_to_end_two_seeds_two_precisions(capsys, tmp_path):
-  logdir = tmp_path / "sweep"
-  record = tmp_path / "record"
+@pytest.fixture(scope="module")
+def tiny_sweep(tmp_path_factory):
+  """The end-to-end sweep (seeds 0-1 x fp32,int8, TINY), run once per module: its test
+  checks it, and the per-layer policy sweep reuses its finished fp32-s0 run (the same
+  settings), so that run is trained once. (argv, logdir, record, exit status, stdout, stderr)."""
+  root = tmp_path_factory.mktemp("tiny_sweep")
+  logdir, record = root / "sweep", root / "record"
   argv = ["sweep", "--seeds", "0-1", "--precisions", "fp32,int8", "--jobs", "2",
           "--logdir", str(logdir), "--margin", "50", "--record", str(record)] + TINY
-  code, out, err = _run(argv, capsys)
+  out, err = io.StringIO(), io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    try:
+      code = cli.main(argv)
+    except SystemExit as e:
+      code = e.code
+  return argv, logdir, record, code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.slow
+def test_sweep_end_to_end_two_seeds_two_precisions(capsys, tiny_sweep):
+  argv, logdir, record, code, out, err = tiny_sweep
   assert code == 0, err
   for name in ("sweep.json", "seeds.csv", "aggregate.csv", "aggregate.json", "curves.png",
                "table.md", "protocol.json"):
@@ -300,12 +318,16 @@ def test_sweep_end_to_end_two_seeds_two_precisions(capsys, tmp_path):
 
 
 @pytest.mark.slow
-def test_sweep_with_a_per_layer_precision_policy(capsys, tmp_path):
+def test_sweep_with_a_per_layer_precision_policy(capsys, tmp_path, tiny_sweep):
+  """The policy's run is trained and compared with fp32 seed by seed; the fp32 seed-0 run
+  of the same settings is `tiny_sweep`'s, copied in and reused (not trained again)."""
   name = "mixed:fp16,int8"  # TINY's DQN: obs [4] -> 16 -> [V, A_1, A_2], two layers
   logdir = tmp_path / "sweep"
+  shutil.copytree(tiny_sweep[1] / "fp32-s0", logdir / "fp32-s0")
   argv = ["sweep", "--seeds", "0", "--precisions", f"fp32;{name}", "--logdir", str(logdir)]
   code, out, err = _run(argv + TINY, capsys)
   assert code == 0, err
+  assert "fp32-s0: finished before, reused" in out
   run = logdir / sweep.run_name(name, 0)
   info = json.loads((run / "run.json").read_text())
   assert info["config"]["actor_precision"] == name
@@ -321,11 +343,12 @@ def test_sweep_with_a_per_layer_precision_policy(capsys, tmp_path):
   assert "--precisions 'fp32;mixed:fp16,int8'" in (logdir / "table.md").read_text()
 
 
-@pytest.mark.isolated  # Launchpad nodes as threads of the test process: run in a child
 @pytest.mark.slow
 def test_sweep_of_launchpad_runs_end_to_end(capsys, tmp_path):
   """Two seeds of DQN as Launchpad programs in threads (one actor node each): each run's
-  last evaluation is at or past its limit, and the curves and table are drawn from them."""
+  last evaluation is at or past its limit, and the curves and table are drawn from them.
+  (Not `isolated`: each program's threads run in the sweep's `actorq train` child, not in
+  this process.)"""
   logdir = tmp_path / "sweep"
   argv = ["sweep", "--seeds", "0-1", "--precisions", "fp32", "--launch", "local_mt",
           "--num-actors", "1", "--logdir", str(logdir)] + TINY
