@@ -78,7 +78,7 @@ from actorq.launch import experiment, local, processes
 from actorq.components import profiling
 from actorq.launch import spec as spec_lib
 from actorq.quantization import network_spec as ns
-from actorq.studies import aggregate as ag
+from actorq.components import aggregate as ag
 from actorq.studies.tables import PRECISION_COLORS, markdown_table, write_csv  # noqa: F401 (ab.* users)
 
 ACTOR_COMPONENTS = ("env_step", "inference", "adder", "load", "waiting", "other")

@@ -73,7 +73,7 @@ from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import learner_step
 from actorq.launch import distributed, experiment, processes
 from actorq.launch import distributed_nodes as nodes
-from actorq.launch import placement
+from actorq.components import placement
 from actorq.components import profiling
 from actorq.launch import supervisors
 

@@ -39,7 +39,7 @@ from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import learner_step
 from actorq.components.acting import variable_client as vc
 from actorq.launch import experiment
-from actorq.launch import placement
+from actorq.components import placement
 
 MODES = ("alone", "fp32", "spin", "stream", "int8")
 POLICY_BYTES = 33_628_164  # the fp32 3x2048 policy's payload on dmc:cartpole-balance

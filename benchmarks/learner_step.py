@@ -37,7 +37,7 @@ from actorq.benchmarks import actorq_bench as ab
 from actorq.components.acting import variable_client as vc
 from actorq.components.replay import local_replay
 from actorq.launch import experiment
-from actorq.launch import placement
+from actorq.components import placement
 
 
 def filled_learner(agent: str, env_id: str, overrides: Dict[str, Any], seed: int = 0,

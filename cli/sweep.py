@@ -19,7 +19,7 @@ Each run is `actorq train` in a child process (DIR/<precision>-s<seed>); an inte
 sweep run again with the same flags reuses its finished runs and resumes the stopped ones
 from their checkpoints. SIGINT/SIGTERM is forwarded to the children (they checkpoint);
 the sweep waits for them and exits 130/143 with nothing left running. See
-`actorq.studies.sweep` for the files and `actorq.studies.aggregate` for the
+`actorq.studies.sweep` for the files and `actorq.components.aggregate` for the
 statistics (IQM, median, mean, stratified bootstrap intervals, paired comparisons).
 """
 from __future__ import annotations

@@ -42,7 +42,7 @@ from actorq.components import checkpointing
 from actorq.launch import elastic
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import logging as logging_lib
-from actorq.launch import placement
+from actorq.components import placement
 from actorq.launch import processes
 from actorq.components import profiling
 

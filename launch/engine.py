@@ -17,7 +17,8 @@ from typing import Any, Optional
 
 from actorq import core
 from actorq.components import atomic, checkpointing
-from actorq.launch import modes, placement, run_dir, tracking
+from actorq.components import placement
+from actorq.launch import modes, run_dir, tracking
 from actorq.launch import spec as spec_lib
 
 

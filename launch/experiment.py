@@ -121,7 +121,7 @@ class ExperimentConfig:
     learner_device: where the learner computes, one of `core.LEARNER_DEVICES`: "auto" (a GPU
       if jax sees one, else the CPU), "gpu" (a GPU, else `placement.NoAcceleratorError` when
       the learner starts), "cpu". Actors, evaluator and replay always use the CPU
-      (`actorq.launch.placement`).
+      (`actorq.components.placement`).
     training_hooks: factories `f(actor) -> loop.Hook` of measurement hooks, called with
       the training actor when its loop is made (`make_training_loop`); their hooks run
       first at every step, before the learner steps of that step (e.g.

@@ -50,7 +50,7 @@ from actorq.components import checkpointing
 from actorq.launch import engine
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import logging as logging_lib
-from actorq.launch import placement
+from actorq.components import placement
 from actorq.launch import processes
 from actorq.launch import spec as spec_lib
 
@@ -172,7 +172,7 @@ def train(config: experiment_lib.ExperimentConfig, *,
 
   The learner computes on `placement.learner_device(config.learner_device)` (the run
   executes inside `jax.default_device` of it); the actor's and the evaluator's policy
-  runtimes compute on the CPU (`actorq.launch.placement`).
+  runtimes compute on the CPU (`actorq.components.placement`).
 
   Args:
     config: the experiment (see `ExperimentConfig`).

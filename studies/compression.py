@@ -1,6 +1,6 @@
 """How far a trained policy compresses: the study behind `actorq quantize --sweep` and
 `--search` (the command and its files are `actorq.cli.quantize`; the per-layer
-search is `actorq.studies.precision_search`).
+search is `actorq.quantization.precision_search`).
 
 Every setting is a `mixed.PrecisionPolicy` (a sweep point is a uniform one: the same
 `LayerChoice`, e.g. ``int4/tensor+p0.5``, for every layer) evaluated against the fp32

@@ -1,5 +1,5 @@
 """`actorq quantize --sweep` and `--search`: load checkpoints, run the study
-(`actorq.studies.compression`, `actorq.studies.precision_search`), write its
+(`actorq.studies.compression`, `actorq.quantization.precision_search`), write its
 files (`actorq.studies.quantize_report`).
 
 Sweep files (in `--out`, default `RUN/quantize-sweep`):
@@ -49,7 +49,7 @@ from actorq.agents import registry
 from actorq.launch import spec as spec_lib
 from actorq.quantization import mixed
 from actorq.studies import compression as cs
-from actorq.studies import precision_search as ps
+from actorq.quantization import precision_search as ps
 from actorq.studies import quantize_report
 
 
@@ -630,7 +630,7 @@ def run_search(study: StudySettings) -> int:
       os.path.join(out, "precision_policy.json"), result.policy, run.spec, notes=notes,
       source={"checkpoint": run.path, "agent": run.info["agent"], "env": run.info["env"],
               "learner_steps": run.learner_steps, "qat_bits": run.qat_bits},
-      search={"method": "greedy (actorq/studies/precision_search.py; HAQ problem, "
+      search={"method": "greedy (actorq/quantization/precision_search.py; HAQ problem, "
                         "Wang et al. 2019)",
               "objective": study.objective, "search_runtime": execution,
               "choices": [c.label for c in choices], "calibration_seeds": calib_seeds,

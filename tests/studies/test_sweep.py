@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from actorq.studies import aggregate as ag
+from actorq.components import aggregate as ag
 from actorq.studies import sweep
 from actorq.testing.cli import run_cli
 
