@@ -28,7 +28,7 @@ from actorq.cli import main as cli
 from actorq.components import atomic, config_io
 from actorq.components.envs import environments, vector_env
 from actorq.components import placement
-from actorq.launch import run_dir
+from actorq.components import run_dir
 from actorq.agents import registry
 
 

@@ -37,7 +37,8 @@ from actorq.cli import main as cli
 from actorq.cli import train as train_cmd
 from actorq.cli import precision_arg
 from actorq.components.envs import vector_env
-from actorq.launch import anakin, experiment, run_dir
+from actorq.components import run_dir
+from actorq.launch import anakin, experiment
 from actorq.launch import spec as spec_lib
 from actorq.studies import sweep
 

@@ -123,7 +123,8 @@ from actorq.launch import distributed_nodes as nodes_lib
 from actorq.launch import elastic
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import hosts as hosts_lib
-from actorq.launch import processes, run_dir, supervisors
+from actorq.components import run_dir
+from actorq.launch import processes, supervisors
 
 GROUPS = ("replay", "counter", "learner", "actor", "evaluator", "limiter")
 

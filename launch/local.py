@@ -49,7 +49,7 @@ from actorq.components.replay import reverb_replay as replay_lib
 from actorq.components import checkpointing
 from actorq.launch import engine
 from actorq.launch import experiment as experiment_lib
-from actorq.launch import logging as logging_lib
+from actorq.components import loggers as logging_lib
 from actorq.components import placement
 from actorq.launch import processes
 from actorq.launch import spec as spec_lib

@@ -43,7 +43,7 @@ from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import multi_agent as ma_loop
 from actorq.components.envs import environments
 from actorq.components.envs import multi_agent
-from actorq.launch import run_dir
+from actorq.studies import checks
 from actorq.agents import registry
 from actorq.launch import spec as spec_lib
 from actorq.quantization import bias_correction
@@ -389,7 +389,7 @@ def export(checkpoint: str, precision: str, policy_file: Optional[str] = None,
         "not describe; export supports Box observations with Discrete (from 0) or float Box "
         f"actions; evaluate this run with: actorq eval --checkpoint {run_path}")
   networks = builder.make_networks(env_spec)
-  run_dir.check_feed_forward(networks, run.agent, "export")
+  checks.check_feed_forward(networks, run.agent, "export")
   _check_fits(precision, policy_file, networks.spec)
   agent_policy = builder.make_policy(networks, env_spec, evaluation=True)
   try:
@@ -544,7 +544,7 @@ def export_multi_agent(run, state, ckpt_path: str, precision: str,
                           f"{', '.join(g.name for g in groups)}")
   rules = []
   for group, networks, _ in parts:
-    run_dir.check_feed_forward(networks, run.agent, "export")
+    checks.check_feed_forward(networks, run.agent, "export")
     _check_fits(precision, policy_file, networks.spec)
     env_spec = _policy_spec(group)
     try:

@@ -44,7 +44,8 @@ import numpy as np
 from actorq import core
 from actorq.components import atomic
 from actorq.components.envs import environments
-from actorq.launch import run_dir
+from actorq.components import run_dir
+from actorq.studies import checks
 from actorq.agents import registry
 from actorq.launch import spec as spec_lib
 from actorq.quantization import mixed
@@ -184,7 +185,7 @@ def output_semantics(builder, networks, env_spec, selector,
 def load_run(path: str, temperature: float) -> LoadedRun:
   """Raises core.UsageError for an unreadable run or checkpoint."""
   run, state, ckpt = spec_lib.load_run(path)
-  run_dir.check_single_agent(run.env, run.logdir, "quantize")
+  checks.check_single_agent(run.env, run.logdir, "quantize")
   builder = run.make_builder()
   info, env_id = run.to_json(), run.env
   env_fn = lambda seed: environments.make_environment(env_id, seed=seed)
@@ -192,7 +193,7 @@ def load_run(path: str, temperature: float) -> LoadedRun:
   env_spec = environments.environment_spec(env)
   env.close()
   networks = builder.make_networks(env_spec)
-  run_dir.check_feed_forward(networks, run.agent, "quantize")
+  checks.check_feed_forward(networks, run.agent, "quantize")
   policy = builder.make_policy(networks, env_spec, evaluation=True)
   semantics = output_semantics(builder, networks, env_spec, policy.selector, temperature)
   del ckpt

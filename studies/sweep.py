@@ -72,7 +72,7 @@ from actorq import core
 from actorq.components import atomic, fault_points
 from actorq.launch import anakin, engine, processes
 from actorq.components import checkpointing
-from actorq.launch import run_dir as run_dir_lib
+from actorq.components import run_dir as run_dir_lib
 from actorq.launch import spec as spec_lib
 from actorq.quantization import runtimes
 from actorq.components import aggregate as ag

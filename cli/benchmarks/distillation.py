@@ -10,7 +10,7 @@ import sys
 from actorq.benchmarks import distillation as benchmark
 from actorq.benchmarks import warm_start
 from actorq.cli import main as cli
-from actorq.launch import run_dir
+from actorq.components import run_dir
 
 
 def main(argv=None) -> int:

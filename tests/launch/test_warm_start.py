@@ -11,7 +11,8 @@ import pytest
 
 from actorq import core
 from actorq.cli import main as cli
-from actorq.launch import run_dir, warm_start
+from actorq.components import run_dir
+from actorq.launch import warm_start
 from actorq.components import checkpointing
 from actorq.launch import spec as spec_lib
 
