@@ -32,12 +32,11 @@ import time
 import gymnasium
 
 from actorq import core
-from actorq.benchmarks import actorq_bench as ab
 from actorq.cli import main as cli
 from actorq.cli import train as train_cmd
 from actorq.cli import precision_arg
 from actorq.components.envs import vector_env
-from actorq.components import run_dir
+from actorq.components import provenance, run_dir
 from actorq.launch import anakin, experiment
 from actorq.launch import spec as spec_lib
 from actorq.studies import sweep
@@ -216,7 +215,7 @@ def run(args) -> int:
           "retry them (finished runs are reused)", file=sys.stderr)
     return 1
   data = sweep.write_sweep_json(outdir, settings, sweep.collect(settings, outdir),
-                                ab.machine_info())
+                                provenance.machine_info())
   _, table = sweep.report(outdir, data)
   if record:  # the report beside the recorded runs
     sweep.write_sweep_json(record, settings, data["runs"], data["machine"])

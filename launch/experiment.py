@@ -128,7 +128,7 @@ class ExperimentConfig:
       `actorq.studies.actor_mechanism`'s recorder). Python-level only: not in run.json,
       not on the command line; a hook must not change the run (no randomness drawn, no
       actor state touched), so a seeded run stays the run of its seed.
-    init_from: a warm start (`launch.warm_start.WarmStart`, checked by its `resolve`):
+    init_from: a warm start (`agents.warm_start.WarmStart`, checked by its `resolve`):
       the learner (and, if kept, the in-process replay) starts from another run's state,
       applied by both launchers right after the learner is built; ignored when `resume`
       restores the run's own checkpoint. None: the learner's own initialisation.

@@ -245,7 +245,7 @@ def _train(config, family, env, logger_fn, start_time, resumed_from, restored, p
   learner = builder.make_learner(key_learner, parts.networks, iterator,
                                  lambda label: logger_fn(label, time_delta=1.0), env_spec,
                                  client, counting.Counter(counter, "learner", time_delta=0.0))
-  if config.init_from is not None and restored is None:  # a warm start (launch/warm_start.py)
+  if config.init_from is not None and restored is None:  # a warm start (agents/warm_start.py)
     config.init_from.apply(learner, client)
   policy_server = experiment_lib.policy_server(learner, parts.networks, calibrations)
   adder, actor = family.make_actor(config, parts, key_actor, client, policy_server)

@@ -41,7 +41,7 @@ from actorq.components import run_dir
 from actorq.launch import experiment, modes
 from actorq.agents import registry
 from actorq.components import checkpointing
-from actorq.launch import warm_start
+from actorq.agents import warm_start
 from actorq.quantization import runtimes
 
 DEFAULT_AGENT = "dqn"
