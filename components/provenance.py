@@ -4,6 +4,7 @@ comparable (medians and ratios only within one machine kind; see the brief's CPU
 
     meta = {"machine": provenance.machine_info(), "commit": provenance.commit()}
     provenance.machine_line()     # "2-core AMD EPYC 7B13", for a table's caption
+    provenance.cpu_line()         # "AMD EPYC 7B13 (family 25, model 1), 2 cores"
 """
 from __future__ import annotations
 
@@ -49,6 +50,14 @@ def machine_line(info: Optional[Dict[str, Any]] = None) -> str:
   if model == "unknown":
     model = platform.processor() or platform.machine()
   return f"{info['nproc']}-core {model}"
+
+
+def cpu_line(info: Optional[Dict[str, Any]] = None) -> str:
+  """``"<CPU model> (family F, model M), <nproc> cores"`` of `info` (default: this
+  machine's `machine_info()`)."""
+  info = machine_info() if info is None else info
+  family, _, model = info["cpu_family_model"].partition("/")
+  return f"{info['cpu_model']} (family {family}, model {model}), {info['nproc']} cores"
 
 
 def commit() -> str:

@@ -15,6 +15,8 @@ def test_machine_line_is_cores_and_cpu_model():
   info = dict(provenance.machine_info(), nproc=2, cpu_model="AMD EPYC 7B13")
   assert provenance.machine_line(info) == "2-core AMD EPYC 7B13"
   assert provenance.machine_line().startswith(f"{os.cpu_count()}-core ")
+  assert provenance.cpu_line(dict(info, cpu_family_model="25/1")) == (
+      "AMD EPYC 7B13 (family 25, model 1), 2 cores")
 
 
 def test_commit_is_a_short_hash_of_this_checkout():
