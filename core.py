@@ -72,7 +72,7 @@ def check_precision(value: Any, name: str = "actor_precision",
 
 
 # ---------------------------------------------------------------------------------------
-# Learner placement (`actorq.launch.placement` resolves a choice to a jax device).
+# Learner placement (`actorq.components.placement` resolves a choice to a jax device).
 
 # auto: a GPU if jax sees one, else the CPU; gpu: a GPU or a one-line error; cpu: the CPU.
 LEARNER_DEVICES: Tuple[str, ...] = ("auto", "gpu", "cpu")

@@ -47,7 +47,7 @@ setuptools.setup(
     extras_require={
         # Acme 0.4.0's own TF actors, the peer column of `actorq bench`.
         "peer": ["dm-sonnet==2.0.0", "trfl==1.2.0", "tensorflow-probability==0.16.0"],
-        # `actorq train --track wandb|mlflow` (launch/tracking.py); versions that take the
+        # `actorq train --track wandb|mlflow` (components/tracking.py); versions that take the
         # stack's protobuf 3.19 and numpy < 1.24 (requirements/constraints-py310.txt).
         "track": ["wandb==0.25.0", "mlflow-skinny==3.18.0"],
     },

@@ -33,6 +33,7 @@ import sys
 from typing import Any, Dict, List, Mapping, Tuple
 
 from actorq import core
+from actorq.components import checkpointing, run_dir
 
 ENTRY_POINT_GROUP = "actorq.agents"
 
@@ -200,3 +201,36 @@ def policy_outputs(builder: Any, networks: Any, environment_spec: Any) -> core.P
     raise ValueError(f"{name}.policy_outputs returned {type(outputs).__name__}; allowed: "
                      "actorq.core.PolicyOutputs")
   return outputs
+
+
+def of_run(info: Dict[str, Any]) -> Tuple[type, type]:
+  """`(ConfigClass, BuilderClass)` of a run's agent: `get(info["agent"])`, `info` being
+  the run's run.json (`components.run_dir.read_info`).
+
+  Raises:
+    core.UsageError: the agent does not resolve (one line, prefixed "run.json: ").
+  """
+  try:
+    return get(info["agent"])
+  except UnknownAgentError as e:
+    raise core.UsageError(f"run.json: {e}") from None
+
+
+def restore_run(path: str) -> Tuple[Any, Dict[str, Any], str]:
+  """`(run.json contents, checkpoint_state, checkpoint_path)` of the newest readable
+  checkpoint of the run directory `path` (or its `checkpoints/` folder); `spec.load_run`
+  gives the first as a `RunSpec`. The run's agent is resolved first (`of_run`): a
+  checkpoint may hold its classes (e.g. a ``module:Builder`` agent's training-state
+  tuple), which unpickle only once its module is imported.
+
+  Raises:
+    core.UsageError: not a run directory, an unreadable run.json, an agent that does not
+      resolve, no readable checkpoint.
+  """
+  run_path, ckpt_dir = run_dir.resolve(path)
+  info = run_dir.read_info(run_path)
+  of_run(info)
+  ckpt_path, state = checkpointing.restore_latest(ckpt_dir)
+  if state is None:
+    raise core.UsageError(f"no readable checkpoint in {ckpt_dir}")
+  return info, state, ckpt_path

@@ -56,7 +56,6 @@ import json
 import math
 import os
 import pickle
-import platform
 import statistics
 import subprocess
 import sys
@@ -75,10 +74,10 @@ from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments
 from actorq.launch import experiment, local, processes
-from actorq.components import profiling
+from actorq.components import profiling, provenance
 from actorq.launch import spec as spec_lib
 from actorq.quantization import network_spec as ns
-from actorq.studies import aggregate as ag
+from actorq.components import aggregate as ag
 from actorq.studies.tables import PRECISION_COLORS, markdown_table, write_csv  # noqa: F401 (ab.* users)
 
 ACTOR_COMPONENTS = ("env_step", "inference", "adder", "load", "waiting", "other")
@@ -378,34 +377,6 @@ def run_job(job: Dict[str, Any], workdir: str, log=print) -> Dict[str, Any]:
   return result
 
 
-def machine_info() -> Dict[str, Any]:
-  """nproc, CPU model name, `cpu_family_model` ("family/model" from /proc/cpuinfo) and
-  `avx512` (whether the CPU has AVX-512F), platform, Python, load averages.
-
-  The CPU family and instruction set matter beyond speed: XLA compiles for the host CPU, so a
-  seeded run repeats its values exactly on the same kind of CPU but not across kinds (DQN's
-  20k-step learning test: final 500.0 on one AMD EPYC, 263.6 on an AVX-512 one, family 26).
-  """
-  fields: Dict[str, str] = {}  # "key: value" lines of the first processor's block
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      for line in f:
-        if not line.strip():
-          break
-        key, _, value = line.partition(":")
-        fields[key.strip()] = value.strip()
-  except OSError:
-    pass
-  info = {"nproc": os.cpu_count(), "cpu_model": fields.get("model name", "unknown"),
-          "cpu_family_model": f"{fields.get('cpu family', '?')}/{fields.get('model', '?')}",
-          "avx512": "avx512f" in fields.get("flags", "").split(),
-          "platform": platform.platform(), "python": platform.python_version()}
-  try:
-    info["loadavg_1_5_15"] = list(os.getloadavg())
-  except OSError:
-    pass
-  return info
-
 
 def _median(values):
   vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
@@ -662,7 +633,7 @@ def run_bench(agent, env, precisions, seeds, steps, eval_every, eval_episodes, t
           "steps": steps, "eval_every": eval_every, "eval_episodes": eval_episodes,
           "target": target, "overrides": overrides, "acting_steps": acting_steps,
           "watts_per_core": watts_per_core, "watts_per_gpu": watts_per_gpu,
-          "machine": machine_info(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+          "machine": provenance.machine_info(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
   runs, peers = [], []
   jobs = jobs_for(agent, env, precisions, seeds, steps, eval_every, eval_episodes, target,
                   overrides, acting_steps)

@@ -73,7 +73,7 @@ from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import learner_step
 from actorq.launch import distributed, experiment, processes
 from actorq.launch import distributed_nodes as nodes
-from actorq.launch import placement
+from actorq.components import placement, provenance
 from actorq.components import profiling
 from actorq.launch import supervisors
 
@@ -566,7 +566,7 @@ def run_bench(settings: Dict[str, Any], launch: str, num_actors: int, learner_de
           "precisions": list(settings["precisions"]), "seeds": list(settings["seeds"]),
           "steps": settings["steps"], "target": settings["target"],
           "overrides": settings["overrides"], "launch": launch, "num_actors": num_actors,
-          "learner_device": learner_device, "machine": ab.machine_info(),
+          "learner_device": learner_device, "machine": provenance.machine_info(),
           "started": time.strftime("%Y-%m-%d %H:%M:%S")}
   jobs = jobs_for(settings, launch, num_actors, learner_device, outdir)
   # The single-process step before and after the programs (a fresh child each): the pair

@@ -43,7 +43,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import platform
 import random
 import signal
 import statistics
@@ -54,20 +53,6 @@ from typing import Any, Dict, List, Optional
 import psutil
 
 from actorq.launch import distributed, elastic, spec as spec_lib, supervisors
-
-
-def cpu_model() -> str:
-  """``"<model name> (family F, model M)"`` of this machine's CPU (Linux)."""
-  fields = {}
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      for line in f:
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), value.strip())
-  except OSError:
-    return platform.processor() or "unknown"
-  return (f"{fields.get('model name', '?')} (family {fields.get('cpu family', '?')}, model "
-          f"{fields.get('model', '?')}), {os.cpu_count()} cores")
 
 
 class Chaos:

@@ -30,7 +30,7 @@ import statistics
 import sys
 from typing import Any, Dict, List, Sequence
 
-from actorq.studies import aggregate
+from actorq.components import aggregate
 
 
 def export_argv(run: str, precision: str, episodes: int, seed: int) -> List[str]:

@@ -55,7 +55,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from actorq.benchmarks import actorq_bench as ab
-from actorq.studies import aggregate as ag
+from actorq.components import aggregate as ag
 from actorq.testing import netns
 
 PRESETS = {

@@ -38,8 +38,9 @@ import numpy as np
 from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import learner_step
 from actorq.components.acting import variable_client as vc
+from actorq.components.envs import single_agent
 from actorq.launch import experiment
-from actorq.launch import placement
+from actorq.components import placement
 
 MODES = ("alone", "fp32", "spin", "stream", "int8")
 POLICY_BYTES = 33_628_164  # the fp32 3x2048 policy's payload on dmc:cartpole-balance
@@ -71,8 +72,8 @@ def actor_step(precision: str) -> Callable[[], None]:
   builder = ab.make_builder("d4pg", dict(preset_overrides(), actor_precision=precision))
   config = experiment.ExperimentConfig(builder=builder, env_id=ENV_ID, num_steps=1, seed=1,
                                        eval_every=1, eval_episodes=1, logdir=None)
-  env = experiment.make_environment(config, 1)
-  parts = experiment.agent_parts(config, experiment.environment_spec(config))
+  env = single_agent.make_environment(config, 1)
+  parts = experiment.agent_parts(config, single_agent.environment_spec(config))
   key_learner, key_actor = jax.random.split(jax.random.PRNGKey(1), 2)
   learner = builder.make_learner(key_learner, parts.networks, iter(()), lambda label: None,
                                  parts.environment_spec, None, None)

@@ -36,8 +36,9 @@ import jax
 from actorq.benchmarks import actorq_bench as ab
 from actorq.components.acting import variable_client as vc
 from actorq.components.replay import local_replay
+from actorq.components.envs import single_agent
 from actorq.launch import experiment
-from actorq.launch import placement
+from actorq.components import placement
 
 
 def filled_learner(agent: str, env_id: str, overrides: Dict[str, Any], seed: int = 0,
@@ -53,8 +54,8 @@ def filled_learner(agent: str, env_id: str, overrides: Dict[str, Any], seed: int
   builder = ab.make_builder(agent, overrides)
   config = experiment.ExperimentConfig(builder=builder, env_id=env_id, num_steps=1, seed=seed,
                                        eval_every=1, eval_episodes=1, logdir=None)
-  env = experiment.make_training_environment(config, seed)
-  parts = experiment.agent_parts(config, experiment.training_environment_spec(env))
+  env = single_agent.make_training_environment(config, seed)
+  parts = experiment.agent_parts(config, single_agent.training_environment_spec(env))
   key_learner, key_actor, _, key_replay = jax.random.split(jax.random.PRNGKey(seed), 4)
   client = local_replay.LocalReplayClient(
       builder.make_replay_tables(parts.environment_spec, parts.policy),
@@ -63,13 +64,13 @@ def filled_learner(agent: str, env_id: str, overrides: Dict[str, Any], seed: int
                                  lambda label: None, parts.environment_spec, client, None)
   server = vc.PolicyServer(learner, parts.networks.spec)
   key_actor = jax.device_put(key_actor, placement.cpu_device())
-  _, actor = experiment.make_training_actor(config, parts, key_actor, client, server)
+  _, actor = single_agent.make_training_actor(config, parts, key_actor, client, server)
   table = builder.replay_table_name()
   need = max(int(builder.min_replay_size()), 1)
   size = lambda: int(client.server_info()[table].current_size)
   # The one actor/environment loop fills replay (episode cap, variable pulls, adder), as a
   # run's does, until the learner's minimum and at least `warmup` steps.
-  loop = experiment.make_training_loop(
+  loop = single_agent.make_training_loop(
       config, env, actor, hooks=(), should_stop=lambda: loop.steps >= warmup and size() >= need)
   loop.run(num_steps=max_fill_steps)
   if size() < need:

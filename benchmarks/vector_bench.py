@@ -3,7 +3,7 @@ and each precision, side by side, with the per-step breakdown and the bare envir
 ceiling (`actorq bench --num-envs 1,8,32`).
 
 What one measurement runs (in this process, one after another, alternating rounds): the
-training actor of a single-process run (`experiment.make_training_environment`,
+training actor of a single-process run (`single_agent.make_training_environment`,
 `make_training_actor`, `make_training_loop`: B = 1 is `ActorLoop` on one environment, B > 1
 `VectorActorLoop` on the vector backend) acting with exploration and writing every
 transition into the in-process replay (the builder's own tables, `LocalReplayClient`),
@@ -41,6 +41,7 @@ from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments, vector_env
 from actorq.components.replay import local_replay
+from actorq.components.envs import single_agent
 from actorq.launch import experiment
 from actorq.quantization import payload as pl
 
@@ -91,8 +92,8 @@ def acting_run(builder, env_id: str, num_envs: int, steps: int, seed: int = 0) -
   """One timed acting run of `steps` transitions (see the module docstring)."""
   config = experiment.ExperimentConfig(builder=builder, env_id=env_id, num_steps=steps,
                                        seed=seed, checkpoint_every=None, num_envs=num_envs)
-  env = experiment.make_training_environment(config, seed)
-  spec = experiment.training_environment_spec(env)
+  env = single_agent.make_training_environment(config, seed)
+  spec = single_agent.training_environment_spec(env)
   parts = experiment.agent_parts(config, spec)
   timing = {"select": 0.0}
   inner = parts.policy.selector
@@ -117,10 +118,10 @@ def acting_run(builder, env_id: str, num_envs: int, steps: int, seed: int = 0) -
   client = local_replay.LocalReplayClient(builder.make_replay_tables(spec, parts.policy), seed)
   source = vc.PolicyServer(_FixedSource(random_params(parts.networks.spec, seed)),
                            parts.networks.spec)
-  adder, actor = experiment.make_training_actor(config, parts, jax.random.PRNGKey(seed), client,
+  adder, actor = single_agent.make_training_actor(config, parts, jax.random.PRNGKey(seed), client,
                                                 source)
   timed_env = _TimedEnv(env)
-  loop = experiment.make_training_loop(config, timed_env, actor, hooks=[])
+  loop = single_agent.make_training_loop(config, timed_env, actor, hooks=[])
   loop.run(num_steps=3 * num_envs)  # warm-up: compilation, interpreter sizing
   adder.reset()  # the warm-up's episode is abandoned
   timed_env.seconds, timing["select"] = 0.0, 0.0

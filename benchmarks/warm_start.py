@@ -6,7 +6,7 @@
 One origin run (`--origin-seed`, `--origin-steps`, the agent's defaults plus `--set`) is
 trained into `<out>/origin` (reused when its run.json is there). Then, for each seed, two
 single-process runs with the same config and seed: from scratch, and warm-started from the
-origin's final checkpoint (`launch.warm_start`, `--init-keep`). Each is evaluated greedily
+origin's final checkpoint (`agents.warm_start`, `--init-keep`). Each is evaluated greedily
 every `--eval-every` actor steps (`--eval-episodes` episodes) and stops at its first
 evaluation >= `--target` (or at `--max-steps`: not reached). Results are appended to
 `<out>/runs.json` after every run (a rerun skips the pairs already there) and summarised in
@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any, Dict, Optional
@@ -67,24 +65,6 @@ def run_to_target(spec: spec_lib.RunSpec, target: float, init_from=None) -> Dict
     step, returns = reached.step, None
   return {"steps_to_target": step, "wall_seconds": round(time.time() - start, 1),
           "final_returns": returns}
-
-
-def commit() -> str:
-  try:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True, check=True, cwd=os.path.dirname(__file__)).stdout.strip()
-  except (OSError, subprocess.CalledProcessError):
-    return "unknown"
-
-
-def machine() -> str:
-  model = platform.processor() or platform.machine()
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      model = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
-  except (OSError, StopIteration):
-    pass
-  return f"{os.cpu_count()}-core {model}"
 
 
 def record(data: Dict[str, Any], path: str, row: Dict[str, Any]) -> None:

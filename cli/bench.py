@@ -27,8 +27,8 @@ from actorq.benchmarks import anakin_bench, distributed_bench, merge, vector_ben
 from actorq.cli import main as cli
 from actorq.components import atomic, config_io
 from actorq.components.envs import environments, vector_env
-from actorq.launch import placement
-from actorq.launch import run_dir
+from actorq.components import placement
+from actorq.components import run_dir
 from actorq.agents import registry
 
 

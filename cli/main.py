@@ -209,8 +209,8 @@ def main(argv: Optional[List[str]] = None) -> int:
   args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
   if args.command in _COMPUTE_IN_PROCESS:  # train places its learner itself
     # Looked up by name (loads JAX), like `_module`: a CUDA plugin without a GPU would
-    # otherwise stop jax from starting at all (launch/placement.py).
-    importlib.import_module("actorq.launch.placement").cpu_unless_gpu()
+    # otherwise stop jax from starting at all (components/placement.py).
+    importlib.import_module("actorq.components.placement").cpu_unless_gpu()
   try:
     return int(_module(args.command).run(args))
   except UsageError as e:

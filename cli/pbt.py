@@ -31,7 +31,7 @@ from actorq.components import config_io
 from actorq.components import checkpointing
 from actorq.launch import experiment
 from actorq.launch import pbt as pbt_lib
-from actorq.launch import run_dir
+from actorq.components import run_dir
 from actorq.launch import spec as spec_lib
 
 

@@ -14,7 +14,7 @@ import os
 import warnings
 
 from actorq.cli import main as cli
-from actorq.launch import run_dir as run_dir_lib
+from actorq.components import run_dir as run_dir_lib
 from actorq.launch import spec as spec_lib
 
 EVAL_CSV = run_dir_lib.EVAL_CSV

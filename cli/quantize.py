@@ -23,7 +23,7 @@ import dataclasses
 from actorq import core
 from actorq.cli import main as cli
 from actorq.components.envs import environments
-from actorq.launch import run_dir
+from actorq.studies import checks
 from actorq.launch import spec as spec_lib
 from actorq.studies import quantize as quantize_study
 from actorq.studies import reward_parity as evaluation
@@ -140,13 +140,13 @@ def run(args) -> int:
   if len(args.checkpoint) != 1:
     raise cli.UsageError("--checkpoint takes one run directory unless --sweep is given")
   run, state, path = spec_lib.load_run(args.checkpoint[0])
-  run_dir.check_single_agent(run.env, run.logdir, "quantize")
+  checks.check_single_agent(run.env, run.logdir, "quantize")
   builder = run.make_builder()
   env_fn = lambda: environments.make_environment(run.env, seed=args.seed)
   env = env_fn()
   env_spec = environments.environment_spec(env)
   networks = builder.make_networks(env_spec)
-  run_dir.check_feed_forward(networks, run.agent, "quantize")
+  checks.check_feed_forward(networks, run.agent, "quantize")
   policy = builder.make_policy(networks, env_spec, evaluation=True)
   actions = env_spec.actions
   action_range = float(max((actions.maximum - actions.minimum).max(), 1e-9)) \

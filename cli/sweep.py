@@ -19,7 +19,7 @@ Each run is `actorq train` in a child process (DIR/<precision>-s<seed>); an inte
 sweep run again with the same flags reuses its finished runs and resumes the stopped ones
 from their checkpoints. SIGINT/SIGTERM is forwarded to the children (they checkpoint);
 the sweep waits for them and exits 130/143 with nothing left running. See
-`actorq.studies.sweep` for the files and `actorq.studies.aggregate` for the
+`actorq.studies.sweep` for the files and `actorq.components.aggregate` for the
 statistics (IQM, median, mean, stratified bootstrap intervals, paired comparisons).
 """
 from __future__ import annotations
@@ -32,12 +32,12 @@ import time
 import gymnasium
 
 from actorq import core
-from actorq.benchmarks import actorq_bench as ab
 from actorq.cli import main as cli
 from actorq.cli import train as train_cmd
 from actorq.cli import precision_arg
 from actorq.components.envs import vector_env
-from actorq.launch import anakin, experiment, run_dir
+from actorq.components import provenance, run_dir
+from actorq.launch import anakin, experiment
 from actorq.launch import spec as spec_lib
 from actorq.studies import sweep
 
@@ -215,7 +215,7 @@ def run(args) -> int:
           "retry them (finished runs are reused)", file=sys.stderr)
     return 1
   data = sweep.write_sweep_json(outdir, settings, sweep.collect(settings, outdir),
-                                ab.machine_info())
+                                provenance.machine_info())
   _, table = sweep.report(outdir, data)
   if record:  # the report beside the recorded runs
     sweep.write_sweep_json(record, settings, data["runs"], data["machine"])

@@ -26,7 +26,7 @@ from actorq.components import config_io
 from actorq.launch import engine, experiment, modes
 from actorq.agents import registry
 from actorq.components import checkpointing
-from actorq.launch import tracking
+from actorq.components import tracking
 from actorq.launch import distributed_nodes as nodes
 from actorq.launch import spec as spec_lib
 

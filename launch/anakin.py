@@ -41,8 +41,8 @@ from actorq.components.envs import environments
 from actorq.components import checkpointing
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import local
-from actorq.launch import logging as logging_lib
-from actorq.launch import run_dir
+from actorq.components import loggers as logging_lib
+from actorq.components import run_dir
 from actorq.quantization import payload as payload_lib
 
 NAME = "anakin"

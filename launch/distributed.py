@@ -52,7 +52,7 @@ its output written to `<logdir>/logs/<group>_<i>.log` and echoed to the terminal
 `[group/i]` prefix (`launch/processes.py`). For `hosts` the same supervision runs one
 host runner per host (`[host/i]`), each of which supervises its host's nodes.
 
-Placement (`actorq.launch.placement`): the learner computes on
+Placement (`actorq.components.placement`): the learner computes on
 `config.learner_device` (auto: a GPU when jax sees one); actors, evaluator and replay on
 the CPU. Under `local_mp` each node process starts with `placement.node_env(group, ...)`
 on top of the launcher's environment: every node but the learner gets ``JAX_PLATFORMS=cpu``
@@ -123,7 +123,8 @@ from actorq.launch import distributed_nodes as nodes_lib
 from actorq.launch import elastic
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import hosts as hosts_lib
-from actorq.launch import processes, run_dir, supervisors
+from actorq.components import run_dir
+from actorq.launch import processes, supervisors
 
 GROUPS = ("replay", "counter", "learner", "actor", "evaluator", "limiter")
 

@@ -41,8 +41,8 @@ from actorq.components.replay import reverb_timeouts
 from actorq.components import checkpointing
 from actorq.launch import elastic
 from actorq.launch import experiment as experiment_lib
-from actorq.launch import logging as logging_lib
-from actorq.launch import placement
+from actorq.components import loggers as logging_lib
+from actorq.components import placement
 from actorq.launch import processes
 from actorq.components import profiling
 

@@ -18,7 +18,7 @@ from `RESTART_ENV` (`restart_number`) and an actor then acts on a fresh seed str
 connects anew to replay, the variable source (the learner) and the counter, and its
 exploration schedule continues from the run's summed actor steps (as a resumed actor's
 does). The evaluator keeps its evaluation seed (every evaluation plays the same start
-states by design, `experiment.evaluate`).
+states by design, `single_agent.evaluate`).
 
 Each restart is one line on the supervisor's output (node, cause: exit code or signal and
 the node's last exception line, the restart number and backoff) and one row of

@@ -17,7 +17,9 @@ from typing import Any, Optional
 
 from actorq import core
 from actorq.components import atomic, checkpointing
-from actorq.launch import modes, placement, run_dir, tracking
+from actorq.components import placement
+from actorq.components import run_dir, tracking
+from actorq.launch import modes
 from actorq.launch import spec as spec_lib
 
 
@@ -86,7 +88,7 @@ def run(spec, *, config: Any = None, report: Optional[modes.Report] = None,
     return modes.Outcome(0, [mode.describe(spec, config)])
   if spec.logdir is not None:
     spec = open_run_dir(spec, claim=claim, overwrite=overwrite)
-    if track:  # launch/tracking.py: tracking.json, read by every process's loggers
+    if track:  # components/tracking.py: tracking.json, read by every process's loggers
       tracking.start(spec.logdir, track)
   _warn_no_learning(spec, config, report)
   return mode.run(spec, config, report, **mode_kwargs)

@@ -25,10 +25,9 @@ from acme import specs
 
 from actorq import core
 from actorq.agents.multiagent_common import decentralized
-from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
-from actorq.components.envs import environments, vector_env
+from actorq.components.envs import single_agent, vector_env
 # The run's seed streams live in `components.envs.seeding` (the multi-agent environments'
 # family uses them too); re-exported here, where the launchers read them.
 from actorq.components.envs.seeding import (  # noqa: F401
@@ -121,14 +120,14 @@ class ExperimentConfig:
     learner_device: where the learner computes, one of `core.LEARNER_DEVICES`: "auto" (a GPU
       if jax sees one, else the CPU), "gpu" (a GPU, else `placement.NoAcceleratorError` when
       the learner starts), "cpu". Actors, evaluator and replay always use the CPU
-      (`actorq.launch.placement`).
+      (`actorq.components.placement`).
     training_hooks: factories `f(actor) -> loop.Hook` of measurement hooks, called with
-      the training actor when its loop is made (`make_training_loop`); their hooks run
-      first at every step, before the learner steps of that step (e.g.
+      the training actor when its loop is made (`single_agent.make_training_loop`); their
+      hooks run first at every step, before the learner steps of that step (e.g.
       `actorq.studies.actor_mechanism`'s recorder). Python-level only: not in run.json,
       not on the command line; a hook must not change the run (no randomness drawn, no
       actor state touched), so a seeded run stays the run of its seed.
-    init_from: a warm start (`launch.warm_start.WarmStart`, checked by its `resolve`):
+    init_from: a warm start (`agents.warm_start.WarmStart`, checked by its `resolve`):
       the learner (and, if kept, the in-process replay) starts from another run's state,
       applied by both launchers right after the learner is built; ignored when `resume`
       restores the run's own checkpoint. None: the learner's own initialisation.
@@ -246,61 +245,6 @@ def restored_checkpoint(config: ExperimentConfig) -> Tuple[Optional[str], Option
   return path, state
 
 
-def make_environment(config: ExperimentConfig, seed: int):
-  """`config.env_id` seeded with `seed`."""
-  return environments.make_environment(config.env_id, seed=seed)
-
-
-def make_training_environment(config: ExperimentConfig, seed: int):
-  """What a training actor steps: `config.env_id` seeded with `seed` (a
-  `dm_env.Environment`) when `config.num_envs` is 1, else a
-  `vector_env.VectorEnvironment` of `num_envs` rows (row i seeded `seed + i`) capped at
-  `config.max_episode_steps`. `seed` is `config.seed` plus an offset into the training
-  seeds, taken through `training_seed` (never an evaluation seed); a seed below
-  `config.seed` is used as given."""
-  if seed >= config.seed:  # (a seed below the run's is taken as given)
-    seed = training_seed(config.seed, seed - config.seed, config.num_envs)
-  if config.num_envs == 1:
-    return make_environment(config, seed)
-  return vector_env.make_vector_environment(config.env_id, config.num_envs, seed=seed,
-                                            max_episode_steps=config.max_episode_steps)
-
-
-def training_environment_spec(env) -> specs.EnvironmentSpec:
-  """The spec of one environment of `make_training_environment`'s result."""
-  if isinstance(env, vector_env.VectorEnvironment):
-    return env.environment_spec()
-  return environments.environment_spec(env)
-
-
-def make_training_actor(config: ExperimentConfig, parts: "AgentParts", random_key,
-                        replay_client, variable_source):
-  """`(adder, actor)` of a training actor (the single-process run and every distributed
-  actor node build theirs here): the builder's adder and actor when `num_envs` is 1; a
-  batched adder (`builder.make_batched_adder`) and `actors.BatchedFeedForwardActor` over
-  the builder's actor (same runtime, selector, variable client and generator) else."""
-  builder, spec = config.builder, parts.environment_spec
-  if config.num_envs == 1:
-    adder = builder.make_adder(replay_client, spec, parts.policy)
-    return adder, builder.make_actor(random_key, parts.policy, spec, variable_source, adder)
-  # Staged in blocks (`adders.BlockNStepTransitionAdder`, issue 40): the same items per
-  # env, written every few steps at a fraction of the per-step cost. A user's batched
-  # adder without `in_blocks` (it is optional in `core.VectorBuilder`) is used as it is.
-  adder = builder.make_batched_adder(replay_client, spec, parts.policy, config.num_envs)
-  adder = getattr(adder, "in_blocks", lambda: adder)()
-  actor = builder.make_actor(random_key, parts.policy, spec, variable_source)
-  return adder, actors.batched(actor, adder, spec.actions.generate_value())
-
-
-def make_training_loop(config: ExperimentConfig, env, actor, hooks, should_stop=None):
-  """`loop.ActorLoop` over one environment (`num_envs` 1), else `loop.VectorActorLoop` over
-  the vector one (`env` as `make_training_environment` made it, or a wrapper of it)."""
-  loop_cls = loop_lib.VectorActorLoop if config.num_envs > 1 else loop_lib.ActorLoop
-  hooks = [make(actor) for make in config.training_hooks] + list(hooks)
-  return loop_cls(env, actor, hooks=hooks, should_stop=should_stop,
-                  max_episode_steps=config.max_episode_steps)
-
-
 def agent_parts(config: ExperimentConfig, environment_spec: specs.EnvironmentSpec,
                 builder: Any = None) -> AgentParts:
   """`builder`'s (default: `config.builder`'s) networks and policies on `environment_spec`."""
@@ -327,29 +271,6 @@ def parts_of(config: ExperimentConfig) -> AgentParts:
     return parts_for(config, env)
   finally:
     family.close(env)
-
-
-def environment_spec(config: ExperimentConfig) -> specs.EnvironmentSpec:
-  """The spec of `config.env_id` (an environment is made and closed)."""
-  env = make_environment(config, config.seed)
-  try:
-    return environments.environment_spec(env)
-  finally:
-    env.close()
-
-
-def evaluate(config: ExperimentConfig, actor, *, should_stop=None) -> Optional[Dict[str, float]]:
-  """`config.eval_episodes` greedy episodes (capped at `config.max_episode_steps`) on a
-  fresh environment seeded `seed + EVAL_SEED_OFFSET`: every evaluation of a run (and of
-  runs at other precisions with the same seed) plays the same start states, so returns
-  are comparable across evaluations and paired across precisions. None when
-  `should_stop` ended them first."""
-  environment = make_environment(config, config.seed + EVAL_SEED_OFFSET)
-  try:
-    return loop_lib.evaluate(environment, actor, config.eval_episodes, should_stop=should_stop,
-                             max_episode_steps=config.max_episode_steps)
-  finally:
-    environment.close()
 
 
 def evaluation_row(stats: Dict[str, float], *, actor_steps: int, learner_steps: int,
@@ -384,59 +305,9 @@ def checkpoint_state(config: ExperimentConfig, learner, *, actor_steps: int, epi
 
 # ---------------------------------------------------------------------------------------
 # Environment families: how a run makes, steps and evaluates its environments. One class
-# per family and one entry in `ENVIRONMENTS`, looked up by the kind of builder.
-
-
-class SingleAgent:
-  """`dm_env` environments (`components.envs.environments`): one environment (or a vector
-  of `num_envs`), `loop.ActorLoop` (`VectorActorLoop`), the builder as it is."""
-
-  @staticmethod
-  def matches(builder) -> bool:
-    return True
-
-  def make(self, config: "ExperimentConfig", seed: int):
-    return make_training_environment(config, seed)
-
-  def bind(self, builder, env):
-    """`(builder, environment spec)` of the agent acting in `env`."""
-    return builder, training_environment_spec(env)
-
-  def make_actor(self, config, parts, random_key, replay_client, variable_source):
-    return make_training_actor(config, parts, random_key, replay_client, variable_source)
-
-  def make_loop(self, config, env, actor, hooks, should_stop=None):
-    return make_training_loop(config, env, actor, hooks, should_stop)
-
-  def episode_logger(self, logger, precision: Optional[str]) -> loop_lib.Hook:
-    """One row per episode; with its `actor_precision` when given."""
-    return loop_lib.EpisodeLogger(logger, **({} if precision is None else
-                                             {"actor_precision": precision}))
-
-  def evaluate(self, config, parts, actor, seed: int, should_stop=None):
-    """`evaluate` (`seed` is `config.seed + EVAL_SEED_OFFSET`, as there)."""
-    del parts, seed
-    return evaluate(config, actor, should_stop=should_stop)
-
-  def close(self, env) -> None:
-    env.close()
-
-  def close_acting(self, adder, env) -> None:
-    """An actor node's end: closes its adder's Reverb writer (errors ignored: the server
-    may be gone). A writer left open until garbage collection keeps its stream open, and
-    the Reverb node's `Server.stop` then waits ~5 s for it (issue 56). The environment is
-    left to the process or thread, which ends with the program."""
-    del env
-    close = getattr(adder, "close", None)
-    if close is not None:
-      try:
-        close()
-      except Exception:  # pylint: disable=broad-except
-        pass  # the program is stopping: Reverb may be gone
-
-
-# Environment family, tried in order (the first that `matches` an id makes it).
-ENVIRONMENTS = [decentralized.MultiAgentEnvironments(), SingleAgent()]
+# per family (`components.envs.single_agent.SingleAgent`, `decentralized.MultiAgentEnvironments`)
+# and one entry in `ENVIRONMENTS`, tried in order (the first that `matches` the builder).
+ENVIRONMENTS = [decentralized.MultiAgentEnvironments(), single_agent.SingleAgent()]
 
 
 def environments_of(config: ExperimentConfig):

@@ -49,8 +49,8 @@ from actorq.components.replay import reverb_replay as replay_lib
 from actorq.components import checkpointing
 from actorq.launch import engine
 from actorq.launch import experiment as experiment_lib
-from actorq.launch import logging as logging_lib
-from actorq.launch import placement
+from actorq.components import loggers as logging_lib
+from actorq.components import placement
 from actorq.launch import processes
 from actorq.launch import spec as spec_lib
 
@@ -172,7 +172,7 @@ def train(config: experiment_lib.ExperimentConfig, *,
 
   The learner computes on `placement.learner_device(config.learner_device)` (the run
   executes inside `jax.default_device` of it); the actor's and the evaluator's policy
-  runtimes compute on the CPU (`actorq.launch.placement`).
+  runtimes compute on the CPU (`actorq.components.placement`).
 
   Args:
     config: the experiment (see `ExperimentConfig`).
@@ -245,7 +245,7 @@ def _train(config, family, env, logger_fn, start_time, resumed_from, restored, p
   learner = builder.make_learner(key_learner, parts.networks, iterator,
                                  lambda label: logger_fn(label, time_delta=1.0), env_spec,
                                  client, counting.Counter(counter, "learner", time_delta=0.0))
-  if config.init_from is not None and restored is None:  # a warm start (launch/warm_start.py)
+  if config.init_from is not None and restored is None:  # a warm start (agents/warm_start.py)
     config.init_from.apply(learner, client)
   policy_server = experiment_lib.policy_server(learner, parts.networks, calibrations)
   adder, actor = family.make_actor(config, parts, key_actor, client, policy_server)

@@ -33,7 +33,8 @@ from actorq.launch import distributed_nodes as n
 from actorq.launch import elastic
 from actorq.launch import engine
 from actorq.launch import hosts as hosts_lib
-from actorq.launch import local, pbt, placement
+from actorq.components import placement
+from actorq.launch import local, pbt
 from actorq.launch import supervisors
 
 

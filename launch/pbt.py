@@ -68,10 +68,10 @@ from actorq.components.envs import environments, vector_env
 from actorq.components import checkpointing
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import local
-from actorq.launch import logging as logging_lib
+from actorq.components import loggers as logging_lib
 from actorq.launch import processes
 from actorq.agents import registry
-from actorq.launch import run_dir
+from actorq.components import run_dir
 from actorq.launch import spec as spec_lib
 
 PBT_CSV = "pbt.csv"

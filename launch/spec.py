@@ -37,10 +37,11 @@ from actorq import core
 from actorq.agents import population
 from actorq.components import config_io
 from actorq.components.envs import multi_agent, vector_env
-from actorq.launch import experiment, modes, run_dir
+from actorq.components import run_dir
+from actorq.launch import experiment, modes
 from actorq.agents import registry
 from actorq.components import checkpointing
-from actorq.launch import warm_start
+from actorq.agents import warm_start
 from actorq.quantization import runtimes
 
 DEFAULT_AGENT = "dqn"
@@ -483,7 +484,7 @@ def load_run(path: str) -> Tuple[RunSpec, Dict[str, Any], str]:
     core.UsageError: not a run directory, an unreadable run.json, no readable checkpoint.
   """
   run_path, _ = run_dir.resolve(path)
-  info, state, ckpt_path = run_dir.load(path)
+  info, state, ckpt_path = registry.restore_run(path)
   spec = RunSpec.from_json(info, where=os.path.join(run_path, run_dir.RUN_INFO),
                            logdir=run_path)
   return spec, state, ckpt_path

@@ -41,7 +41,7 @@ from launchpad import address as lp_address
 from actorq import core
 from actorq.launch import hosts as hosts_lib
 from actorq.launch import elastic
-from actorq.launch import placement
+from actorq.components import placement
 from actorq.launch import processes
 from actorq.agents import registry
 

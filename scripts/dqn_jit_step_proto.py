@@ -41,6 +41,7 @@ from actorq.agents.dqn import config as dqn_config
 from actorq.benchmarks import vector_bench
 from actorq.components.acting import variable_client as vc
 from actorq.components.replay import local_replay
+from actorq.components.envs import single_agent
 from actorq.launch import experiment
 
 B, K, ITERS, ROUNDS = 32, 16, 320, 7
@@ -64,13 +65,13 @@ def build(precision="int8"):
   config = experiment.ExperimentConfig(builder=builder, env_id="gym:CartPole-v1",
                                        num_steps=4000, seed=0, checkpoint_every=None,
                                        num_envs=B)
-  env = experiment.make_training_environment(config, 0)
-  spec = experiment.training_environment_spec(env)
+  env = single_agent.make_training_environment(config, 0)
+  spec = single_agent.training_environment_spec(env)
   parts = experiment.agent_parts(config, spec)
   client = local_replay.LocalReplayClient(builder.make_replay_tables(spec, parts.policy), 0)
   source = vc.PolicyServer(vector_bench._FixedSource(  # pylint: disable=protected-access
       vector_bench.random_params(parts.networks.spec, 0)), parts.networks.spec)
-  adder, actor = experiment.make_training_actor(config, parts, jax.random.PRNGKey(0), client,
+  adder, actor = single_agent.make_training_actor(config, parts, jax.random.PRNGKey(0), client,
                                                 source)
   return builder, env, spec, client, adder, actor
 
@@ -308,7 +309,7 @@ def main():
         f"{ROUNDS} rounds of {ITERS} iterations):")
   for k, v in results.items():
     print(f"  {k:<{width}}  {v:8.1f}  ({v / B:.2f} per env step)")
-  loop = experiment.make_training_loop(
+  loop = single_agent.make_training_loop(
       experiment.ExperimentConfig(builder=builder, env_id="gym:CartPole-v1", num_steps=4000,
                                   seed=0, checkpoint_every=None, num_envs=B), env, actor, [])
   whole, wall, ratio, wratio = whole_iterations(env, actor, adder, num_actions, loop)

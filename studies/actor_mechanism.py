@@ -46,7 +46,7 @@ import numpy as np
 from actorq import core
 from actorq.components import atomic
 from actorq.components.acting import loop as loop_lib
-from actorq.launch import experiment as experiment_lib
+from actorq.components.envs import single_agent
 from actorq.launch import local
 from actorq.launch import spec as spec_lib
 from actorq.quantization import runtimes
@@ -211,7 +211,7 @@ def run(agent: str, env: str, seed: int, steps: int, precision: str, out: str,
 
   def make(actor):
     builder = config.builder
-    env_spec = experiment_lib.environment_spec(config)
+    env_spec = single_agent.environment_spec(config)
     networks = builder.make_networks(env_spec)
     outputs = builder.policy_outputs(networks, env_spec)
     if outputs.kind != "q_values":

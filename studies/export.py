@@ -16,8 +16,8 @@ the normalisation, the weight scales of every integer layer, a per-layer policy 
 stored bytes, the source run, and the parity report (`model_parity`). The model and its
 JSON are replaced together (`atomic.write_together`).
 
-A multi-agent run (`export_multi_agent`) takes the same path (`_policy_model`, `_report`)
-once per parameter group: a model and JSON per group (`group_file_name`), whose JSON adds
+A multi-agent run (`export_multi_agent`) takes the same path
+(`quantization.export.policy_model`, `_report`) once per parameter group: a model and JSON per group (`group_file_name`), whose JSON adds
 the agents the group serves and its input layout (`parameter_group`) and whose parity
 report is `multi_agent_parity`'s, and an index JSON listing the groups; every file of the
 export is replaced together.
@@ -33,8 +33,6 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 from acme import specs
 
-from ai_edge_litert.interpreter import Interpreter
-
 from actorq import core
 from actorq.agents.dqn import networks as dqn_networks
 from actorq.components import atomic, fault_points
@@ -43,14 +41,12 @@ from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import multi_agent as ma_loop
 from actorq.components.envs import environments
 from actorq.components.envs import multi_agent
-from actorq.launch import run_dir
+from actorq.studies import checks
 from actorq.agents import registry
 from actorq.launch import spec as spec_lib
-from actorq.quantization import bias_correction
-from actorq.quantization import mixed
+from actorq.quantization import export as qe
 from actorq.quantization import payload as pl
 from actorq.quantization import runtimes
-from actorq.quantization.runtimes import litert_runtime
 from actorq.studies import multi_agent_eval
 from actorq.studies import reward_parity as evaluation
 
@@ -122,33 +118,6 @@ def action_rule(info: Dict[str, Any], outputs: core.PolicyOutputs, env_spec) -> 
   return ACTION_RULES[outputs.kind](info["agent"], outputs, env_spec)
 
 
-class ModelRuntime:
-  """A `.tflite` model's bytes behind the policy-runtime interface actors call (what the
-  exported file computes, run by `ai_edge_litert`), for the parity episodes."""
-  precision = "exported"
-  version = 0
-
-  def __init__(self, model: bytes):
-    self._interp = Interpreter(model_content=model)
-    self._in = self._interp.get_input_details()[0]["index"]
-    self._out = self._interp.get_output_details()[0]["index"]
-    self._batch = None
-
-  def __call__(self, observation) -> np.ndarray:
-    obs = np.asarray(observation, np.float32)
-    if obs.shape[0] != self._batch:
-      self._interp.resize_tensor_input(self._in, list(obs.shape))
-      self._interp.allocate_tensors()
-      self._batch = obs.shape[0]
-    self._interp.set_tensor(self._in, obs)
-    self._interp.invoke()
-    return self._interp.get_tensor(self._out)
-
-  def diagnose(self, observation) -> str:
-    del observation
-    return "the exported model's outputs"
-
-
 class _Recorder:
   """Acts with `actor` and records each observation and the action taken."""
 
@@ -181,7 +150,7 @@ def model_parity(model: bytes, params, spec, selector, env_fn, episodes: int,
   same action; continuous: 1 - mean |a - a_fp32| / action_range)."""
   reference = _Recorder(evaluation.fixed_policy_actor(params, spec, "fp32", selector))
   ref = loop_lib.evaluate(env_fn(), reference, episodes)
-  exported = actors.FeedForwardActor(ModelRuntime(model), selector)
+  exported = actors.FeedForwardActor(qe.ModelRuntime(model), selector)
   got = loop_lib.evaluate(env_fn(), exported, episodes)
   agreement, measure = _agreement(exported, reference.observations,
                                   np.stack(reference.actions), action_range)
@@ -234,65 +203,6 @@ def _check_fits(precision: str, policy_file, spec) -> None:
     raise core.UsageError(str(e)) from None
 
 
-def _scales(payload, labels=None) -> list:
-  """One entry per integer layer of `payload`: what its weights are and its float32 scales
-  (`labels`: a per-layer policy's choice labels by layer, e.g. "int4+p0.5")."""
-  out = []
-  for name, layer in payload.layers.items():
-    if "scale" not in layer:
-      continue
-    scale = np.asarray(layer["scale"], np.float32)
-    held = f"{labels[name]} held in int8" if labels else "int8"
-    out.append({"layer": name, "scale": scale.reshape(-1).tolist(),
-                "weights": held + (", per output channel" if scale.ndim else ", per tensor")})
-  return out
-
-
-class _PolicyModel:
-  """One policy's exported model and the blocks of its JSON that do not depend on where
-  it is played (`_policy_model`)."""
-
-  def __init__(self, payload, model, scales, runtime_note, policy_block, bias_block):
-    self.payload, self.model, self.scales = payload, model, scales
-    self.runtime_note, self.policy_block, self.bias_block = (runtime_note, policy_block,
-                                                             bias_block)
-
-
-def _policy_model(params, spec, precision: str, calibration) -> _PolicyModel:
-  """The `.tflite` model of `params` (network `spec`) at `precision`, integer layers'
-  biases corrected on `calibration` (observations `[N, *input_shape]`, or None): the one
-  path every export takes (a single-agent run's policy, or one parameter group's)."""
-  policy_block = {}
-  if runtimes.family_of(precision) is not None:  # a per-layer policy (the mixed: row)
-    precision_policy = mixed.policy_of(precision, spec)
-    layers = mixed.compress(params, spec, precision_policy)
-    payload = mixed.payload_of(layers)
-    scales = _scales(payload, {n: c.label for n, c in precision_policy.layers})
-    policy_block = {"precision_policy": mixed.to_json_dict(precision_policy, spec),
-                    "stored_bytes": mixed.storage_report(layers)}
-    runtime_note = (f"ai_edge_litert Interpreter (XNNPACK); layers "
-                    f"{list(precision_policy.float_layers)} "
-                    "float32 weights and kernels, the others dynamic-range int8 weights with "
-                    "float32 activations quantized per row by the kernels")
-  else:
-    payload = pl.make_payload(params, spec, precision, 0)
-    scales = _scales(payload)
-    runtime_note = ("ai_edge_litert Interpreter (XNNPACK); int8 = dynamic-range int8 "
-                    "weights, float32 activations quantized per row by the kernels")
-  bias_block = {}
-  if calibration is not None and any("scale" in l for l in payload.layers.values()):
-    payload = bias_correction.correct_payload(payload, params, spec, calibration)
-    bias_block = {"bias_correction": {
-        "method": "empirical bias correction (Nagel et al. 2019, sec. 4.2): each layer's "
-                  "bias minus the mean pre-activation error over the calibration "
-                  "observations (actorq/quantization/bias_correction.py)",
-        "calibration_observations": int(len(calibration)),
-        "calibration_env_seed": evaluation.CALIBRATION_SEED}}
-  # The model of the very payload whose scales and bytes the JSON reports.
-  model = litert_runtime.payload_model(payload, spec)
-  return _PolicyModel(payload, model, scales, runtime_note, policy_block, bias_block)
-
-
 def _action_range(env_spec) -> float:
   if isinstance(env_spec.actions, specs.BoundedArray) and not isinstance(
       env_spec.actions, specs.DiscreteArray):
@@ -301,7 +211,7 @@ def _action_range(env_spec) -> float:
   return 1.0
 
 
-def _report(out: str, exported: _PolicyModel, params, spec, precision: str, env_spec,
+def _report(out: str, exported: qe.PolicyModel, params, spec, precision: str, env_spec,
             rule, source, parity, episodes: int, seed: int) -> Dict[str, Any]:
   """The JSON written beside the model `out` (the module docstring says what it holds)."""
   model = exported.model
@@ -389,7 +299,7 @@ def export(checkpoint: str, precision: str, policy_file: Optional[str] = None,
         "not describe; export supports Box observations with Discrete (from 0) or float Box "
         f"actions; evaluate this run with: actorq eval --checkpoint {run_path}")
   networks = builder.make_networks(env_spec)
-  run_dir.check_feed_forward(networks, run.agent, "export")
+  checks.check_feed_forward(networks, run.agent, "export")
   _check_fits(precision, policy_file, networks.spec)
   agent_policy = builder.make_policy(networks, env_spec, evaluation=True)
   try:
@@ -406,7 +316,8 @@ def export(checkpoint: str, precision: str, policy_file: Optional[str] = None,
   calibration = evaluation.calibration_for(
       params, spec, agent_policy.selector,
       lambda s: environments.make_environment(info["env"], seed=s), precision)
-  exported = _policy_model(params, spec, precision, calibration)
+  exported = qe.policy_model(params, spec, precision, calibration,
+                             evaluation.CALIBRATION_SEED)
   parity = model_parity(exported.model, params, spec, agent_policy.selector,
                         lambda: environments.make_environment(info["env"], seed=seed),
                         episodes, _action_range(env_spec))
@@ -470,7 +381,7 @@ def multi_agent_parity(env_id: str, groups, parts, params, models, episodes: int
   references = [multi_agent_eval.Recording(a) for a in multi_agent_eval.group_actors(
       parts, params, "fp32", seed)]
   ref = multi_agent_eval.play(env_id, groups, references, episodes, seed, max_episode_steps)
-  exported = [actors.FeedForwardActor(ModelRuntime(m), policy.selector)
+  exported = [actors.FeedForwardActor(qe.ModelRuntime(m), policy.selector)
               for m, (_, _, policy) in zip(models, parts)]
   got = multi_agent_eval.play(
       env_id, groups, [actors.batched(a, None, g.environment_spec.actions.generate_value())
@@ -507,8 +418,8 @@ def export_multi_agent(run, state, ckpt_path: str, precision: str,
   """`export` of a multi-agent run (``pz:`` id; single-process or Launchpad checkpoints,
   both hold ``policy_params[<group>]``): per parameter group (shared parameters: one for
   every agent; without sharing: one per agent) the model of its policy at `precision`
-  and its JSON, as a single-agent export writes them (`_policy_model`, `_report`), at
-  `group_file_name(out, group)`, its JSON adding ``parameter_group`` (the agents it serves,
+  and its JSON, as a single-agent export writes them (`quantization.export.policy_model`,
+  `_report`), at `group_file_name(out, group)`, its JSON adding ``parameter_group`` (the agents it serves,
   its input layout: the one-hot agent id of a shared group); its parity report is
   `multi_agent_parity`'s (every group plays, so a group's parity is the same whether
   exported alone or with the others). The index JSON (`report_path(out)`) lists the groups
@@ -544,7 +455,7 @@ def export_multi_agent(run, state, ckpt_path: str, precision: str,
                           f"{', '.join(g.name for g in groups)}")
   rules = []
   for group, networks, _ in parts:
-    run_dir.check_feed_forward(networks, run.agent, "export")
+    checks.check_feed_forward(networks, run.agent, "export")
     _check_fits(precision, policy_file, networks.spec)
     env_spec = _policy_spec(group)
     try:
@@ -561,8 +472,9 @@ def export_multi_agent(run, state, ckpt_path: str, precision: str,
   # on `reward_parity.CALIBRATION_SEED`, as `actorq eval` of a multi-agent run does.
   calibrations = multi_agent_eval.calibrations_for(
       env_id, groups, parts, params, precision, seed, loop_lib.DEFAULT_MAX_EPISODE_STEPS)
-  exported = [_policy_model(params[group.name], networks.spec, precision,
-                            None if calibrations is None else calibrations[g])
+  exported = [qe.policy_model(params[group.name], networks.spec, precision,
+                              None if calibrations is None else calibrations[g],
+                              evaluation.CALIBRATION_SEED)
               for g, (group, networks, _) in enumerate(parts)]
   parities = multi_agent_parity(env_id, groups, parts, params, [e.model for e in exported],
                                 episodes, seed)

@@ -59,7 +59,7 @@ from actorq.agents.anakin_common import systems
 from actorq.components.envs import environments
 from actorq.components.envs import gymnax_env
 from actorq.launch import spec as spec_lib
-from actorq.studies import aggregate
+from actorq.components import aggregate
 
 METHODS = ("library", "single", "scratch")
 

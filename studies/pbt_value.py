@@ -35,7 +35,7 @@ import pathlib
 import statistics
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from actorq.studies import aggregate
+from actorq.components import aggregate
 
 Curve = List[Tuple[int, float]]  # (actor steps of the member, greedy return), step order
 FIGURES = ("best_final", "median_final", "reached_final", "first_any", "median_first")

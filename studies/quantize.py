@@ -1,5 +1,5 @@
 """`actorq quantize --sweep` and `--search`: load checkpoints, run the study
-(`actorq.studies.compression`, `actorq.studies.precision_search`), write its
+(`actorq.studies.compression`, `actorq.quantization.precision_search`), write its
 files (`actorq.studies.quantize_report`).
 
 Sweep files (in `--out`, default `RUN/quantize-sweep`):
@@ -44,12 +44,15 @@ import numpy as np
 from actorq import core
 from actorq.components import atomic
 from actorq.components.envs import environments
-from actorq.launch import run_dir
+from actorq.components import run_dir
+from actorq.studies import checks
 from actorq.agents import registry
 from actorq.launch import spec as spec_lib
 from actorq.quantization import mixed
+from actorq.quantization import execution as qx
+from actorq.quantization import fidelity as qf
 from actorq.studies import compression as cs
-from actorq.studies import precision_search as ps
+from actorq.quantization import precision_search as ps
 from actorq.studies import quantize_report
 
 
@@ -157,7 +160,7 @@ class LoadedRun:
   learner_steps: int
   params: Any
   spec: Any
-  semantics: cs.OutputSemantics
+  semantics: qf.OutputSemantics
   env_fn: Any
 
   @property
@@ -166,7 +169,7 @@ class LoadedRun:
 
 
 def output_semantics(builder, networks, env_spec, selector,
-                     temperature: float) -> cs.OutputSemantics:
+                     temperature: float) -> qf.OutputSemantics:
   """What the policy's outputs are, as the builder declares them
   (`registry.policy_outputs`): Q-values (with their `to_values`: dueling combination,
   QR-DQN's quantile means), logits, or a continuous (tanh) policy.
@@ -175,7 +178,7 @@ def output_semantics(builder, networks, env_spec, selector,
     core.UsageError: the builder declares nothing usable (one line naming it).
   """
   try:
-    return cs.OutputSemantics.declared(registry.policy_outputs(builder, networks, env_spec),
+    return qf.OutputSemantics.declared(registry.policy_outputs(builder, networks, env_spec),
                                        selector, env_spec.actions, temperature)
   except ValueError as e:
     raise core.UsageError(f"actorq quantize: {e}") from None
@@ -184,7 +187,7 @@ def output_semantics(builder, networks, env_spec, selector,
 def load_run(path: str, temperature: float) -> LoadedRun:
   """Raises core.UsageError for an unreadable run or checkpoint."""
   run, state, ckpt = spec_lib.load_run(path)
-  run_dir.check_single_agent(run.env, run.logdir, "quantize")
+  checks.check_single_agent(run.env, run.logdir, "quantize")
   builder = run.make_builder()
   info, env_id = run.to_json(), run.env
   env_fn = lambda seed: environments.make_environment(env_id, seed=seed)
@@ -192,7 +195,7 @@ def load_run(path: str, temperature: float) -> LoadedRun:
   env_spec = environments.environment_spec(env)
   env.close()
   networks = builder.make_networks(env_spec)
-  run_dir.check_feed_forward(networks, run.agent, "quantize")
+  checks.check_feed_forward(networks, run.agent, "quantize")
   policy = builder.make_policy(networks, env_spec, evaluation=True)
   semantics = output_semantics(builder, networks, env_spec, policy.selector, temperature)
   del ckpt
@@ -328,7 +331,7 @@ def _print_row(run_name: str, row: Dict[str, Any]) -> None:
         flush=True)
 
 
-def _run_cache_key(run: LoadedRun, settings: Sequence[cs.Setting], seeds: Sequence[int],
+def _run_cache_key(run: LoadedRun, settings: Sequence[qx.Setting], seeds: Sequence[int],
                    study: StudySettings) -> Dict[str, Any]:
   """What one checkpoint's rows depend on; a cached file is reused only when it matches."""
   return {"path": os.path.abspath(run.path), "learner_steps": run.learner_steps,
@@ -365,7 +368,7 @@ def _save_cached_rows(path: str, key: Dict[str, Any], rows: Sequence[Dict[str, A
 
 def run_sweep(study: StudySettings) -> int:
   """The bit-width sweep (`--sweep`) or, with `study.sensitivity`, the per-layer int8
-  sensitivity study (`compression.sensitivity_settings`): the same runs, files and cache,
+  sensitivity study (`qx.sensitivity_settings`): the same runs, files and cache,
   other settings; the sensitivity study also writes sensitivity.md (median agreement)."""
   sensitivity = bool(study.sensitivity)
   if sensitivity:
@@ -391,8 +394,8 @@ def run_sweep(study: StudySettings) -> int:
                            f"{first.info['env']}, {r.path} is {r.info['agent']} on "
                            f"{r.info['env']} (or another network); sweep one configuration")
   try:
-    settings = (cs.sensitivity_settings(first.spec) if sensitivity else
-                cs.sweep_settings(first.spec, bits, granularities, sparsities,
+    settings = (qx.sensitivity_settings(first.spec) if sensitivity else
+                qx.sweep_settings(first.spec, bits, granularities, sparsities,
                                   study.low_bit_runtime))
   except ValueError as e:
     raise core.UsageError(str(e)) from None
@@ -454,7 +457,7 @@ def run_sweep(study: StudySettings) -> int:
                "evaluation_seeds": seeds, "low_bit_runtime": study.low_bit_runtime,
                "temperature": study.temperature, "output_kind": first.semantics.kind,
                "latency_clock": study.latency_clock,
-               "executions": cs.EXECUTIONS, "machine": _machine(),
+               "executions": qx.EXECUTIONS, "machine": _machine(),
                "seconds": time.time() - start, "summary": summary, "rows": flat},
               f, indent=1, default=_json_default)
   written = "sweep.csv, episodes.csv, summary.csv, table.md, sweep.png, sweep.json"
@@ -515,14 +518,14 @@ def measure_patterns(run: LoadedRun, cache: mixed.LayerCache, layers: Sequence[s
   samples: Dict[Any, List[float]] = {p: [] for p in pats}
   ref: List[float] = []
   for _ in range(rounds):
-    rt = cs.make_runtime(run.params, run.spec, fp32_policy, cs.JAX_FP32, cache=cache)
-    ref.append(cs.measure_latency_us(rt, obs1, repeats, clock))
+    rt = qx.make_runtime(run.params, run.spec, fp32_policy, qx.JAX_FP32, cache=cache)
+    ref.append(qx.measure_latency_us(rt, obs1, repeats, clock))
     for p in pats:
       policy = mixed.PrecisionPolicy(tuple(
           (n, mixed.LayerChoice("fp32") if f else mixed.LayerChoice(mixed.INT, 8))
           for n, f in zip(layers, p)))
-      rt = cs.make_runtime(run.params, run.spec, policy, cs.LITERT_MIXED, cache=cache)
-      samples[p].append(cs.measure_latency_us(rt, obs1, repeats, clock))
+      rt = qx.make_runtime(run.params, run.spec, policy, qx.LITERT_MIXED, cache=cache)
+      samples[p].append(qx.measure_latency_us(rt, obs1, repeats, clock))
   table = ps.LatencyTable(tuple(layers), {p: float(np.median(v)) for p, v in samples.items()},
                           {p: True for p in pats})
   return table, float(np.median(ref))
@@ -531,8 +534,8 @@ def measure_patterns(run: LoadedRun, cache: mixed.LayerCache, layers: Sequence[s
 def _policy_latency(run: LoadedRun, cache, policy, obs1, repeats, clock, rounds=3) -> float:
   vals = []
   for _ in range(rounds):
-    rt = cs.make_runtime(run.params, run.spec, policy, cs.LITERT_MIXED, cache=cache)
-    vals.append(cs.measure_latency_us(rt, obs1, repeats, clock))
+    rt = qx.make_runtime(run.params, run.spec, policy, qx.LITERT_MIXED, cache=cache)
+    vals.append(qx.measure_latency_us(rt, obs1, repeats, clock))
   return float(np.median(vals))
 
 
@@ -579,11 +582,11 @@ def run_search(study: StudySettings) -> int:
         f"{table.latency_us[tuple([True] * len(layers))]:.1f} us; budgets: "
         f"{'-' if lat_budget is None else f'{lat_budget:.1f} us'} latency, "
         f"{'-' if size_budget is None else f'{size_budget:.0f} B'} stored", flush=True)
-  execution = cs.LITERT_MIXED if study.search_runtime == "litert" else cs.SIMULATED
+  execution = qx.LITERT_MIXED if study.search_runtime == "litert" else qx.SIMULATED
 
   def evaluate(policy):
-    rt = cs.make_runtime(run.params, run.spec, policy, execution, cache=cache)
-    fid = cs.fidelity(ref["outputs"], cs.batched(rt, ref["observations"]), run.semantics)
+    rt = qx.make_runtime(run.params, run.spec, policy, execution, cache=cache)
+    fid = qf.fidelity(ref["outputs"], qx.batched(rt, ref["observations"]), run.semantics)
     if study.objective == "return":
       eps = cs.run_episodes(run.env_fn, rt, run.semantics.selector, calib_seeds)
       score = float(np.mean([e.episode_return for e in eps]))
@@ -606,15 +609,15 @@ def run_search(study: StudySettings) -> int:
                                 study.latency_clock)
   meets = result.meets_budget and (lat_budget is None or measured_us <= lat_budget)
   # Held-out evaluation on the evaluation seeds.
-  compare = [cs.Setting("fp32", start_policy, cs.JAX_FP32),
-             cs.Setting("search", result.policy, cs.LITERT_MIXED),
-             cs.Setting("search (simulated)", result.policy, cs.SIMULATED)]
+  compare = [qx.Setting("fp32", start_policy, qx.JAX_FP32),
+             qx.Setting("search", result.policy, qx.LITERT_MIXED),
+             qx.Setting("search (simulated)", result.policy, qx.SIMULATED)]
   int8 = mixed.PrecisionPolicy.uniform(run.spec, mixed.LayerChoice(mixed.INT, 8))
-  compare.append(cs.Setting("int8", int8, cs.LITERT_INT8))
+  compare.append(qx.Setting("int8", int8, qx.LITERT_INT8))
   for b in sorted({c.bits for c in result.policy.choices if c.kind == mixed.INT and c.bits < 8},
                   reverse=True):
     pol = mixed.PrecisionPolicy.uniform(run.spec, mixed.LayerChoice(mixed.INT, b))
-    compare.append(cs.Setting(f"int{b}", pol, cs.execution_for(pol, study.low_bit_runtime)))
+    compare.append(qx.Setting(f"int{b}", pol, qx.execution_for(pol, study.low_bit_runtime)))
   ctx = cs.StudyContext(run.params, run.spec, run.env_fn, run.semantics, seeds,
                         latency_repeats=study.latency_repeats,
                         latency_clock=study.latency_clock,
@@ -630,7 +633,7 @@ def run_search(study: StudySettings) -> int:
       os.path.join(out, "precision_policy.json"), result.policy, run.spec, notes=notes,
       source={"checkpoint": run.path, "agent": run.info["agent"], "env": run.info["env"],
               "learner_steps": run.learner_steps, "qat_bits": run.qat_bits},
-      search={"method": "greedy (actorq/studies/precision_search.py; HAQ problem, "
+      search={"method": "greedy (actorq/quantization/precision_search.py; HAQ problem, "
                         "Wang et al. 2019)",
               "objective": study.objective, "search_runtime": execution,
               "choices": [c.label for c in choices], "calibration_seeds": calib_seeds,

@@ -8,6 +8,7 @@ import math
 from typing import Any, Iterable, List, Mapping, Sequence
 
 from actorq.components import atomic
+from actorq.quantization import execution as qx
 from actorq.studies import compression as cs
 
 
@@ -56,7 +57,7 @@ def table_lines(summary: Sequence[Mapping[str, Any]]) -> List[str]:
 
 
 def sensitivity_lines(summary: Sequence[Mapping[str, Any]]) -> List[str]:
-  """The sensitivity study's summary (`compression.sensitivity_settings`) as a markdown
+  """The sensitivity study's summary (`qx.sensitivity_settings`) as a markdown
   table: per setting the median [min, max] over runs of the greedy-action agreement with
   fp32, the mean KL and Q regret, the mean return and paired difference, and the latency
   ratio."""
@@ -100,8 +101,8 @@ def write_table(path: str, title: str, summary: Sequence[Mapping[str, Any]],
     f.write("\n".join(table_lines(summary)) + "\n\n" + DEFINITIONS)
 
 
-_COLORS = {cs.JAX_FP32: "black", cs.JAX_FP16: "tab:purple", cs.JAX_BF16: "tab:pink",
-           cs.LITERT_INT8: "tab:blue", cs.LITERT_MIXED: "tab:green", cs.SIMULATED: "tab:orange"}
+_COLORS = {qx.JAX_FP32: "black", qx.JAX_FP16: "tab:purple", qx.JAX_BF16: "tab:pink",
+           qx.LITERT_INT8: "tab:blue", qx.LITERT_MIXED: "tab:green", qx.SIMULATED: "tab:orange"}
 
 
 def plot(path: str, summary: Sequence[Mapping[str, Any]], title: str,
@@ -125,9 +126,9 @@ def plot(path: str, summary: Sequence[Mapping[str, Any]], title: str,
       xs = [r[col] for r in pts]
       ys = [r["return_mean"] for r in pts]
       err = [r.get("return_std_over_runs", 0.0) if r.get("runs", 1) > 1 else 0.0 for r in pts]
-      label = "SIMULATED (dequantized, fp32 JAX kernels)" if exe == cs.SIMULATED else exe
+      label = "SIMULATED (dequantized, fp32 JAX kernels)" if exe == qx.SIMULATED else exe
       ax.errorbar(xs, ys, yerr=err, fmt="o", ms=7, color=color, capsize=2,
-                  mfc="none" if exe == cs.SIMULATED else color, label=label)
+                  mfc="none" if exe == qx.SIMULATED else color, label=label)
       for r in pts:  # labels on the front and the reference; the table has every setting
         if r[flag] or r["setting"] == cs.REFERENCE:
           ax.annotate(r["setting"], (r[col], r["return_mean"]), fontsize=7,

@@ -32,7 +32,7 @@ Output files (in the sweep directory):
                  evaluations (actor_steps, episode_return, episode_return_std)
   seeds.csv      one row per run: precision, seed, final_return, last3_return,
                  best_return, first_step_at_target, evaluations, wall_seconds, run_dir
-  aggregate.json `actorq.studies.aggregate.aggregate` of the seeds.csv rows
+  aggregate.json `actorq.components.aggregate.aggregate` of the seeds.csv rows
   aggregate.csv  the same as rows (precision, vs, metric, statistic, value, ci_low, ...)
   curves.png     each seed's curve thin, the IQM over seeds with its 95% stratified
                  bootstrap interval thick, one colour per precision
@@ -72,10 +72,10 @@ from actorq import core
 from actorq.components import atomic, fault_points
 from actorq.launch import anakin, engine, processes
 from actorq.components import checkpointing
-from actorq.launch import run_dir as run_dir_lib
+from actorq.components import run_dir as run_dir_lib
 from actorq.launch import spec as spec_lib
 from actorq.quantization import runtimes
-from actorq.studies import aggregate as ag
+from actorq.components import aggregate as ag
 from actorq.studies import cross_eval
 from actorq.studies import tables as ab
 
@@ -621,7 +621,7 @@ def format_table(result: Dict[str, Any], meta: Dict[str, Any]) -> str:
              "interval of the mean difference lies inside (-margin, margin), worse / better "
              "when it lies below / above 0 and is not inside, else inconclusive; pairs needed: "
              "seeds for 80% power at a true difference 0 with the measured sd of the "
-             "differences (actorq.studies.aggregate)."
+             "differences (actorq.components.aggregate)."
              if result.get("margin") is not None else "")
           + f" Machine: {m['nproc']} cores, {m['cpu_model']}"
           f"{cpu}.\n\nReproduce: {command(meta)}")

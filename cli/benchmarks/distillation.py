@@ -10,7 +10,7 @@ import sys
 from actorq.benchmarks import distillation as benchmark
 from actorq.benchmarks import warm_start
 from actorq.cli import main as cli
-from actorq.launch import run_dir
+from actorq.components import provenance, run_dir
 
 
 def main(argv=None) -> int:
@@ -36,7 +36,7 @@ def main(argv=None) -> int:
   data = (json.load(open(path, encoding="utf-8")) if os.path.exists(path) else
           {"command": " ".join(["python", "benchmarks/distillation.py"]
                                + (argv if argv is not None else sys.argv[1:])),
-           "commit": warm_start.commit(), "machine": warm_start.machine(), "runs": []})
+           "commit": provenance.commit(), "machine": provenance.machine_line(), "runs": []})
   data["settings"] = {"teacher": args.teacher, "teacher_steps": teacher_steps,
                       "teacher_hidden": info["config"]["hidden_sizes"],
                       "teacher_return": teacher_return, "target": target, "max_steps": cap,

@@ -11,6 +11,7 @@ import time
 
 from actorq.benchmarks import elastic_chaos as benchmark
 from actorq.cli import main as cli
+from actorq.components import provenance
 from actorq.launch import supervisors
 
 
@@ -49,7 +50,7 @@ def main(argv=None) -> int:
       if rows[-1]["reason"] == "signal":  # the launcher was stopped: so is the benchmark
         return rows[-1]["exit"]
   report = {"command": " ".join(["benchmarks/elastic_chaos.py"] + list(argv or sys.argv[1:])),
-            "machine": benchmark.cpu_model(), "date": time.strftime("%Y-%m-%d"),
+            "machine": provenance.cpu_line(), "date": time.strftime("%Y-%m-%d"),
             "summary": benchmark.summarize(rows), "rows": rows}
   print(json.dumps(report["summary"], indent=1), flush=True)
   if args.json:

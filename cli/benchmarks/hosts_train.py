@@ -12,6 +12,7 @@ from actorq.benchmarks import hosts_train as benchmark
 from actorq.benchmarks.hosts_train import PRESETS, fmt, busy_load, format_table, run_one, summarize
 from actorq.cli import main as cli
 from actorq.cli.benchmarks import link_rate
+from actorq.components import provenance
 from actorq.studies import sweep
 from actorq.testing import netns
 
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
   if args.json:
     cli.write_json(args.json, {"settings": settings, "rate": args.rate, "runs": runs,
                                "summary": summary, "load_start": load,
-                               "load_end": os.getloadavg(), "machine": ab.machine_info()})
+                               "load_end": os.getloadavg(), "machine": provenance.machine_info()})
   return 0
 
 

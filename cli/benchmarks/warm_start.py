@@ -9,8 +9,9 @@ import sys
 
 from actorq.benchmarks import warm_start as benchmark
 from actorq.cli import main as cli
+from actorq.components import provenance
 from actorq.launch import local
-from actorq.launch import warm_start
+from actorq.agents import warm_start
 
 
 def main(argv=None) -> int:
@@ -39,7 +40,7 @@ def main(argv=None) -> int:
   data = (json.load(open(path, encoding="utf-8")) if os.path.exists(path) else
           {"command": " ".join([os.path.basename(sys.executable), "benchmarks/warm_start.py"]
                                + (argv if argv is not None else sys.argv[1:])),
-           "commit": benchmark.commit(), "machine": benchmark.machine(), "runs": []})
+           "commit": provenance.commit(), "machine": provenance.machine_line(), "runs": []})
   if not args.table_only:
     origin = os.path.join(args.out, "origin")
     if not os.path.exists(os.path.join(origin, "run.json")):

@@ -11,7 +11,7 @@ import sys
 from typing import Any, Dict
 
 from actorq import core
-from actorq.benchmarks import warm_start as provenance
+from actorq.components import provenance
 from actorq.components import atomic
 from actorq.studies import lifetime_library as study
 from actorq.studies import tables
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
   result["command"] = " ".join([PROG] + [shlex.quote(a) for a in
                                          (sys.argv[1:] if argv is None else argv)])
   result["commit"] = provenance.commit()
-  result["machine"] = provenance.machine()
+  result["machine"] = provenance.machine_line()
   result["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
   os.makedirs(args.out, exist_ok=True)
   with atomic.atomic_write(os.path.join(args.out, "results.json")) as f:

@@ -429,7 +429,7 @@ class BatchedNStepTransitionAdder:
   def in_blocks(self, block_steps: int = BLOCK_STEPS) -> "BlockNStepTransitionAdder":
     """A `BlockNStepTransitionAdder` with this adder's client, table, B, n, discount and
     specs (a new, empty one), writing every `block_steps` steps: the vectorized actor
-    loop's adder (`launch.experiment.make_training_actor`)."""
+    loop's adder (`components.envs.single_agent.make_training_actor`)."""
     return BlockNStepTransitionAdder(self._client, self._table, self.num_envs, self.n_step,
                                      float(self._discount), self._environment_spec,
                                      self._extras_spec, block_steps=block_steps)

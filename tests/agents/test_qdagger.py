@@ -15,7 +15,7 @@ from actorq.agents import qdagger
 from actorq.cli import main as cli
 from actorq.components.envs import environments
 from actorq.components.replay import local_replay, reverb_replay
-from actorq.launch import run_dir
+from actorq.components import run_dir
 from actorq.components import checkpointing
 
 TEACHER = ["--set", "hidden_sizes=[32,32]", "--set", "batch_size=16", "--set",

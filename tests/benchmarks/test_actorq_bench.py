@@ -2,14 +2,13 @@
 files, table and plots they produce, and the CLI's input errors. No speed is asserted."""
 import csv
 import math
-import os
 import time
 
 import pytest
 
 from actorq.benchmarks import actorq_bench as ab
 from actorq.cli import main as cli
-from actorq.components import profiling
+from actorq.components import profiling, provenance
 
 TINY = {"kind": "train", "agent": "dqn", "env": "gym:CartPole-v1", "steps": 400,
         "eval_every": 200, "eval_episodes": 2, "target": 20.0, "acting_steps": 100,
@@ -72,7 +71,7 @@ def test_files_plots_and_table(tiny_runs, tmp_path):
   meta = {"agent": "dqn", "env": TINY["env"], "seeds": [0], "steps": 400, "target": 20.0,
           "eval_episodes": 2, "watts_per_core": 5.0, "watts_per_gpu": 300.0,
           "precisions": ["fp32", "int8"],
-          "machine": ab.machine_info()}
+          "machine": provenance.machine_info()}
   summary = ab.summarize(tiny_runs, ("fp32", "int8"))
   ab.write_files(str(tmp_path), tiny_runs, peers, summary, meta)
   paths = ab.plot(str(tmp_path), tiny_runs, peers, summary, meta)
@@ -172,10 +171,3 @@ def test_a_run_that_never_reached_the_target_counts_as_not_reached():
   assert ab._ratio(750.0, math.inf) == "< 1x (fp32 not reached)"
   assert ab._ratio(math.inf, 750.0) == "> 1x (not reached)"
   assert ab._ratio(600.0, 300.0) == "2.00x"
-
-
-def test_machine_info_names_the_cpu_kind_that_seeded_values_depend_on():
-  info = ab.machine_info()
-  assert info["nproc"] == os.cpu_count() and isinstance(info["avx512"], bool)
-  family, model = info["cpu_family_model"].split("/")
-  assert family and model  # "?" where /proc/cpuinfo lacks them, never empty

@@ -7,7 +7,7 @@ import pytest
 
 from actorq.benchmarks import hosts_train
 from actorq.cli.benchmarks import hosts_train as hosts_train_cli
-from actorq.studies import aggregate as ag
+from actorq.components import aggregate as ag
 
 
 def _counter(*rows):

@@ -91,7 +91,7 @@ def test_an_earlier_report_in_logdir_is_not_replaced_without_overwrite(argv, ear
                                                                        capsys):
   """Issue 56 (left from issue 42): `actorq bench --logdir D` replaced D's earlier report
   without asking. Refused in one line, exit 2, D unchanged; --overwrite writes over it."""
-  from actorq.launch import run_dir  # pylint: disable=import-outside-toplevel
+  from actorq.components import run_dir  # pylint: disable=import-outside-toplevel
   out = tmp_path / "bench"
   out.mkdir()
   (out / earlier).write_text("{}")

@@ -116,7 +116,7 @@ def test_learner_device_gpu_without_a_gpu_is_one_line_exit_2(tmp_path):
   no GPU, `actorq train --learner-device gpu` exits 2 with one line and writes nothing."""
   import subprocess
   import sys
-  from actorq.launch import placement
+  from actorq.components import placement
   env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
   if placement.probe_gpu(env=env) is not None:
     pytest.skip("jax sees a GPU on this machine")

@@ -13,7 +13,8 @@ import pytest
 from actorq.cli import main as cli, eval as eval_cmd, plot as plot_cmd
 from actorq.components.acting import loop as loop_lib
 from actorq.components.envs import environments
-from actorq.launch import experiment, run_dir
+from actorq.components import run_dir
+from actorq.launch import experiment
 from actorq.launch import spec as spec_lib
 from actorq.studies import reward_parity as evaluation
 

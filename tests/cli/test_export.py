@@ -19,7 +19,7 @@ from actorq import core
 from actorq.cli import main as cli
 from actorq.components import fault_points
 from actorq.components.envs import environments
-from actorq.launch import run_dir
+from actorq.components import run_dir
 from actorq.launch import spec as spec_lib
 from actorq.quantization import bias_correction
 from actorq.quantization import mixed

@@ -20,7 +20,8 @@ from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments
 from actorq.launch import experiment, local
 from actorq.agents import registry
-from actorq.studies import compression as cs
+from actorq.quantization import execution as qx
+from actorq.quantization import fidelity as qf
 from actorq.studies import quantize as quantize_study
 from actorq.testing.cli import run_cli
 
@@ -178,7 +179,7 @@ def test_quantize_kl_is_on_the_quantile_means(in_user_dir, capsys):
   for precision in ("fp32", "int8"):
     rt = vc.make_runtime(precision, run.spec)
     rt.load(vc.make_payload(run.params, run.spec, precision))
-    y[precision] = cs.batched(rt, obs)
+    y[precision] = qx.batched(rt, obs)
   assert y["fp32"].shape == (7, 102) and not np.array_equal(y["fp32"], y["int8"])
   by_hand = 0.0
   for row_ref, row in zip(y["fp32"].astype(np.float64), y["int8"].astype(np.float64)):
@@ -186,9 +187,9 @@ def test_quantize_kl_is_on_the_quantile_means(in_user_dir, capsys):
     q = np.exp(row.reshape(2, 51).mean(-1))
     p, q = p / p.sum(), q / q.sum()
     by_hand += float(np.sum(p * np.log(p / q))) / len(obs)
-  fid = cs.fidelity(y["fp32"], y["int8"], run.semantics)
+  fid = qf.fidelity(y["fp32"], y["int8"], run.semantics)
   np.testing.assert_allclose(fid["kl"], by_hand, rtol=1e-6, atol=1e-12)
-  assert fid["kl"] != pytest.approx(cs.mean_kl(y["fp32"], y["int8"]))  # not over 102 outputs
+  assert fid["kl"] != pytest.approx(qf.mean_kl(y["fp32"], y["int8"]))  # not over 102 outputs
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config
 from actorq.launch import distributed
 from actorq.launch import experiment
-from actorq.launch import placement
+from actorq.components import placement
 
 pytestmark = pytest.mark.slow  # multi-process or several training runs
 

@@ -19,7 +19,7 @@ from actorq.launch import distributed_nodes
 from actorq.launch import elastic
 from actorq.launch import experiment
 from actorq.launch import hosts
-from actorq.launch import placement
+from actorq.components import placement
 from actorq.launch import supervisors
 from actorq.testing import netns
 

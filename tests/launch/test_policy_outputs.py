@@ -10,7 +10,7 @@ from actorq.studies import export as export_lib
 from actorq.components.acting import actors
 from actorq.components.envs import environments
 from actorq.agents import registry
-from actorq.studies import compression as cs
+from actorq.quantization import fidelity as qf
 from actorq.studies import quantize as quantize_study
 
 CARTPOLE, PENDULUM = "gym:CartPole-v1", "gym:Pendulum-v1"
@@ -111,5 +111,5 @@ def test_declared_semantics_map_every_kind():
   spec = environments.environment_spec(env)
   env.close()
   for kind in core.POLICY_OUTPUT_KINDS:
-    sem = cs.OutputSemantics.declared(core.PolicyOutputs(kind), actors.greedy, spec.actions)
-    assert sem.kind == cs.DECLARED_KINDS[kind]
+    sem = qf.OutputSemantics.declared(core.PolicyOutputs(kind), actors.greedy, spec.actions)
+    assert sem.kind == qf.DECLARED_KINDS[kind]

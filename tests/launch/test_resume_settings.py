@@ -13,6 +13,7 @@ from actorq.agents.dqn.builder import DQNBuilder
 from actorq.agents.dqn.config import DQNConfig
 from actorq.components import fault_points
 from actorq.components.envs import environments
+from actorq.components.envs import single_agent
 from actorq.launch import experiment
 from actorq.components import checkpointing
 from actorq.testing.cli import run_cli, snapshot
@@ -93,6 +94,6 @@ def test_b14_a_run_resumed_at_step_10000_does_not_train_on_the_evaluation_start_
                       lambda env_id, seed=0, **kw: seeds.append(seed) or real(env_id, seed, **kw))
   config = experiment.ExperimentConfig(DQNBuilder(DQNConfig()), "gym:CartPole-v1", 20_000,
                                        seed=3)
-  experiment.make_training_environment(config, config.seed + 10_000).close()
-  experiment.make_training_environment(config, config.seed + 1 + 9_999).close()  # actor 0
+  single_agent.make_training_environment(config, config.seed + 10_000).close()
+  single_agent.make_training_environment(config, config.seed + 1 + 9_999).close()  # actor 0
   assert seeds and all(s != config.seed + experiment.EVAL_SEED_OFFSET for s in seeds), seeds

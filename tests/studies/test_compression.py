@@ -1,5 +1,6 @@
 """The compression study (studies/compression.py) on a hand-built CartPole
-controller, its fidelity definitions and the Pareto front on hand-made tables."""
+controller and the Pareto front on hand-made tables (fidelity and executions:
+tests/quantization/test_fidelity.py, test_execution.py)."""
 import math
 
 import numpy as np
@@ -7,8 +8,9 @@ import pytest
 
 from actorq.components.acting import actors
 from actorq.components.envs import environments
-from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
+from actorq.quantization import execution as qx
+from actorq.quantization import fidelity as qf
 from actorq.studies import compression as cs
 
 
@@ -36,9 +38,9 @@ def env_fn(seed):
 @pytest.fixture(scope="module")
 def study():
   spec, params = controller()
-  semantics = cs.OutputSemantics("q_values", actors.greedy, temperature=1.0)
+  semantics = qf.OutputSemantics("q_values", actors.greedy, temperature=1.0)
   ctx = cs.StudyContext(params, spec, env_fn, semantics, seeds=[3, 4, 5], latency_repeats=20)
-  settings = [s for s in cs.sweep_settings(spec, [8, 2], ["per-channel", "per-tensor"], [0.0])]
+  settings = [s for s in qx.sweep_settings(spec, [8, 2], ["per-channel", "per-tensor"], [0.0])]
   rows = cs.run_study(ctx, settings)
   return {r["setting"]: r for r in rows}, settings
 
@@ -94,31 +96,6 @@ def test_pareto_front_on_a_hand_made_table():
   assert cs.pareto_front([], []) == []
 
 
-def test_fidelity_definitions_by_hand():
-  ref = np.array([[1.0, 0.0], [0.0, 2.0]])
-  out = np.array([[0.0, 1.0], [0.0, 2.0]])
-  sem = cs.OutputSemantics("q_values", actors.greedy, temperature=2.0)
-  got = cs.fidelity(ref, out, sem)
-  p = np.exp([0.5, 0.0]) / np.exp([0.5, 0.0]).sum()
-  kl0 = float(np.sum(p * np.log(p / p[::-1])))
-  assert got["agreement"] == 0.5 and got["kl"] == pytest.approx(kl0 / 2)
-  # Q regret: row 0 takes action 1, worth 0 against the fp32 choice's 1; row 1 agrees.
-  assert got["q_regret"] == pytest.approx((1.0 - 0.0 + 0.0) / 2)
-  logits = cs.fidelity(ref, out, cs.OutputSemantics("logits", actors.greedy))
-  assert math.isnan(logits["q_regret"])
-  p = np.exp([1.0, 0.0]) / np.exp([1.0, 0.0]).sum()
-  assert logits["kl"] == pytest.approx(float(np.sum(p * np.log(p / p[::-1]))) / 2)
-
-  def bounded(outputs, rng, step):
-    del rng, step
-    return np.clip(outputs, -1.0, 1.0).astype(np.float32), ()
-
-  cont = cs.OutputSemantics("continuous", bounded, action_range=np.array([2.0, 4.0]))
-  got = cs.fidelity(np.array([[0.0, 0.0]]), np.array([[0.5, 2.0]]), cont)
-  assert got["action_distance"] == pytest.approx((0.5 / 2 + 1.0 / 4) / 2)
-  assert got["agreement"] == pytest.approx(1 - 0.25) and math.isnan(got["kl"])
-
-
 def test_summarize_over_runs():
   def row(name, ret, lat, nbytes):
     return {"setting": name, "weights": "int", "bits": 8, "granularity": "per-channel",
@@ -133,19 +110,3 @@ def test_summarize_over_runs():
   assert rows[0]["return_mean"] == 150 and rows[0]["return_std_over_runs"] == 50
   assert rows[1]["latency_us"] == 3 and rows[1]["runs"] == 2 and rows[1]["return_min"] == 89
   assert rows[1]["pareto_bytes"] and not rows[0]["pareto_bytes"]  # same mean, fewer bytes
-
-
-def test_execution_for_per_layer_mixes():
-  spec = ns.mlp(4, [8], 2)
-  pol = lambda a, b: mixed.PrecisionPolicy((("dense_0", mixed.parse_choice(a)),
-                                            ("dense_1", mixed.parse_choice(b))))
-  assert cs.execution_for(pol("fp16", "fp16")) == "jax-fp16"
-  assert cs.execution_for(pol("fp32", "fp32+p0.5")) == "jax-fp32"
-  assert cs.execution_for(pol("int8", "int8/tensor+p0.9")) == "litert-int8"
-  assert cs.execution_for(pol("fp32", "int8")) == "litert-mixed"
-  assert cs.execution_for(pol("fp32", "int4")) == "simulated"
-  assert cs.execution_for(pol("fp32", "int4"), "litert") == "litert-mixed"
-  assert cs.execution_for(pol("int4", "int2"), "litert") == "litert-int8"
-  with pytest.raises(ValueError, match="low_bit_runtime"):
-    cs.execution_for(pol("int4", "int2"), "xla")
-  assert spec.parameter_layers[0].name == "dense_0"

@@ -14,6 +14,7 @@ from actorq.launch import experiment
 from actorq.launch import local
 from actorq.launch import spec as spec_lib
 from actorq.quantization import bias_correction
+from actorq.quantization import export as qe
 from actorq.quantization import payload as pl
 from actorq.quantization import runtimes
 from actorq.studies import export as export_lib
@@ -107,7 +108,7 @@ def test_a_multi_agent_export_writes_a_model_per_group_that_runs_the_groups_poli
       runtime = runtimes.make_runtime(precision, networks.spec)
       runtime.load(payload)
       obs = _observations(group)
-      want, got = np.asarray(runtime(obs)), export_lib.ModelRuntime(model)(obs)
+      want, got = np.asarray(runtime(obs)), qe.ModelRuntime(model)(obs)
       tol = 1e-4 if precision == "fp32" else 1e-6  # fp32: LiteRT vs XLA summation order
       np.testing.assert_allclose(got, want, atol=tol * np.abs(want).max())
       assert np.array_equal(np.argmax(got, axis=1), np.argmax(want, axis=1))

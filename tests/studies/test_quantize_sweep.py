@@ -10,7 +10,7 @@ import pytest
 from actorq.agents.dqn import networks as dqn_networks
 from actorq.cli import main as cli
 from actorq.components.envs import environments
-from actorq.launch import run_dir
+from actorq.agents import registry
 from actorq.launch import spec as spec_lib
 from actorq.quantization import forward, mixed, ptq, qat
 from actorq.quantization import network_spec as ns
@@ -58,7 +58,7 @@ def test_sweep_files_columns_bytes_and_paired_seeds(runs, capsys, tmp_path):
   assert "SIMULATED" in (out / "table.md").read_text() and "SIMULATED" in stdout
   # Stored bytes of int8 at sparsity 0.9 (per channel): per layer a presence bitmask of
   # ceil(n / 8) bytes plus one byte per kept weight, 4-byte scales and biases.
-  _, state, _ = run_dir.load(str(runs / "plain"))
+  _, state, _ = registry.restore_run(str(runs / "plain"))
   params = state["policy_params"]
   want = 0
   for name in ("dense_0", "dense_1"):
@@ -170,7 +170,7 @@ def test_search_writes_a_loadable_policy(runs, capsys, tmp_path):
   assert data["measured"]["meets_budget"] is True
   assert data["measured"]["stored_bytes"] <= 0.5 * data["budget"]["fp32_stored_bytes"]
   assert all(layer["why"].startswith(layer["choice"] + ":") for layer in data["layers"])
-  _, state, _ = run_dir.load(str(runs / "plain"))
+  _, state, _ = registry.restore_run(str(runs / "plain"))
   # DQN's default dueling head: 3 outputs [V, A_1, A_2].
   policy = mixed.load(str(out / "precision_policy.json"), ns.mlp(4, [16], 3))
   assert len(policy.layers) == 2

@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from actorq.cli import main as cli
-from actorq.studies import aggregate as ag
+from actorq.components import aggregate as ag
 from actorq.studies import sweep
 from actorq.testing.cli import run_cli
 

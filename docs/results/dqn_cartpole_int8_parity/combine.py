@@ -16,7 +16,7 @@ Also the same verdict for the committed 10-seed sweep of 2026-12-06
 import json
 import os
 
-from actorq.studies import aggregate as ag
+from actorq.components import aggregate as ag
 from actorq.studies import cross_eval
 from actorq.studies import sweep
 from actorq.studies import tables

@@ -7,7 +7,7 @@ The rule, fixed on 2026-12-07 and applied to every row alike (issue 53's 50 for 
   dmc: (DeepMind Control)           [0, 1000]     -> 100
   gym:Pendulum-v1                   [-3254, 0]    -> 325 (200 steps of reward in [-16.27, 0])
 and the verdict is that of two one-sided paired t-tests at alpha 0.05 (the 90% paired t
-interval of arm - fp32: `actorq.studies.aggregate.tost`, as `actorq sweep --margin` writes).
+interval of arm - fp32: `actorq.components.aggregate.tost`, as `actorq sweep --margin` writes).
 The runs and their 95% bootstrap intervals were published before the rule (2026-12-01 to
 -07): these verdicts are post hoc, which is why each row's folder keeps its own table.
 
@@ -18,7 +18,7 @@ import json
 import os
 
 from actorq.components import atomic
-from actorq.studies import aggregate
+from actorq.components import aggregate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.dirname(HERE)

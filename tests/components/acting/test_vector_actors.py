@@ -22,6 +22,7 @@ from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments, vector_env
 from actorq.components.replay import adders, local_replay, reverb_replay as replay
+from actorq.components.envs import single_agent
 from actorq.launch import experiment, local
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
@@ -460,13 +461,13 @@ def test_mask_form_of_add_checks_only_the_stepping_rows(block):
 
 
 def _vector_training_adder(config):
-  env = experiment.make_training_environment(config, 0)
+  env = single_agent.make_training_environment(config, 0)
   try:
-    spec = experiment.training_environment_spec(env)
+    spec = single_agent.training_environment_spec(env)
     parts = experiment.agent_parts(config, spec)
     client = local_replay.LocalReplayClient(config.builder.make_replay_tables(spec), 0)
     source = fakes.FixedPolicySource(vector_bench.random_params(parts.networks.spec))
-    adder, _ = experiment.make_training_actor(config, parts, jax.random.PRNGKey(0), client,
+    adder, _ = single_agent.make_training_actor(config, parts, jax.random.PRNGKey(0), client,
                                               vc.PolicyServer(source, parts.networks.spec))
   finally:
     env.close()

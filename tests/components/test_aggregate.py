@@ -1,11 +1,11 @@
-"""studies/aggregate.py: IQM, median, mean, stratified bootstrap intervals, paired
+"""components/aggregate.py: IQM, median, mean, stratified bootstrap intervals, paired
 differences, probability of improvement and target figures, on values worked by hand."""
 import math
 
 import numpy as np
 import pytest
 
-from actorq.studies import aggregate as ag
+from actorq.components import aggregate as ag
 
 
 def test_iqm_median_mean_of_known_arrays():

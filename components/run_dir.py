@@ -3,11 +3,12 @@
     run.json       the run's description, a `launch.spec.RunSpec`'s JSON (`write_info`,
                    `read_info`; `RunSpec.save` and `RunSpec.load` call them)
     eval.csv       one row per greedy evaluation (`experiment.evaluation_row`'s columns;
-                   written through the run's "eval" logger, `launch.logging`), read
+                   written through the run's "eval" logger, `components.loggers`), read
                    here (`read_eval_columns`, `read_evaluations`)
     train.csv      one row per training episode (`loop.EpisodeLogger`, "train" logger)
     learner.csv    the learner's logged values ("learner" logger)
-    checkpoints/   `components.checkpointing` run checkpoints (`load`, `CHECKPOINTS`)
+    checkpoints/   `components.checkpointing` run checkpoints (`CHECKPOINTS`; read with
+                   the run's agent resolved by `agents.registry.restore_run`)
 
 `run.json` holds the agent's name, the environment id, the seed, the resolved config
 (every field) and the train settings (steps, evaluation period and episodes; the launch
@@ -26,10 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from actorq import core
 from actorq.components import atomic
-from actorq.components.envs import multi_agent
-from actorq.agents import registry
 from actorq.components import checkpointing
-from actorq.quantization import network_spec
 
 RUN_INFO = "run.json"
 CHECKPOINTS = "checkpoints"
@@ -37,7 +35,7 @@ EVAL_CSV = "eval.csv"
 TRAIN_CSV = "train.csv"
 # What a run writes into its directory besides `<label>.csv` files: these (and those)
 # make a directory a run's (`claim_logdir`). "program.actorq" is `launch.hosts.PROGRAM_FILE`.
-# "tracking.json", "wandb" and "mlruns" are `launch.tracking`'s (`actorq train --track`).
+# "tracking.json", "wandb" and "mlruns" are `components.tracking`'s (`actorq train --track`).
 RUN_ENTRIES = (RUN_INFO, CHECKPOINTS, "tensorboard", "logs", "program.actorq", "tracking.json",
                "wandb", "mlruns")
 # A population run of `actorq pbt` (`launch.pbt`): its pbt.json (the run's spec, with its
@@ -236,26 +234,6 @@ def resolve(path: str) -> Tuple[str, str]:
                        f"(no {RUN_INFO} in it or its parent)")
 
 
-def load(path: str) -> Tuple[Any, Dict[str, Any], str]:
-  """`(run.json contents, checkpoint_state, checkpoint_path)` of the newest readable
-  checkpoint of the run directory `path` (or its `checkpoints/` folder); `spec.load_run`
-  gives the first as a `RunSpec`. The run's agent is resolved first (`registry.get`): a
-  checkpoint may hold its classes (e.g. a ``module:Builder`` agent's training-state
-  tuple), which unpickle only once its module is imported.
-
-  Raises:
-    core.UsageError: not a run directory, an unreadable run.json, an agent that does not
-      resolve, no readable checkpoint.
-  """
-  run_dir, ckpt_dir = resolve(path)
-  info = read_info(run_dir)
-  agent_classes(info)
-  ckpt_path, state = checkpointing.restore_latest(ckpt_dir)
-  if state is None:
-    raise core.UsageError(f"no readable checkpoint in {ckpt_dir}")
-  return info, state, ckpt_path
-
-
 def read_eval_columns(run_path: str) -> Dict[str, List[float]]:
   """Columns of the run's eval.csv as float lists sorted by actor_steps: actor_steps,
   episode_return, episode_return_std, wall_seconds and learner_steps (nan where a row has
@@ -294,46 +272,6 @@ def read_evaluations(run_path: Optional[str]) -> List[Dict[str, Any]]:
           out[k] = v
       rows.append(out)
   return rows
-
-
-def agent_classes(info: Dict[str, Any]):
-  """`(ConfigClass, BuilderClass)` of the run's agent (`registry.get(info["agent"])`: a
-  name or ``package.module:BuilderClass``).
-
-  Raises:
-    core.UsageError: the agent does not resolve (one line, prefixed "run.json: ").
-  """
-  try:
-    return registry.get(info["agent"])
-  except registry.UnknownAgentError as e:
-    raise core.UsageError(f"run.json: {e}") from None
-
-
-def check_feed_forward(networks, agent: str, command: str) -> None:
-  """`actorq export` and `quantize` execute one feed-forward `NetworkSpec`; a recurrent
-  policy (R2D2's `RecurrentSpec`) is refused in one line (`actorq eval` runs it).
-
-  Raises:
-    core.UsageError: naming the agent, the command and what does work.
-  """
-  if isinstance(networks.spec, network_spec.RecurrentSpec):
-    raise core.UsageError(
-        f"actorq {command} does not support recurrent policies yet (agent "
-        f"{agent!r}: an LSTM Q-network); 'actorq eval --checkpoint RUN "
-        "--precision P' evaluates it at fp32, fp16, bf16 or int8")
-
-
-def check_single_agent(env_id: str, run_path: str, command: str) -> None:
-  """`actorq quantize` studies one single-agent policy; a multi-agent run (a ``pz:`` id) is
-  refused in one line (`actorq eval` evaluates it).
-
-  Raises:
-    core.UsageError: naming the environment, the command and what does work.
-  """
-  if multi_agent.is_multi_agent(env_id):
-    raise core.UsageError(
-        f"{env_id} is a multi-agent run: actorq {command} studies single-agent policies only "
-        f"for now; evaluate it with: actorq eval --checkpoint {run_path}")
 
 
 def default_logdir(*parts: str) -> str:

@@ -6,7 +6,7 @@
 
 `actorq train --track NAME` writes `<logdir>/tracking.json` (`start`: the tracker's name
 and the run's id there) before the run starts. Every process of the run that makes loggers
-for the run directory (`launch.logging.make_logger_factory`: the single-process run, the
+for the run directory (`components.loggers.make_logger_factory`: the single-process run, the
 learner, actor and evaluator nodes) finds it (`read`) and adds one logger per label
 (`eval`, `train`, `learner`, `actor_<i>`, `counter`) writing the same rows as the CSV and
 TensorBoard files: every numeric column as ``<label>/<column>``, at the row's step (its
@@ -36,7 +36,7 @@ from typing import Any, Dict, Optional
 
 from actorq import core
 from actorq.components import atomic
-from actorq.launch import run_dir
+from actorq.components import run_dir
 
 TRACKING_FILE = "tracking.json"
 PROJECT = "actorq"  # the W&B project and MLflow experiment, unless the environment names one

@@ -1,11 +1,11 @@
-"""The greedy per-layer precision search (studies/precision_search.py) on hand-made
+"""The greedy per-layer precision search (quantization/precision_search.py) on hand-made
 cases: a fake latency model, hand-set layer sensitivities, known answers."""
 import numpy as np
 import pytest
 
 from actorq.quantization import mixed
 from actorq.quantization import network_spec as ns
-from actorq.studies import precision_search as ps
+from actorq.quantization import precision_search as ps
 
 C = mixed.parse_choice
 LAYERS = ("a", "b", "c")

@@ -1,4 +1,4 @@
-"""`actorq train --init-from RUN [--init-keep PARTS]` (launch/warm_start.py, issue 55): the
+"""`actorq train --init-from RUN [--init-keep PARTS]` (agents/warm_start.py, issue 55): the
 new run's learner starts from the origin's state (the parts kept, nothing else), a run
 that does not fit is refused in one line before anything is written, and run.json records
 the origin."""
@@ -11,7 +11,8 @@ import pytest
 
 from actorq import core
 from actorq.cli import main as cli
-from actorq.launch import run_dir, warm_start
+from actorq.components import run_dir
+from actorq.agents import warm_start
 from actorq.components import checkpointing
 from actorq.launch import spec as spec_lib
 

@@ -1,5 +1,5 @@
 """Loggers for a run directory: one CSV per label (acme's CSVLogger) and TensorBoard
-event files beside them, throttled; and, in a tracked run, W&B or MLflow (`launch.tracking`).
+event files beside them, throttled; and, in a tracked run, W&B or MLflow (`components.tracking`).
 
 `make_logger_factory(logdir)` returns `logger_fn(label, time_delta=0.0)`; the CSV is
 `logdir/<label>.csv`, opened in append mode (so a resumed run continues its files),
@@ -20,7 +20,7 @@ from typing import Callable, Dict, Optional, Tuple
 from acme.utils import loggers
 
 from actorq import core
-from actorq.launch import tracking
+from actorq.components import tracking
 
 TENSORBOARD_DIR = "tensorboard"
 # Columns used as the x axis (TensorBoard "step"), first present wins.
@@ -78,7 +78,7 @@ class TensorBoardLogger(loggers.Logger):
 
 
 class _TrackedRun:
-  """One process's tracker (`launch.tracking`) of one run directory: opened at the first
+  """One process's tracker (`components.tracking`) of one run directory: opened at the first
   row any label writes, closed when the last label's logger closes."""
 
   def __init__(self, logdir: str, name: str, run_id: str):

@@ -52,7 +52,7 @@ from acme.utils import loggers
 from actorq import core
 from actorq.components.envs import environments
 from actorq.components.replay import local_replay
-from actorq.launch import run_dir
+from actorq.components import run_dir
 from actorq.agents import registry
 from actorq.components import checkpointing
 
@@ -239,11 +239,11 @@ def resolve(path: str, keep_text: Optional[str], *, agent: str, env_id: str, see
     if os.path.isfile(ckpt_path):  # one checkpoint file: <run>/checkpoints/ckpt-N.pkl
       run_path, _ = run_dir.resolve(os.path.dirname(ckpt_path))
       info = run_dir.read_info(run_path)
-      run_dir.agent_classes(info)  # its module first: the state may pickle its classes
+      registry.of_run(info)  # its module first: the state may pickle its classes
       state = checkpointing.load(ckpt_path)
     else:
       run_path, _ = run_dir.resolve(ckpt_path)
-      info, state, ckpt_path = run_dir.load(ckpt_path)
+      info, state, ckpt_path = registry.restore_run(ckpt_path)
   except core.UsageError as e:
     raise core.UsageError(f"{where}: {str(e).replace('--checkpoint ', '', 1)}") from None
   except (checkpointing.CheckpointError, OSError, EOFError, ValueError) as e:

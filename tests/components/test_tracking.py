@@ -1,4 +1,4 @@
-"""`actorq train --track wandb|mlflow` (launch/tracking.py, issue 55): an offline W&B run
+"""`actorq train --track wandb|mlflow` (components/tracking.py, issue 55): an offline W&B run
 and a local MLflow file store hold the same evaluation scalars as eval.csv, the run's
 config and run.json. Each test needs its optional package (`pip install -e .[track]`; the
 suite's .venv has both, requirements/base.txt)."""
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from actorq.cli import main as cli
-from actorq.launch import run_dir, tracking
+from actorq.components import run_dir, tracking
 
 SMALL = ["--set", "hidden_sizes=[16,16]", "--set", "batch_size=16", "--set",
          "min_replay_size=100", "--set", "samples_per_insert=8.0", "--steps", "600",

@@ -10,7 +10,7 @@ import pytest
 
 from actorq.components import checkpointing
 from actorq.launch import pbt
-from actorq.launch import run_dir
+from actorq.components import run_dir
 from actorq.testing.cli import run_cli, snapshot
 
 SMALL = ["--set", "hidden_sizes=[16]", "--set", "min_replay_size=64", "--set", "batch_size=16",

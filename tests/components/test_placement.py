@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from actorq import core
-from actorq.launch import placement
+from actorq.components import placement
 from actorq.quantization import network_spec as ns
 from actorq.quantization import payload as pl
 from actorq.quantization import runtimes
@@ -94,7 +94,7 @@ _FAKE_ACCELERATOR = textwrap.dedent("""
     os.environ["JAX_PLATFORMS"] = "cpu"
     import jax
     from actorq.agents.dqn import builder, config
-    from actorq.launch import placement
+    from actorq.components import placement
     from actorq.components.acting import variable_client as vc
     from actorq.launch import experiment, local
 
@@ -138,7 +138,7 @@ def test_single_process_learner_on_its_device_actors_on_the_cpu(tmp_path):
 _FALLBACK = textwrap.dedent("""
     import json, sys
     import jax
-    from actorq.launch import placement
+    from actorq.components import placement
     placement.cuda_installed = lambda: True          # as after ACTORQ_GPU=1 ./dev setup
     placement.probe_gpu = lambda *a, **k: None if sys.argv[1] == "none" else "CudaDevice(id=0)"
     placement.cpu_unless_gpu()
