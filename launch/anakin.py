@@ -200,6 +200,24 @@ def run(specs: Sequence[Any], *, progress: Optional[Callable[[Dict[str, Any]], N
     state["last_checkpoint"] = time.time()
     return paths[0] if paths else None
 
+  def evaluate_seeds(c) -> np.ndarray:
+    """Greedy episodes of every seed's state `c`, one eval.csv row each (appended to
+    the seed's evaluations); returns float32 [seeds, eval_episodes] returns."""
+    returns, lengths = jax.device_get(evaluate(c, eval_keys))
+    actor_steps, learner_steps, episodes = jax.device_get(
+        (c.actor_steps, system.learner_steps(c), c.episodes.total))
+    for i, s in enumerate(seeds):
+      row = experiment_lib.evaluation_row(
+          {"episode_return": float(np.mean(returns[i])),
+           "episode_return_std": float(np.std(returns[i])),
+           "episode_length": float(np.mean(lengths[i]))},
+          actor_steps=int(actor_steps[i]), learner_steps=int(learner_steps[i]),
+          episodes=int(episodes[i]), wall_seconds=wall(), precision=policy_precision,
+          payload_bytes=payload_bytes, policy_version=int(learner_steps[i]))
+      s.evaluations.append(row)
+      s.loggers["eval"].write(row)
+    return returns
+
   def period() -> None:
     c = state["carry"]
     steps_now = int(np.min(np.asarray(c.actor_steps)))
@@ -209,22 +227,13 @@ def run(specs: Sequence[Any], *, progress: Optional[Callable[[Dict[str, Any]], N
     c = jax.block_until_ready(c)
     if state["compile_s"] is None:
       state["compile_s"] = time.time() - t0
-    returns, lengths = jax.device_get(evaluate(c, eval_keys))
+    returns = evaluate_seeds(c)
     host = jax.device_get((c.actor_steps, system.learner_steps(c), c.episodes, c.metrics))
     actor_steps, learner_steps, episodes, metrics = host
     c = c._replace(episodes=jax.vmap(_clear)(c.episodes))
     state["carry"] = c
     seconds = time.time() - t0
     for i, s in enumerate(seeds):
-      stats = {"episode_return": float(np.mean(returns[i])),
-               "episode_return_std": float(np.std(returns[i])),
-               "episode_length": float(np.mean(lengths[i]))}
-      row = experiment_lib.evaluation_row(
-          stats, actor_steps=int(actor_steps[i]), learner_steps=int(learner_steps[i]),
-          episodes=int(episodes.total[i]), wall_seconds=wall(), precision=policy_precision,
-          payload_bytes=payload_bytes, policy_version=int(learner_steps[i]))
-      s.evaluations.append(row)
-      s.loggers["eval"].write(row)
       ended = float(episodes.ended[i])
       if ended:
         s.loggers["train"].write({
@@ -252,8 +261,7 @@ def run(specs: Sequence[Any], *, progress: Optional[Callable[[Dict[str, Any]], N
       while int(np.min(np.asarray(state["carry"].actor_steps))) < first.steps:
         period()
       if not seeds[0].evaluations:  # resumed at or past the end: evaluate once
-        period_eval_only(state, evaluate, eval_keys, seeds, system, policy_precision,
-                         payload_bytes, wall)
+        evaluate_seeds(state["carry"])
       if any(s.spec.logdir for s in seeds):
         checkpoint()
   except KeyboardInterrupt as stop:
@@ -284,25 +292,6 @@ def run(specs: Sequence[Any], *, progress: Optional[Callable[[Dict[str, Any]], N
 
 def _clear(episodes):
   return acting.clear_report(episodes)
-
-
-def period_eval_only(state, evaluate, eval_keys, seeds, system, precision, payload_bytes,
-                     wall) -> None:
-  """One evaluation of each seed's state as it is (a run resumed at its end)."""
-  c = state["carry"]
-  returns, lengths = jax.device_get(evaluate(c, eval_keys))
-  actor_steps, learner_steps, episodes = jax.device_get(
-      (c.actor_steps, system.learner_steps(c), c.episodes.total))
-  for i, s in enumerate(seeds):
-    row = experiment_lib.evaluation_row(
-        {"episode_return": float(np.mean(returns[i])),
-         "episode_return_std": float(np.std(returns[i])),
-         "episode_length": float(np.mean(lengths[i]))},
-        actor_steps=int(actor_steps[i]), learner_steps=int(learner_steps[i]),
-        episodes=int(episodes[i]), wall_seconds=wall(), precision=precision,
-        payload_bytes=payload_bytes, policy_version=int(learner_steps[i]))
-    s.evaluations.append(row)
-    s.loggers["eval"].write(row)
 
 
 def describe(spec) -> str:

@@ -232,8 +232,10 @@ class DQNSystem:
     precision, evaluation = _actor_precisions(c)
     self.policy = acting.PolicyNetwork(self.networks.spec, precision)
     self.eval_policy = acting.PolicyNetwork(self.networks.spec, evaluation)
+    # Q-values from the network's outputs: dueling-combined, or the outputs themselves
+    # (`PolicyOutputs.to_values` None).
     to_values = builder.policy_outputs(self.networks, self.environment_spec).to_values
-    self._to_values = to_values
+    self._to_values = to_values if to_values is not None else (lambda outputs: outputs)
     # Learner steps per acting iteration: E * samples_per_insert / batch_size, as a ratio
     # of small integers (one cycle = `act_iterations` steps of E envs, `learn_steps` updates).
     ratio = fractions.Fraction(self.num_envs * c.samples_per_insert / c.batch_size

@@ -147,5 +147,4 @@ class DQNBuilder(builders.TransitionReplayBuilder):
   def make_td_operator(self) -> learning.TDOperator:
     """The TD target's operator of the config (`td_operator`, its alpha, Munchausen's
     temperature), as every learner built on DQN's config takes it."""
-    c = self.config
-    return learning.TDOperator(c.td_operator, c.td_operator_alpha, c.munchausen_temperature)
+    return learning.TDOperator.of_config(self.config)

@@ -149,6 +149,13 @@ class TDOperator:
     return TD_OPERATORS[self.name][0](self, q_tm1, a_tm1, r_t, discount_t, q_t_value,
                                       q_t_selector, q_tm1_target, double_q)
 
+  @classmethod
+  def of_config(cls, config) -> "TDOperator":
+    """The operator a `DQNConfig` (or a config with its `td_operator`,
+    `td_operator_alpha` and `munchausen_temperature` fields) sets: what every learner built
+    on DQN's config trains with (`DQNBuilder.make_td_operator`, `DQNPopulation`)."""
+    return cls(config.td_operator, config.td_operator_alpha, config.munchausen_temperature)
+
   @property
   def uses_target_at_tm1(self) -> bool:
     """Whether the target needs the target network's Q-values at s_tm1."""

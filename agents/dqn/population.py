@@ -116,8 +116,7 @@ class DQNPopulation(population_lib.PopulationLearner):
         networks.network, config.target_update_period, config.double_q,
         (lambda p: qat.fake_quant_params(p, bits=config.qat_bits)) if config.qat_bits
         else None,
-        learning.TDOperator(config.td_operator, config.td_operator_alpha,
-                            config.munchausen_temperature))
+        learning.TDOperator.of_config(config))
     self._dummy = np.zeros(environment_spec.observations.shape,
                            environment_spec.observations.dtype)[None]
 

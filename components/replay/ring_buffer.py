@@ -18,7 +18,7 @@ where Acme's n-step adder would have emitted the episode's last transitions earl
   * uniform: every sampleable slot with probability 1 / (their number);
   * prioritized (Schaul et al. 2016, sec. 3.3, proportional variant): P(i) = p_i^alpha /
     sum_k p_k^alpha over sampleable slots, by inverse-CDF sampling on cumulative sums
-    in two levels (O(C E) per batch: no sum tree, which in XLA would serialise its
+    in three levels (O(C E) per batch: no sum tree, which in XLA would serialise its
     scatter updates).
     The buffer keeps p_i^alpha (raised once, when a priority is set) and 0 for slots not
     sampleable yet. New slots get priority 1.0 once sampleable, as the local runs'
@@ -29,7 +29,6 @@ from the key passed in (seeded runs are reproducible).
 """
 from __future__ import annotations
 
-import math
 from typing import Any, NamedTuple, Tuple
 
 import jax
@@ -132,12 +131,43 @@ def _last_positive(weights: jnp.ndarray) -> jnp.ndarray:
   return (k - 1 - jnp.argmax(jnp.flip(weights > 0, -1), axis=-1)).astype(jnp.int32)
 
 
-def _block_size(n: int) -> int:
-  """The slots per block of `sample_prioritized` (static): the smallest divisor of n at
-  least sqrt(n) when it is below 2 sqrt(n) (the blocks tile the slots exactly), else
-  ceil(sqrt(n)) (the last block padded)."""
-  root = max(1, math.isqrt(n - 1) + 1)  # ceil(sqrt(n))
+def _group_size(n: int, root: int) -> int:
+  """The entries per group when `n` entries are split in groups of about `root` (static):
+  the smallest divisor of n in [root, 2 root) (the groups tile the entries exactly, so
+  no padded copy is made), else `root` (the last group padded)."""
+  root = max(1, root)
   return next((k for k in range(root, 2 * root) if n % k == 0), root)
+
+
+def _ceil_root(n: int, power: int) -> int:
+  """The smallest integer r >= 1 with r ** power >= n."""
+  r = max(1, int(round(n ** (1.0 / power))))
+  while r ** power < n:
+    r += 1
+  while r > 1 and (r - 1) ** power >= n:
+    r -= 1
+  return r
+
+
+def _groups(x: jnp.ndarray, size: int) -> jnp.ndarray:
+  """`x` [n] as [ceil(n / size), size], zero-padded (a reshape, no copy, without a pad)."""
+  n = x.shape[0]
+  count = -(-n // size)
+  if count * size != n:
+    x = jnp.pad(x, (0, count * size - n))
+  return x.reshape(count, size)
+
+
+def _inverse_cdf(weights: jnp.ndarray, u: jnp.ndarray) -> Tuple[jnp.ndarray, jnp.ndarray]:
+  """One level of inverse-CDF sampling: for each row b of `weights` [B, m] (>= 0) the
+  index i whose cumulative-sum interval [cdf_{i-1}, cdf_i) holds u[b] in [0, sum), and
+  u[b] - cdf_{i-1} (in [0, weights[b, i])), the draw within that entry. Rounding may put
+  u at or past the last positive entry's end: the index stays on positive mass."""
+  cdf = jnp.cumsum(weights, axis=-1)
+  index = jnp.minimum(jnp.sum(cdf <= u[:, None], axis=-1).astype(jnp.int32),
+                      _last_positive(weights))
+  before = jnp.take_along_axis(cdf - weights, index[:, None], axis=-1)[:, 0]
+  return index, jnp.maximum(u - before, 0.0)
 
 
 def sample_prioritized(buffer: RingBuffer, key: jax.Array, batch_size: int
@@ -146,12 +176,16 @@ def sample_prioritized(buffer: RingBuffer, key: jax.Array, batch_size: int
   slots (with replacement, inverse-CDF sampling; the buffer holds p^alpha, see
   `set_priorities`, and the lookahead its rows were `add`ed with).
 
-  The inverse CDF is taken in two levels: the N = C E slots in blocks of K ~ sqrt(N),
-  a draw u in [0, total) picks the block whose cumulative sum passes u, then the slot
-  within it. That is the same distribution as one cumulative sum over all N slots, in
-  O(N) (a sum per block) + O(batch_size K) work; XLA's cumulative sum over all N is an
-  associative scan of log2(N) passes and its searchsorted a loop that copies the N-array
-  in (profiled for issue 54: they dominated the replay's cost at 30 seeds x 100k).
+  The inverse CDF is taken in three levels: the N = C E slots in leaf groups of
+  K ~ N^(1/3), the leaf groups' sums in groups of about sqrt(N / K), and those groups'
+  sums; a draw u in [0, total) picks a group at each level by the cumulative sum of that
+  level's entries, then the slot within its leaf group (`_inverse_cdf`). That is the
+  distribution of one cumulative sum over all N slots, in O(N) (the sums, one pass) +
+  O(batch_size N^(1/3)) work. XLA's cumulative sum over m entries is an associative scan
+  of log2(m) passes, each slicing and padding its [B, m] operand, and its searchsorted a
+  loop copying the array in (profiled for issue 54 at 30 seeds x 100k slots: one level
+  over N was out of the question, and with two levels the [B, sqrt(N)] cumulative sums of
+  the leaf blocks still cost most of a learner step's sampling time).
 
   Returns:
     (int32 rows [B], int32 envs [B], float32 probabilities P(i) [B]).
@@ -159,23 +193,19 @@ def sample_prioritized(buffer: RingBuffer, key: jax.Array, batch_size: int
   e = buffer.num_envs
   weight = buffer.priorities.reshape(-1)
   n = weight.shape[0]
-  k = _block_size(n)
-  num_blocks = -(-n // k)
-  blocks = weight if num_blocks * k == n else jnp.pad(weight, (0, num_blocks * k - n))
-  blocks = blocks.reshape(num_blocks, k)  # without a pad, a view: no copy of the N slots
-  block_sum = jnp.sum(blocks, axis=1)
-  block_cdf = jnp.cumsum(block_sum)
-  total = block_cdf[-1]
+  leaf_size = _group_size(n, _ceil_root(n, 3))
+  leaves = _groups(weight, leaf_size)  # [m, K]
+  leaf_sum = jnp.sum(leaves, axis=1)  # [m]
+  mid_size = _group_size(leaf_sum.shape[0], _ceil_root(leaf_sum.shape[0], 2))
+  mids = _groups(leaf_sum, mid_size)  # [g, mid_size]
+  top = jnp.sum(mids, axis=1)  # [g]
+  total = jnp.cumsum(top)[-1]
   u = jax.random.uniform(key, (batch_size,), jnp.float32) * total
-  # Rounding may put u at or past the last positive block's end: stay on positive mass.
-  block = jnp.minimum(jnp.sum(block_cdf[None, :] <= u[:, None], axis=1).astype(jnp.int32),
-                      _last_positive(block_sum))
-  inner = blocks[block]  # [B, k]
-  inner_cdf = jnp.cumsum(inner, axis=1)
-  offset = jnp.maximum(u - (block_cdf[block] - block_sum[block]), 0.0)
-  slot = jnp.minimum(jnp.sum(inner_cdf <= offset[:, None], axis=1).astype(jnp.int32),
-                     _last_positive(inner))
-  flat = block * k + slot
+  group, u = _inverse_cdf(jnp.broadcast_to(top, (batch_size,) + top.shape), u)
+  mid, u = _inverse_cdf(mids[group], u)
+  leaf = group * mid_size + mid
+  slot, _ = _inverse_cdf(leaves[leaf], u)
+  flat = leaf * leaf_size + slot
   prob = weight[flat] / jnp.maximum(total, 1e-30)
   return (flat // e).astype(jnp.int32), (flat % e).astype(jnp.int32), prob
 

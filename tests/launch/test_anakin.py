@@ -5,6 +5,9 @@ aggregate. Tiny networks and step counts: the compile dominates."""
 import json
 import os
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from actorq.launch import anakin, engine
@@ -90,3 +93,19 @@ def test_what_does_not_run_compiled_is_one_line():
   with pytest.raises(Exception, match="'fp16' does not run compiled.*allowed: fp32, int8"):
     anakin.check(spec_lib.RunSpec(agent="dqn", env="gymnax:CartPole-v1", launch="anakin",
                                   config={"actor_precision": "fp16"}))
+
+
+def test_dqn_with_a_plain_q_head_and_uniform_replay_runs_compiled():
+  # The MinAtar preset's shape of DQN (agents/dqn/configs/minatar.json): no dueling head,
+  # uniform replay, Q-learning without double Q.
+  plain = {**DQN, "dueling": False, "prioritized_replay": False, "double_q": False,
+           "actor_precision": "fp32"}
+  result, = _run([_spec("dqn", plain, 0)])
+  assert result.actor_steps == 240 and result.learner_steps == (240 - 40) // 2 + 1
+  # The actors' Q-values are the network's outputs themselves.
+  _, _, system = anakin.make(_spec("dqn", plain, 0))
+  carry = system.init(jax.random.PRNGKey(0))
+  obs = jnp.stack([carry.observation[0], carry.observation[0] + 0.1])
+  q = system._q(system.policy, carry.learner.params, obs)
+  np.testing.assert_allclose(q, system.networks.network.apply(carry.learner.params, obs),
+                             rtol=1e-5, atol=1e-6)

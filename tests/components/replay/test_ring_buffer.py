@@ -61,12 +61,13 @@ def test_sampling_respects_the_lookahead_and_priorities():
   np.testing.assert_array_equal(same.priorities, buf.priorities)
 
 
-def test_prioritized_sampling_in_two_levels_draws_p_over_the_sum():
-  # 37 rows x 3 envs = 111 slots (blocks of 11, the last one padded), a third at 0.
+def test_prioritized_sampling_in_three_levels_draws_p_over_the_sum():
+  # 37 rows x 3 envs = 111 slots (leaf groups of 5, the last one padded; their 23 sums in
+  # groups of 5, the last one padded), a third at 0.
   rng = np.random.default_rng(0)
   weights = rng.uniform(0.1, 2.0, (37, 3)).astype(np.float32)
   weights[rng.random((37, 3)) < 0.33] = 0.0
-  weights[-1] = 0.0  # the padded last block's slots: never drawn
+  weights[-1] = 0.0  # a whole row at 0 (and padded slots): never drawn
   buf = _buffer(37, [(False, 1.0)] * 3, lookahead=0)
   buf = buf._replace(priorities=jnp.asarray(weights))
   rows, envs, prob = rb.sample_prioritized(buf, jax.random.PRNGKey(3), 60_000)
