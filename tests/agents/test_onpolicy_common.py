@@ -1,6 +1,5 @@
 """Shared on-policy machinery: selectors and their extras, masks, minibatches, and the
 rollout adder writing into a queue whose signature includes the extras (E3)."""
-import gc
 
 import dm_env
 import jax
@@ -91,6 +90,7 @@ def test_rollout_adder_writes_overlapping_rollouts_across_episodes_into_the_queu
   t = 4
   server = reverb.Server([rollouts.rollout_queue("q", env_spec, extras, t, 100)])
   client = reverb.Client(f"localhost:{server.port}")
+  adder = None
   try:
     adder = rollouts.make_rollout_adder(client, "q", env_spec, extras, t)
     ex = {"logits": np.zeros(2, np.float32), "log_prob": np.float32(-0.5)}
@@ -119,8 +119,8 @@ def test_rollout_adder_writes_overlapping_rollouts_across_episodes_into_the_queu
       adder.add(np.int32(0), dm_env.transition(np.float32(1.0), obs(0), np.float32(1.0)),
                 {"logits": np.zeros(2, np.float32), "log_prob": np.float64(0.0)})
   finally:
-    adder = None  # its writer stream closes with it: an open one holds Server.stop for 5 s
-    gc.collect()
+    if adder is not None:
+      adder.close()  # its writer stream: an open one holds Server.stop for 5 s
     server.stop()
 
 

@@ -50,13 +50,17 @@ def queued(write):
   """The rollouts `write(client)` queues on a fresh server, in write order, each as a list
   of numpy columns; `write` returns how many it wrote and has closed its adders (their
   writers closed, every rollout flushed) before the queue is read, so nothing is waited
-  for: a short rate-limiter timeout, which is also how long the reader's end waits for its
-  outstanding request (a 10 s timeout: ~3.5 s), and an open writer stream would hold
-  Reverb's `Server.stop` for 5 s."""
+  for: every item is in the queue before the read starts, so the rate limiter never makes
+  the `count` samples wait, and its timeout only bounds the reader's one further request,
+  for an item known not to come, which the reader's end waits out (with 1 s: 1.0 s per
+  queue; with 0.1 s: ~0.1 s; any positive value down to 1 ms passed, exactly 0 does not).
+  Were an item ever missing, the read would fail loudly (`ReplayTimeoutError`, or fewer
+  items than `count`), never pass. An open writer stream would hold Reverb's
+  `Server.stop` for 5 s."""
   server = queue_server()
   try:
     count = write(reverb.Client(f"localhost:{server.port}"))
-    got = replay.sample(f"localhost:{server.port}", "q", count, timeout_s=1)
+    got = replay.sample(f"localhost:{server.port}", "q", count, timeout_s=0.1)
     assert len(got) == count
     return [[np.asarray(x) for x in tree.flatten(s.data)] for s in got]
   finally:

@@ -58,6 +58,7 @@ def test_a_checkpoint_holds_every_group_and_restores_it_exactly(scripted_id, tmp
   assert again.evaluations[-1]["episode_return"] == first.evaluations[-1]["episode_return"]
 
 
+@pytest.mark.slow  # three training runs (~32 s): pytest.ini's definition of slow
 def test_a_stopped_and_resumed_run_continues_its_schedules(scripted_id, tmp_path):
   """As single-agent checkpoints promise (tests/launch/test_resume.py): the counters, each
   group's learner-steps-owed schedule (its items written, its agent steps) and the
