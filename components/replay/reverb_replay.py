@@ -134,14 +134,16 @@ def sample(server_address: str, table: str, num_samples: int = 1,
   """`num_samples` items (numpy `ReplaySample`s) from `table`.
 
   `reverb.Client.sample` (0.7.0) has no timeout and can block forever, so this goes
-  through a `TrajectoryDataset` with a rate-limiter timeout.
+  through a `TrajectoryDataset` with a rate-limiter timeout, limited to `num_samples`
+  (without the limit its workers ask for one more item and the call waits out the whole
+  timeout for it, even when every item asked for was there).
 
   Raises:
     ReplayTimeoutError: when the items are not available within `timeout_s` seconds.
   """
   ds = reverb.TrajectoryDataset.from_table_signature(
       server_address=server_address, table=table, max_in_flight_samples_per_worker=num_samples,
-      rate_limiter_timeout_ms=max(int(timeout_s * 1000), 0))
+      rate_limiter_timeout_ms=max(int(timeout_s * 1000), 0), max_samples=num_samples)
   it = numpy_iterator(ds)
   return [next(it) for _ in range(num_samples)]
 
