@@ -656,9 +656,11 @@ def next_evaluation(actor_steps: int, every: int, limit: int) -> int:
 
 
 # Seconds between the evaluator's reads of the counter while it waits for the next
-# evaluation's step: pure waiting on the path to a run's end (the limiter waits for the
-# evaluation at the limit), so short; one Courier call to the counter per read.
-EVALUATOR_POLL_S = 0.25
+# evaluation's step; one Courier call to the counter per read. 1 s, as before 3adbfa5:
+# at 0.25 s a plain fresh-clone CI once found a resumed multi-agent test_mt program's
+# final checkpoint missing (the launcher's 60 s wait for the learner's checkpoint ran
+# out), and the ~0.4 s it saves per run is not worth an unexplained race at a stop.
+EVALUATOR_POLL_S = 1.0
 
 
 class EvaluatorNode:
