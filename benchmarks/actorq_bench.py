@@ -68,6 +68,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import jax
 from acme import specs
 
+from actorq.components import atomic
 from actorq import core
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
@@ -78,7 +79,7 @@ from actorq.components import profiling, provenance
 from actorq.launch import spec as spec_lib
 from actorq.quantization import network_spec as ns
 from actorq.components import aggregate as ag
-from actorq.studies.tables import PRECISION_COLORS, markdown_table, write_csv  # noqa: F401 (ab.* users)
+from actorq.studies.tables import PRECISION_COLORS, markdown_table, write_csv
 
 ACTOR_COMPONENTS = ("env_step", "inference", "adder", "load", "waiting", "other")
 ASYNC_COMPONENTS = ("pull_transfer", "deserialise")
@@ -150,16 +151,6 @@ def _cpu_seconds() -> float:
   return float(t.user + t.system)
 
 
-def make_builder(agent: str, overrides: Dict[str, Any]):
-  """The registered agent's builder with `overrides` applied to its config
-  (`launch.spec.make_builder`, the path every run description takes to its builder).
-
-  Raises:
-    ValueError: unknown agent (naming the allowed ones), unknown config keys or bad values.
-  """
-  return spec_lib.make_builder(agent, overrides=overrides)
-
-
 def acting_steps_per_second(env, actor, steps: int) -> float:
   """Steps/s of `actor.select_action` + `env.step` for `steps` steps (resets included),
   in the one actor loop with nothing observed or pulled."""
@@ -183,7 +174,7 @@ def run_training(job: Dict[str, Any]) -> Dict[str, Any]:
   """One instrumented training run (see the module docstring for every figure)."""
   cpu0, wall0 = _cpu_seconds(), time.perf_counter()
   overrides = dict(job["overrides"], actor_precision=job["precision"])
-  builder = profiling.InstrumentedBuilder(make_builder(job["agent"], overrides))
+  builder = profiling.InstrumentedBuilder(spec_lib.make_builder(job["agent"], overrides=overrides))
   eval_rows: Dict[int, float] = {}  # actor step -> training seconds at that evaluation
   last = {"t": None}
 
@@ -277,7 +268,7 @@ def peer_acting(job: Dict[str, Any]) -> Dict[str, Any]:
   out = {"kind": "peer", "seed": job["seed"], "env": job["env"]}
   env = environments.make_environment(job["env"], seed=job["seed"] + 20_000)
   env_spec = environments.environment_spec(env)
-  builder = make_builder(job["agent"], job["overrides"])
+  builder = spec_lib.make_builder(job["agent"], overrides=job["overrides"])
   spec = builder.make_policy(builder.make_networks(env_spec), env_spec, evaluation=True).spec
   if not all(isinstance(l, ns.Dense) for l in spec.layers):
     out["unavailable"] = "the peer is built for MLP policies only; this policy has conv layers"
@@ -317,8 +308,7 @@ def child_main(job_path: str, out_path: str) -> int:
   cpu0 = _cpu_seconds()
   result = run_training(job) if job["kind"] == "train" else peer_acting(job)
   result.setdefault("cpu_seconds", _cpu_seconds() - cpu0)
-  with open(out_path, "w", encoding="utf-8") as f:
-    json.dump(result, f, indent=1)
+  atomic.write_json(out_path, result)
   return 0
 
 
@@ -356,8 +346,7 @@ def run_job(job: Dict[str, Any], workdir: str, log=print) -> Dict[str, Any]:
   job_path = os.path.join(workdir, f"{name}.job.json")
   out_path = os.path.join(workdir, f"{name}.json")
   log_path = os.path.join(workdir, f"{name}.log")
-  with open(job_path, "w", encoding="utf-8") as f:
-    json.dump(job, f, indent=1)
+  atomic.write_json(job_path, job)
   start = time.time()
   with open(log_path, "w", encoding="utf-8") as logf:
     returncode, stopped = processes.run_child(
@@ -460,8 +449,8 @@ def write_files(outdir, runs, peers, summary, meta):
       f"learner_{c}_us" for c in LEARNER_COMPONENTS]
   write_csv(os.path.join(outdir, "summary.csv"), fields,
             [dict(v, precision=k) for k, v in summary.items()])
-  with open(os.path.join(outdir, "bench.json"), "w", encoding="utf-8") as f:
-    json.dump({"meta": meta, "summary": summary, "runs": runs, "peers": peers}, f, indent=1)
+  atomic.write_json(os.path.join(outdir, "bench.json"),
+                    {"meta": meta, "summary": summary, "runs": runs, "peers": peers})
 
 
 def plot(outdir, runs, peers, summary, meta) -> List[str]:
@@ -488,7 +477,8 @@ def plot(outdir, runs, peers, summary, meta) -> List[str]:
   ax.legend(fontsize=8)
   fig.tight_layout()
   paths.append(os.path.join(outdir, "returns_vs_wallclock.png"))
-  fig.savefig(paths[-1], dpi=110)
+  with atomic.atomic_write(paths[-1], "wb") as f:
+    fig.savefig(f, dpi=110, format="png")
   plt.close(fig)
 
   precs = list(summary)
@@ -516,7 +506,8 @@ def plot(outdir, runs, peers, summary, meta) -> List[str]:
   fig.suptitle(title, fontsize=10)
   fig.tight_layout()
   paths.append(os.path.join(outdir, "breakdown.png"))
-  fig.savefig(paths[-1], dpi=110)
+  with atomic.atomic_write(paths[-1], "wb") as f:
+    fig.savefig(f, dpi=110, format="png")
   plt.close(fig)
 
   fig, ax = plt.subplots(figsize=(8, 4.2))
@@ -543,7 +534,8 @@ def plot(outdir, runs, peers, summary, meta) -> List[str]:
   ax.tick_params(axis="x", labelsize=7)
   fig.tight_layout()
   paths.append(os.path.join(outdir, "throughput.png"))
-  fig.savefig(paths[-1], dpi=110)
+  with atomic.atomic_write(paths[-1], "wb") as f:
+    fig.savefig(f, dpi=110, format="png")
   plt.close(fig)
   return paths
 
@@ -656,7 +648,7 @@ def report(outdir, runs, peers, meta):
   write_files(outdir, runs, peers, summary, meta)
   plot(outdir, runs, peers, summary, meta)
   table = format_table(summary, peers, meta)
-  with open(os.path.join(outdir, "table.md"), "w", encoding="utf-8") as f:
+  with atomic.atomic_write(os.path.join(outdir, "table.md")) as f:
     f.write(table + "\n")
   return summary, table
 

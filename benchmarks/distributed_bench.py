@@ -68,6 +68,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # pylint: disable=wrong-import-position (TF's log level is set first)
+from actorq.components import atomic
 from actorq import core
 from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import learner_step
@@ -76,6 +77,8 @@ from actorq.launch import distributed_nodes as nodes
 from actorq.components import placement, provenance
 from actorq.components import profiling
 from actorq.launch import supervisors
+from actorq.launch import spec as spec_lib
+from actorq.studies import tables
 
 
 
@@ -286,7 +289,7 @@ def run_program(job: Dict[str, Any]) -> Dict[str, Any]:
     core.RunFailure: the program did not finish cleanly (its one-line reason).
   """
   overrides = dict(job["overrides"], actor_precision=job["precision"])
-  builder = profiling.InstrumentedBuilder(ab.make_builder(job["agent"], overrides))
+  builder = profiling.InstrumentedBuilder(spec_lib.make_builder(job["agent"], overrides=overrides))
   config = experiment.ExperimentConfig(
       builder=builder, env_id=job["env"], num_steps=job["steps"], seed=job["seed"],
       eval_every=job["eval_every"], eval_episodes=job["eval_episodes"], logdir=job["logdir"],
@@ -324,8 +327,7 @@ def child_main(job_path: str, out_path: str) -> int:
   else:
     placement.cpu_unless_gpu()
   result = run_program(job)
-  with open(out_path, "w", encoding="utf-8") as f:
-    json.dump(result, f, indent=1)
+  atomic.write_json(out_path, result)
   return 0
 
 
@@ -361,13 +363,11 @@ def run_job(job: Dict[str, Any], log: Callable[[str], None] = print) -> Dict[str
   os.makedirs(job["logdir"], exist_ok=True)
   job_path, out_path = job["logdir"] + ".job.json", job["logdir"] + ".json"
   log_path = job["logdir"] + ".log"
-  with open(job_path, "w", encoding="utf-8") as f:
-    json.dump(job, f, indent=1)
+  atomic.write_json(job_path, job)
   start = time.time()
   if not in_process(job["launch"]):
     result = run_program(job)
-    with open(out_path, "w", encoding="utf-8") as f:
-      json.dump(result, f, indent=1)
+    atomic.write_json(out_path, result)
     return _done(result, name, start, log)
   with open(log_path, "w", encoding="utf-8") as logf:
     returncode, stopped = processes.run_child(
@@ -427,8 +427,8 @@ _fmt, _ratio, _load = ab._fmt, ab._ratio, ab._load  # pylint: disable=protected-
 
 
 def _write_csv(path: str, rows: Sequence[Dict[str, Any]], fields: Optional[Sequence[str]] = None):
-  """`actorq_bench.write_csv` with every key of `rows` as a column unless `fields` is given."""
-  ab.write_csv(path, list(fields or dict.fromkeys(k for row in rows for k in row)), rows)
+  """`tables.write_csv` with every key of `rows` as a column unless `fields` is given."""
+  tables.write_csv(path, list(fields or dict.fromkeys(k for row in rows for k in row)), rows)
 
 
 def learner_step_ratio(run: Dict[str, Any], reference: Dict[str, Any]) -> float:
@@ -506,7 +506,7 @@ def format_table(data: Dict[str, Any]) -> str:
                      _ratio(a["time_to_target_s"], b["time_to_target_s"]),
                      _ratio(a["final_return"], b["final_return"]),
                      _ratio(a["bytes_sent_per_s"], b["bytes_sent_per_s"]), ""])
-  lines = [ab.markdown_table(header, rows), ""]
+  lines = [tables.markdown_table(header, rows), ""]
   for r in runs:
     lines.append(f"Nodes of {r['precision']} seed {r['seed']} (CPU seconds incl. start-up; "
                  "cores busy in the window): " + ", ".join(
@@ -542,10 +542,9 @@ def write_files(outdir: str, data: Dict[str, Any]) -> str:
     r["learner_step_ratio"] = learner_step_ratio(r, data.get("single_process_learner"))
   _write_csv(os.path.join(outdir, "runs.csv"), runs, RUN_FIELDS)
   _write_csv(os.path.join(outdir, "breakdown.csv"), breakdown_rows(runs))
-  with open(os.path.join(outdir, JSON_NAME), "w", encoding="utf-8") as f:
-    json.dump(data, f, indent=1)
+  atomic.write_json(os.path.join(outdir, JSON_NAME), data)
   table = format_table(data)
-  with open(os.path.join(outdir, "table.md"), "w", encoding="utf-8") as f:
+  with atomic.atomic_write(os.path.join(outdir, "table.md")) as f:
     f.write(table + "\n")
   return table
 

@@ -63,8 +63,9 @@ import statistics
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from actorq.benchmarks import actorq_bench
+from actorq.components import atomic
 from actorq.benchmarks import scaling
+from actorq.launch import spec as spec_lib
 
 SINGLE, LOCAL_MP = "single", "local_mp"
 ACTOR_PATH = ("env_step", "inference", "adder", "load", "other")  # t_a: all but waiting
@@ -92,7 +93,7 @@ class Workload:
 
 
 def _builder_config(agent: str, overrides: Dict[str, Any]):
-  return actorq_bench.make_builder(agent, dict(overrides)).config
+  return spec_lib.make_builder(agent, overrides=dict(overrides)).config
 
 
 def load_workload(directory: str, launch: str, config_of=_builder_config) -> Workload:
@@ -395,7 +396,8 @@ def plot(summary, rows, model, spis, path: str) -> str:
   ax.legend(fontsize=7, loc="upper right")
   bx.legend(fontsize=6, loc="lower right")
   fig.tight_layout()
-  fig.savefig(path, dpi=110)
+  with atomic.atomic_write(path, "wb") as f:
+    fig.savefig(f, dpi=110, format="png")
   plt.close(fig)
   return path
 

@@ -41,6 +41,7 @@ from actorq.components.acting import variable_client as vc
 from actorq.components.envs import single_agent
 from actorq.launch import experiment
 from actorq.components import placement
+from actorq.launch import spec as spec_lib
 
 MODES = ("alone", "fp32", "spin", "stream", "int8")
 POLICY_BYTES = 33_628_164  # the fp32 3x2048 policy's payload on dmc:cartpole-balance
@@ -69,7 +70,7 @@ def stream_step(nbytes: int = POLICY_BYTES) -> Callable[[], float]:
 def actor_step(precision: str) -> Callable[[], None]:
   """One step of the preset's actor at `precision` on its own environment (random policy
   parameters: the cost of inference does not depend on their values)."""
-  builder = ab.make_builder("d4pg", dict(preset_overrides(), actor_precision=precision))
+  builder = spec_lib.make_builder("d4pg", overrides=dict(preset_overrides(), actor_precision=precision))
   config = experiment.ExperimentConfig(builder=builder, env_id=ENV_ID, num_steps=1, seed=1,
                                        eval_every=1, eval_episodes=1, logdir=None)
   env = single_agent.make_environment(config, 1)

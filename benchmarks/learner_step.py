@@ -33,12 +33,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=wrong-import-position
 import jax
 
-from actorq.benchmarks import actorq_bench as ab
+from actorq.components import atomic
 from actorq.components.acting import variable_client as vc
 from actorq.components.replay import local_replay
 from actorq.components.envs import single_agent
 from actorq.launch import experiment
 from actorq.components import placement
+from actorq.launch import spec as spec_lib
 
 
 def filled_learner(agent: str, env_id: str, overrides: Dict[str, Any], seed: int = 0,
@@ -51,7 +52,7 @@ def filled_learner(agent: str, env_id: str, overrides: Dict[str, Any], seed: int
     RuntimeError: replay did not reach the learner's minimum size within `max_fill_steps`.
   """
   placement.cpu_unless_gpu()
-  builder = ab.make_builder(agent, overrides)
+  builder = spec_lib.make_builder(agent, overrides=overrides)
   config = experiment.ExperimentConfig(builder=builder, env_id=env_id, num_steps=1, seed=seed,
                                        eval_every=1, eval_episodes=1, logdir=None)
   env = single_agent.make_training_environment(config, seed)
@@ -122,8 +123,7 @@ def measure_in_child(agent: str, env_id: str, overrides: Dict[str, Any], workdir
     n += 1
   stem = os.path.join(workdir, f"learner_step{n or ''}")
   job_path, out_path, log_path = stem + ".job.json", stem + ".json", stem + ".log"
-  with open(job_path, "w", encoding="utf-8") as f:
-    json.dump(job, f, indent=1)
+  atomic.write_json(job_path, job)
   start = time.time()
   with open(log_path, "w", encoding="utf-8") as logf:
     proc = subprocess.run([sys.executable, "-m", "actorq.benchmarks.learner_step", "--job",

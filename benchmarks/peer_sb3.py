@@ -23,13 +23,13 @@ environment.
 """
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import textwrap
 import time
 from typing import Any, Dict, List
 
+from actorq.components import atomic
 from actorq.agents.dqn import builder as dqn_builder
 from actorq.agents.dqn import config as dqn_config
 from actorq.launch import experiment, local
@@ -109,8 +109,8 @@ def run_actorq(seed: int, steps: int, out: str) -> None:
       progress=progress)
   for row in result.evaluations:
     rows.append({"actor_steps": row["actor_steps"], "episode_return": row["episode_return"]})
-  json.dump({"rows": rows, "train_seconds": time.perf_counter() - start - eval_s["s"],
-             "wall_seconds": result.wall_seconds}, open(out, "w"))
+  atomic.write_json(out, {"rows": rows, "train_seconds": time.perf_counter() - start - eval_s["s"],
+                          "wall_seconds": result.wall_seconds}, indent=None)
 
 
 def summarize(results: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:

@@ -45,6 +45,8 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
+from actorq.components import atomic
+
 BOUNDS = ("actor", "learner", "cores")
 FIXED_NODES = ("evaluator/0", "counter/0", "limiter/0")
 
@@ -257,7 +259,8 @@ def plot(panels: Sequence[Dict[str, Any]], path: str) -> str:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
   fig.tight_layout()
-  fig.savefig(path, dpi=110)
+  with atomic.atomic_write(path, "wb") as f:
+    fig.savefig(f, dpi=110, format="png")
   plt.close(fig)
   return path
 

@@ -72,8 +72,7 @@ def record(data: Dict[str, Any], path: str, row: Dict[str, Any]) -> None:
   `path` (runs.json: what a stopped benchmark continues from) whole."""
   data["runs"].append(row)
   print(json.dumps(row), flush=True)
-  with atomic.atomic_write(path) as f:
-    json.dump(data, f, indent=1)
+  atomic.write_json(path, data)
 
 
 def write_table(out: str, text: str) -> None:

@@ -30,6 +30,7 @@ from actorq.components.envs import environments, vector_env
 from actorq.components import placement
 from actorq.components import run_dir
 from actorq.agents import registry
+from actorq.launch import spec as spec_lib
 
 
 def add_parser(subparsers):
@@ -118,7 +119,7 @@ def resolve(args):
   try:
     assignments = dict(config_io.parse_assignment(a) for a in args.set)
     overrides.update(assignments)
-    ab.make_builder(agent, overrides)  # the preset's and --set values, checked as given
+    spec_lib.make_builder(agent, overrides=overrides)  # the preset's and --set values, checked as given
   except registry.UnknownAgentError as e:
     raise cli.UsageError(str(e)) from None
   except ValueError as e:
@@ -131,7 +132,7 @@ def resolve(args):
   except (core.UnknownEnvironmentError, core.UnsupportedEnvironmentError) as e:
     raise cli.UsageError(str(e)) from None
   try:
-    builder = ab.make_builder(agent, overrides)
+    builder = spec_lib.make_builder(agent, overrides=overrides)
     builder.make_networks(environments.environment_spec(env))
   except ValueError as e:
     raise cli.UsageError(f"agent {agent!r} cannot run on {env_id}: {e}") from None
@@ -156,7 +157,7 @@ def _merge(args) -> int:
   except (FileNotFoundError, merge.IncompatibleBenchError) as e:
     raise cli.UsageError(f"--merge: {e}") from None
   run_dir.refuse_run_directory(args.logdir, "--logdir")  # issue 42
-  outdir = cli.ensure_writable_dir(args.logdir)
+  outdir = atomic.ensure_writable_dir(args.logdir)
   _, table = merge.report(outdir, data)
   print(table)
   return 0
@@ -205,13 +206,13 @@ def _run_vector(args) -> int:
         f"transitions per run, {args.repeats} rounds; output in {outdir}", flush=True)
   overrides = settings["overrides"]
   result = vector_bench.run(
-      lambda p: ab.make_builder(settings["agent"], dict(overrides, actor_precision=p)),
+      lambda p: spec_lib.make_builder(settings["agent"], overrides=dict(overrides, actor_precision=p)),
       settings["env"], sizes, settings["precisions"], steps, args.repeats,
       log=lambda m: print(m, flush=True))
   result["settings"].update(agent=settings["agent"], overrides=overrides)
   table = vector_bench.format_table(result, f"{settings['agent']} on ")
-  cli.write_json(os.path.join(outdir, "vector.json"), result)
-  with open(os.path.join(outdir, "table.md"), "w", encoding="utf-8") as f:
+  atomic.write_json(os.path.join(outdir, "vector.json"), result)
+  with atomic.atomic_write(os.path.join(outdir, "table.md")) as f:
     f.write(table + "\n")
   print()
   print(table)
@@ -284,7 +285,7 @@ def _run_anakin(args) -> int:
   result["settings"] = {"batches": list(sizes), "scan_steps": scan_steps,
                         "repeats": args.repeats, "training_steps": steps}
   table = anakin_bench.format_table(result)
-  cli.write_json(os.path.join(outdir, "anakin.json"), result)
+  atomic.write_json(os.path.join(outdir, "anakin.json"), result)
   with atomic.atomic_write(os.path.join(outdir, "table.md")) as f:
     f.write(table + "\n")
   print()

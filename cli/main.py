@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import math
 import os
 import sys
@@ -25,10 +24,6 @@ warnings.filterwarnings("ignore", message=".*DISPLAY environment variable is mis
 # After the environment above (numpy only; `launch.experiment`, which loads TF and JAX, is
 # looked up in `main` instead, see `_experiment`).
 from actorq import core  # pylint: disable=wrong-import-position
-from actorq.components import atomic  # pylint: disable=wrong-import-position
-
-# The commands' `cli.ensure_writable_dir` (an unwritable --logdir/--out is one line, exit 2).
-ensure_writable_dir = atomic.ensure_writable_dir
 
 # Command name -> module with `add_parser(subparsers)` and `run(args) -> int`, imported by
 # name when the command is built: a command's module loads what it needs (JAX, TF,
@@ -152,14 +147,6 @@ def precision_list(flag: str, text: str, allowed, default=None) -> tuple:
   if len(set(precisions)) != len(precisions):
     raise UsageError(f"{flag} {text!r} repeats a precision")
   return precisions
-
-
-def write_json(path: str, data, indent: int = 1) -> None:
-  """Writes `data` as JSON to `path` whole (`atomic.atomic_write`: a reader never sees half a
-  file), making its folder first: every benchmark command's `--json`/`--out` report."""
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with atomic.atomic_write(path) as f:
-    json.dump(data, f, indent=indent)
 
 
 def print_report(render, directory: str) -> int:

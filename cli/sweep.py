@@ -34,6 +34,7 @@ import gymnasium
 from actorq import core
 from actorq.cli import main as cli
 from actorq.cli import train as train_cmd
+from actorq.components import atomic
 from actorq.cli import precision_arg
 from actorq.components.envs import vector_env
 from actorq.components import provenance, run_dir
@@ -179,8 +180,8 @@ def run(args) -> int:
   settings = resolve(args)
   if args.logdir is None:
     args.logdir = run_dir.default_logdir("sweep", settings["agent"], settings["env"])
-  record = cli.ensure_writable_dir(args.record) if args.record else None
-  outdir = cli.ensure_writable_dir(args.logdir)
+  record = atomic.ensure_writable_dir(args.record) if args.record else None
+  outdir = atomic.ensure_writable_dir(args.logdir)
   if record:
     sweep.restore(settings, outdir, record, log=lambda m: print(m, flush=True))
   try:

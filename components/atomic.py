@@ -8,6 +8,9 @@ the directory entry are fsynced first (a checkpoint survives a power loss, not o
 crash of the process). Every file the project writes for a later reader goes through it:
 run.json, configs, CSV reports, checkpoints, sweep caches, Launchpad program files.
 
+`write_json(path, data)` writes a JSON file whole (its folder made first): run.json, reports,
+a benchmark's job and result files.
+
 `write_together({path: data, ...})` replaces files that belong together (an exported
 model and its JSON): the old set or the whole new set, never a mix (case B10).
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -81,6 +85,19 @@ def atomic_write(path: str, mode: str = "w", *, encoding: Optional[str] = "utf-8
       os.fsync(dir_fd)
     finally:
       os.close(dir_fd)
+
+
+def write_json(path: str, data, indent: Optional[int] = 1, **dump_kwargs) -> None:
+  """Writes `data` as JSON to `path` whole (`atomic_write`: a reader never sees half a
+  file), making its folder first; `dump_kwargs` go to `json.dump` (e.g. sort_keys).
+
+  Raises:
+    TypeError: a value JSON cannot hold (`path` keeps its old content).
+    OSError: from making the folder or writing.
+  """
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with atomic_write(path) as f:
+    json.dump(data, f, indent=indent, **dump_kwargs)
 
 
 def ensure_writable_dir(path: str, flag: str = "--logdir") -> str:

@@ -81,8 +81,7 @@ def write_info(logdir: str, info: Dict[str, Any], name: str = RUN_INFO) -> None:
   os.makedirs(logdir, exist_ok=True)
   path = os.path.join(logdir, name)
   try:
-    with atomic.atomic_write(path) as f:
-      json.dump(info, f, indent=2, sort_keys=True)
+    atomic.write_json(path, info, indent=2, sort_keys=True)
   except OSError as e:
     raise core.RunDirectoryError.writing(path, e) from e
 

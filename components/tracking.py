@@ -178,8 +178,7 @@ def start(logdir: str, name: str) -> None:
   if os.path.exists(path):
     return
   run_id = TRACKERS[name].create(logdir, os.path.basename(os.path.abspath(logdir)))
-  with atomic.atomic_write(path) as f:
-    json.dump({"tracker": name, "run_id": run_id}, f)
+  atomic.write_json(path, {"tracker": name, "run_id": run_id}, indent=None)
 
 
 def read(logdir: Optional[str]) -> Optional[Dict[str, str]]:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import collections
 import csv
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -230,8 +229,7 @@ def run(agent: str, env: str, seed: int, steps: int, precision: str, out: str,
              ("gap_low", "gap_high", "steps", "differ", "share_differ"), rec.gap_rows())
   summary = dict(rec.summary(), agent=agent, env=env, seed=seed, precision=precision,
                  actor_steps=steps, set=list(assignments))
-  with atomic.atomic_write(os.path.join(run_dir, "summary.json")) as f:
-    json.dump(summary, f, indent=1)
+  atomic.write_json(os.path.join(run_dir, "summary.json"), summary)
   return summary
 
 

@@ -83,8 +83,7 @@ def precisions_for(actor_precision: str) -> list:
 
 def write(run_path: str, result: Dict[str, Any]) -> str:
   path = os.path.join(run_path, FINAL_EVAL_JSON)
-  with atomic.atomic_write(path) as f:
-    json.dump(result, f, indent=1)
+  atomic.write_json(path, result)
   return path
 
 

@@ -359,11 +359,9 @@ def _load_cached_rows(path: str, key: Dict[str, Any]) -> Optional[List[Dict[str,
 
 def _save_cached_rows(path: str, key: Dict[str, Any], rows: Sequence[Dict[str, Any]]) -> None:
   """Writes one checkpoint's rows atomically (a stopped sweep leaves no half file)."""
-  os.makedirs(os.path.dirname(path), exist_ok=True)
   payload = {"key": key, "rows": [
       dict(row, _episodes=[dataclasses.asdict(e) for e in row["_episodes"]]) for row in rows]}
-  with atomic.atomic_write(path) as f:
-    json.dump(payload, f, default=_json_default)
+  atomic.write_json(path, payload, indent=None, default=_json_default)
 
 
 def run_sweep(study: StudySettings) -> int:

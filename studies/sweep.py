@@ -77,7 +77,7 @@ from actorq.launch import spec as spec_lib
 from actorq.quantization import runtimes
 from actorq.components import aggregate as ag
 from actorq.studies import cross_eval
-from actorq.studies import tables as ab
+from actorq.studies import tables
 
 SWEEP_JSON = "sweep.json"
 SEEDS_FIELDS = ("precision", "seed", "final_return", "last3_return", "best_return",
@@ -247,8 +247,7 @@ def declare(outdir: str, settings: Dict[str, Any]) -> Dict[str, Any]:
 
 def write_protocol(directory: str, declared: Dict[str, Any]) -> None:
   """DIR/protocol.json (atomically): `declare`'s record, also kept beside a record's runs."""
-  with atomic.atomic_write(os.path.join(directory, PROTOCOL_JSON)) as f:
-    json.dump(declared, f, indent=1)
+  atomic.write_json(os.path.join(directory, PROTOCOL_JSON), declared)
 
 
 def restore(settings: Dict[str, Any], outdir: str, record: str,
@@ -572,7 +571,7 @@ def format_table(result: Dict[str, Any], meta: Dict[str, Any]) -> str:
       row += [f"{t['reached']}/{t['runs']}",
               "not reached" if t["median_first_step"] is None else f"{t['median_first_step']:,.0f}"]
     rows.append(row)
-  out = ab.markdown_table(header, rows)
+  out = tables.markdown_table(header, rows)
   if result["comparisons"]:
     header = ["paired by seed", "seeds", "final: mean difference [95% CI]",
               "final: P(X > ref) [95% CI]", f"last-{ag.LAST_EVALS}: mean difference [95% CI]",
@@ -594,7 +593,7 @@ def format_table(result: Dict[str, Any], meta: Dict[str, Any]) -> str:
         row.append("-" if t.get("pairs_needed") is None else
                    f"{t['pairs_needed']} ({t['sd_difference']:.1f})")
       rows.append(row)
-    out += "\n\n" + ab.markdown_table(header, rows)
+    out += "\n\n" + tables.markdown_table(header, rows)
   b = result["bootstrap"]
   m = meta["machine"]
   launch = meta.get("launch", "local")
@@ -678,7 +677,7 @@ def format_cross_table(cross: Dict[str, Any]) -> str:
       effects = [_ci_cell(c[m]["difference"]) for m in CROSS_METRICS]
     rows.append([p, str(e["n"]), _ci_cell(e["final_at_fp32"]["iqm"]),
                  _ci_cell(e["final_at_own"]["iqm"]), dep] + effects)
-  return (ab.markdown_table(header, rows) + "\n\nThe 2x2: each run's final parameters, "
+  return (tables.markdown_table(header, rows) + "\n\nThe 2x2: each run's final parameters, "
           f"{cross_eval.EPISODES} greedy episodes from environment seed {cross_eval.SEED} at "
           "fp32 and at the precision its actors trained with (`actorq.studies.cross_eval`; "
           "int8 payloads bias-corrected on fp32 calibration episodes, as in training). The "
@@ -728,7 +727,7 @@ def plot(path: str, runs: Sequence[Dict[str, Any]], meta: Dict[str, Any]) -> Non
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   fig, ax = plt.subplots(figsize=(7.5, 4.5))
   for p in meta["precisions"]:
-    color = ab.PRECISION_COLORS.get(p, "grey")
+    color = tables.PRECISION_COLORS.get(p, "grey")
     curves = [r["evaluations"] for r in runs if r["precision"] == p and r["evaluations"]]
     for ev in curves:
       ax.plot([e["actor_steps"] for e in ev], [e["episode_return"] for e in ev], color=color,
@@ -762,7 +761,7 @@ def report(outdir: str, data: Dict[str, Any]) -> Tuple[Dict[str, Any], str]:
   contents; returns (aggregate, table)."""
   meta, runs = data["settings"], data["runs"]
   rows = seed_rows(runs, meta.get("target"))
-  ab.write_csv(os.path.join(outdir, "seeds.csv"), SEEDS_FIELDS, rows)
+  tables.write_csv(os.path.join(outdir, "seeds.csv"), SEEDS_FIELDS, rows)
   # Aggregated from seeds.csv as written, so the files agree to the last digit.
   result = ag.aggregate(read_seeds_csv(os.path.join(outdir, "seeds.csv")),
                         target=meta.get("target"), reference=meta["reference"],
@@ -771,9 +770,8 @@ def report(outdir: str, data: Dict[str, Any]) -> Tuple[Dict[str, Any], str]:
            if all(math.isfinite(r[k]) for k in CROSS_METRICS)]
   if cross:
     result["cross_precision"] = cross_precision(cross, meta["reference"], meta.get("margin"))
-  with atomic.atomic_write(os.path.join(outdir, "aggregate.json")) as f:
-    json.dump(result, f, indent=1)
-  ab.write_csv(os.path.join(outdir, "aggregate.csv"), ag.CSV_FIELDS, ag.flat_rows(result) + (
+  atomic.write_json(os.path.join(outdir, "aggregate.json"), result)
+  tables.write_csv(os.path.join(outdir, "aggregate.csv"), ag.CSV_FIELDS, ag.flat_rows(result) + (
       ag.flat_rows(result["cross_precision"]) if "cross_precision" in result else []))
   plot(os.path.join(outdir, "curves.png"), runs, meta)
   meta = dict(meta, machine=data["machine"])
@@ -787,8 +785,7 @@ def report(outdir: str, data: Dict[str, Any]) -> Tuple[Dict[str, Any], str]:
 
 def write_sweep_json(outdir: str, settings: Dict[str, Any], runs, machine) -> Dict[str, Any]:
   data = {"settings": settings, "machine": machine, "runs": runs}
-  with atomic.atomic_write(os.path.join(outdir, SWEEP_JSON)) as f:
-    json.dump(data, f, indent=1)
+  atomic.write_json(os.path.join(outdir, SWEEP_JSON), data)
   return data
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from actorq.components import atomic
 from actorq.benchmarks import actor_inference as benchmark
 from actorq.benchmarks.actor_inference import run
-from actorq.cli import main as cli
 
 
 def main(argv=None):
@@ -21,7 +21,7 @@ def main(argv=None):
   print(f"\ntargets: payload <= 0.27x (3x2048: {r['payload_ratio']:.3f}x), "
         f"refresh <= 50 ms at 3x2048 ({r['refresh_ms']:.1f} ms)")
   if args.json:
-    cli.write_json(args.json, results, indent=2)
+    atomic.write_json(args.json, results, indent=2)
   return 0
 
 

@@ -8,8 +8,8 @@ import sys
 
 import jax
 
+from actorq.components import atomic
 from actorq.benchmarks import anakin_bench as benchmark
-from actorq.cli import main as cli
 
 
 def main(argv=None):
@@ -41,7 +41,7 @@ def main(argv=None):
           f"{statistics.median(r['steady_steps_per_s'] for r in loc['runs']):.0f} steps/s); "
           f"anakin / local = {ak['projected_wall_s'] / loc['projected_wall_s']:.3f}")
     if a.out:
-      cli.write_json(a.out, {"anakin": ak, "local": loc})
+      atomic.write_json(a.out, {"anakin": ak, "local": loc})
     return 0
   batches = [int(b) for b in a.batches.split(",")]
   out = {"machine": {"devices": [str(d) for d in jax.devices()]},
@@ -63,7 +63,7 @@ def main(argv=None):
         "(compilation included)", flush=True)
   out.update(local_ppo=local_run, anakin_ppo=ak, ratio_wall=ratio, ratio_cpu=ratio_cpu)
   if a.out:
-    cli.write_json(a.out, out)
+    atomic.write_json(a.out, out)
   return 0
 
 

@@ -7,9 +7,9 @@ import argparse
 import os
 import sys
 
+from actorq.components import atomic
 from actorq.benchmarks import batched_inference as benchmark
 from actorq.benchmarks.batched_inference import NETWORKS, measure
-from actorq.cli import main as cli
 
 
 def main(argv=None):
@@ -34,7 +34,7 @@ def main(argv=None):
   load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
   print(f"(load average {load:.2f} on {os.cpu_count()} cores)")
   if args.json:
-    cli.write_json(args.json, result)
+    atomic.write_json(args.json, result)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import os
 import sys
 import time
 
+from actorq.components import atomic
 from actorq.benchmarks import elastic_chaos as benchmark
 from actorq.cli import main as cli
 from actorq.components import provenance
@@ -55,7 +56,7 @@ def main(argv=None) -> int:
   print(json.dumps(report["summary"], indent=1), flush=True)
   if args.json:
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    cli.write_json(args.json, report)
+    atomic.write_json(args.json, report)
   return 0 if report["summary"]["verdict"] == "pass" else 1
 
 

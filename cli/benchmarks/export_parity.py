@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+from actorq.components import atomic
 from actorq.benchmarks import export_parity as benchmark
 from actorq.benchmarks.export_parity import export_argv, report_row, run_name, summarize, table
 from actorq.cli import export as export_cli
@@ -50,10 +51,10 @@ def main(argv=None) -> int:
   os.makedirs(args.out, exist_ok=True)
   settings = {"runs": [run_name(r) for r in args.runs],
               "precisions": precisions, "episodes": args.episodes, "env_seed": args.seed}
-  cli.write_json(os.path.join(args.out, "parity.json"),
+  atomic.write_json(os.path.join(args.out, "parity.json"),
                  {"settings": settings, "rows": rows, "summary": summary, "reports": reports})
   text = table(rows, summary)
-  with open(os.path.join(args.out, "table.md"), "w", encoding="utf-8") as f:
+  with atomic.atomic_write(os.path.join(args.out, "table.md")) as f:
     f.write(text)
   print(text)
   return 0

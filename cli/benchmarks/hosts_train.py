@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 
+from actorq.components import atomic
 from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import hosts_train as benchmark
 from actorq.benchmarks.hosts_train import PRESETS, fmt, busy_load, format_table, run_one, summarize
@@ -67,7 +68,7 @@ def main(argv=None) -> int:
   print(f"load average at start {load[0]:.2f}, at end {os.getloadavg()[0]:.2f}"
         + (f"; {args.busy} busy background process(es) throughout" if args.busy else ""))
   if args.json:
-    cli.write_json(args.json, {"settings": settings, "rate": args.rate, "runs": runs,
+    atomic.write_json(args.json, {"settings": settings, "rate": args.rate, "runs": runs,
                                "summary": summary, "load_start": load,
                                "load_end": os.getloadavg(), "machine": provenance.machine_info()})
   return 0

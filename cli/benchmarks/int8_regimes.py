@@ -9,10 +9,10 @@ import argparse
 import os
 import sys
 
+from actorq.components import atomic
 from actorq.benchmarks import int8_regimes as benchmark
 from actorq.benchmarks.int8_regimes import (
     LOCAL_MP, SINGLE, calibrations, curves, format_table, load_workload, plot, points, ratios)
-from actorq.cli import main as cli
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -44,11 +44,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   spis = [2 ** (k / 4) for k in range(-4, 25)]  # 0.5 .. 64
   model = curves(workloads, args.cores, spis, calibrated)
   os.makedirs(args.out, exist_ok=True)
-  cli.write_json(os.path.join(args.out, "int8_regimes.json"),
+  atomic.write_json(os.path.join(args.out, "int8_regimes.json"),
                  {"cores": args.cores, "costs": costs, "summary": summary, "points": rows,
                   "model_curves": {"samples_per_insert": spis, **model}})
   table = format_table(summary, rows)
-  with open(os.path.join(args.out, "table.md"), "w", encoding="utf-8") as f:
+  with atomic.atomic_write(os.path.join(args.out, "table.md")) as f:
     f.write(table + "\n")
   png = plot(summary, rows, model, spis, os.path.join(args.out, "int8_regimes.png"))
   print(table)

@@ -9,9 +9,9 @@ import argparse
 import statistics
 import sys
 
+from actorq.components import atomic
 from actorq.benchmarks import learner_interference as benchmark
 from actorq.benchmarks.learner_interference import MODES, measure, neighbour
-from actorq.cli import main as cli
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -36,7 +36,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"{mode}: learner step {wall:.1f} ms = {wall / alone:.3f}x alone "
           f"(CPU {statistics.fmean(b['cpu_ms'] for b in rows):.1f} ms)")
   if args.out:
-    cli.write_json(args.out, {"rate": args.rate, "steps": args.steps, "blocks": blocks})
+    atomic.write_json(args.out, {"rate": args.rate, "steps": args.steps, "blocks": blocks})
   return 0
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import sys
 
+from actorq.components import atomic
 from actorq.benchmarks import learner_step as benchmark
 from actorq.benchmarks.learner_step import measure
 from actorq.cli.benchmarks import child_parser
-from actorq.cli import main as cli
 
 
 def main(argv=None) -> int:
@@ -20,7 +20,7 @@ def main(argv=None) -> int:
     result = measure(job["agent"], job["env"], job["overrides"], job["seed"], job["steps"])
   except Exception as e:  # pylint: disable=broad-except
     result = {"error": f"{type(e).__name__}: {e}".splitlines()[0]}
-  cli.write_json(args.out, result)
+  atomic.write_json(args.out, result)
   return 0
 
 

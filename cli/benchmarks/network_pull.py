@@ -9,10 +9,10 @@ import os
 import subprocess
 import sys
 
+from actorq.components import atomic
 from actorq.benchmarks import network_pull as benchmark
 from actorq.benchmarks.network_pull import act, print_table, serve, summarize
 from actorq.testing import netns
-from actorq.cli import main as cli
 from actorq.cli.benchmarks import link_rate
 
 
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
   table = summarize(results)
   print_table(table, args.pulls, load)
   if args.json:
-    cli.write_json(args.json, {"rates": rates, "pulls": args.pulls, "load_average": load,
+    atomic.write_json(args.json, {"rates": rates, "pulls": args.pulls, "load_average": load,
                                "table": table, "results": results}, indent=2)
   return 0
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from actorq.components import atomic
 from actorq.benchmarks import pbt_cost as benchmark
 from actorq.benchmarks.pbt_cost import DEFAULT_CASES, cases_of, measure, table
-from actorq.cli import main as cli
 
 
 def main():
@@ -31,7 +31,7 @@ def main():
                     args.eval_episodes, args.seed)
   print(table(rows))
   if args.json:
-    cli.write_json(args.json, {"args": vars(args), "rows": rows})
+    atomic.write_json(args.json, {"args": vars(args), "rows": rows})
 
 
 if __name__ == "__main__":

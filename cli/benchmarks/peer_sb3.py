@@ -14,11 +14,11 @@ import sys
 import tempfile
 import time
 
+from actorq.components import atomic
 from actorq.benchmarks import peer_sb3 as benchmark
 from actorq.benchmarks.peer_sb3 import (
     EVAL_EPISODES, EVAL_EVERY, ONE_THREAD_ENV, TARGET, SB3_CHILD, actorq_child, run_actorq,
     summarize)
-from actorq.cli import main as cli
 
 
 def main(argv=None) -> int:
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
         f"{summary['sb3']['median_seconds_to_target']:.0f}")
   if args.out:
     os.makedirs(args.out, exist_ok=True)
-    cli.write_json(os.path.join(args.out, "peer_sb3.json"),
+    atomic.write_json(os.path.join(args.out, "peer_sb3.json"),
                    {"settings": vars(args), "runs": results, "summary": summary})
   return 0
 

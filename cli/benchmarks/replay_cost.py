@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from actorq.components import atomic
 from actorq.benchmarks import replay_cost as benchmark
 from actorq.benchmarks.replay_cost import measure, report
-from actorq.cli import main as cli
 
 
 def main(argv=None):
@@ -31,7 +31,7 @@ def main(argv=None):
   summary = report(results, args.steps, args.batches, args.batch_size, args.obs_dim,
                    args.num_envs, args.repeats)
   if args.json:
-    cli.write_json(args.json, {"settings": vars(args), "figures": summary}, indent=2)
+    atomic.write_json(args.json, {"settings": vars(args), "figures": summary}, indent=2)
 
 
 if __name__ == "__main__":

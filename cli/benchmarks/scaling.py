@@ -11,10 +11,10 @@ import json
 import os
 import sys
 
+from actorq.components import atomic
 from actorq.benchmarks import scaling as benchmark
 from actorq.benchmarks.scaling import (
     load_runs, calibrate, curves, parse_us, plot, predict, validate)
-from actorq.cli import main as cli
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -66,7 +66,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                             "actor_s": gpu.actor_s,
                                             "other costs": "as calibrated on this CPU"},
                             "curves": curves(gpu, 16), "learner_ms_sensitivity": sensitivity}}
-  cli.write_json(os.path.join(args.out, "scaling.json"), out)
+  atomic.write_json(os.path.join(args.out, "scaling.json"), out)
   png = plot([{"title": f"this machine ({args.cores:g} cores, CPU learner)\nmodel (lines) vs "
                         "measured (circles)",
                "costs": costs, "max_actors": 8,

@@ -11,10 +11,10 @@ import statistics
 import subprocess
 import sys
 
+from actorq.components import atomic
 from actorq.benchmarks import peer_sb3
 from actorq.benchmarks import single_process_adder as benchmark
 from actorq.benchmarks.single_process_adder import ADDERS, run_child
-from actorq.cli import main as cli
 
 
 def main(argv: List[str] = None) -> int:
@@ -58,7 +58,7 @@ def main(argv: List[str] = None) -> int:
   print(f"median single_env / acme over {len(ratios)} rounds: {statistics.median(ratios):.2f}x "
         f"(same checksum in every round)")
   if args.json:
-    cli.write_json(args.json, {"rows": rows, "ratios": ratios, "steps": args.steps,
+    atomic.write_json(args.json, {"rows": rows, "ratios": ratios, "steps": args.steps,
                                "seed": args.seed})
   return 0
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import shlex
 import sys
@@ -133,9 +132,7 @@ def main(argv=None) -> int:
   result["commit"] = provenance.commit()
   result["machine"] = provenance.machine_line()
   result["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-  os.makedirs(args.out, exist_ok=True)
-  with atomic.atomic_write(os.path.join(args.out, "results.json")) as f:
-    json.dump(result, f, indent=1)
+  atomic.write_json(os.path.join(args.out, "results.json"), result)
   text = table(result)
   with atomic.atomic_write(os.path.join(args.out, "table.md")) as f:
     f.write(text)

@@ -1,6 +1,5 @@
 """`actorq` CLI: bad input gives one line, exit status 2, and nothing written."""
 import os
-import threading
 
 import pytest
 
@@ -129,27 +128,6 @@ def test_learner_device_gpu_without_a_gpu_is_one_line_exit_2(tmp_path):
   assert len(lines) == 1 and lines[0].startswith("actorq: error: --learner-device gpu: jax sees "
                                                  "no GPU here ("), proc.stderr
   assert "Traceback" not in proc.stderr and not logdir.exists()
-
-
-def test_ensure_writable_dir_is_safe_when_runs_start_together(tmp_path):
-  # Two sweeps started at once (one per core) create and probe one logdir at the same time;
-  # a shared probe name let one remove the other's probe (FileNotFoundError -> UsageError).
-  path = str(tmp_path / "logdir")
-  errors = []
-
-  def probe():
-    for _ in range(200):
-      try:
-        cli.ensure_writable_dir(path)
-      except cli.UsageError as e:
-        errors.append(str(e))
-
-  threads = [threading.Thread(target=probe) for _ in range(4)]
-  for t in threads:
-    t.start()
-  for t in threads:
-    t.join()
-  assert errors == [] and os.listdir(path) == []
 
 
 def _help(argv, capsys):

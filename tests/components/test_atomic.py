@@ -1,11 +1,14 @@
 """`components.atomic.atomic_write`: whole new file or the old one, never a part."""
+import json
 import os
 import resource
 import signal
 import stat
+import threading
 
 import pytest
 
+from actorq import core
 from actorq.components import atomic
 
 
@@ -107,3 +110,37 @@ def test_write_together_a_failed_write_replaces_nothing(tmp_path):
   assert info.value.strerror == "File too large"
   assert open(model, "rb").read() == b"old model" and open(meta).read() == '{"old": true}'
   assert sorted(os.listdir(tmp_path)) == ["policy.json", "policy.tflite"]
+
+
+def test_ensure_writable_dir_is_safe_when_runs_start_together(tmp_path):
+  # Two sweeps started at once (one per core) create and probe one logdir at the same time;
+  # a shared probe name let one remove the other's probe (FileNotFoundError -> UsageError).
+  path = str(tmp_path / "logdir")
+  errors = []
+
+  def probe():
+    for _ in range(200):
+      try:
+        atomic.ensure_writable_dir(path)
+      except core.UsageError as e:
+        errors.append(str(e))
+
+  threads = [threading.Thread(target=probe) for _ in range(4)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  assert errors == [] and os.listdir(path) == []
+
+
+def test_write_json_makes_the_folder_and_replaces_the_file_whole(tmp_path):
+  path = str(tmp_path / "new" / "result.json")
+  atomic.write_json(path, {"b": 1, "a": [1.5, None]})
+  assert open(path).read() == '{\n "b": 1,\n "a": [\n  1.5,\n  null\n ]\n}'
+  atomic.write_json(path, {"b": 2, "a": 0}, indent=2, sort_keys=True)
+  assert json.load(open(path)) == {"a": 0, "b": 2}
+  assert open(path).read().startswith('{\n  "a": 0')
+  with pytest.raises(TypeError):
+    atomic.write_json(path, {"x": object()})
+  assert json.load(open(path)) == {"a": 0, "b": 2}  # the old file, and no temporary left
+  assert os.listdir(os.path.dirname(path)) == ["result.json"]
