@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import List, Optional
 
 import numpy as np
 
@@ -23,14 +22,13 @@ from actorq import core
 from actorq.cli import main as cli
 from actorq.cli import precision_arg
 from actorq.components.acting import loop as loop_lib
+from actorq.components.acting import video
 from actorq.components.envs import environments
 from actorq.components.envs import multi_agent
 from actorq.launch import spec as spec_lib
 from actorq.studies import multi_agent_eval
 from actorq.studies import reward_parity as evaluation
 
-VIDEO_SUFFIXES = (".gif", ".mp4")
-MAX_VIDEO_FRAMES = 5_000
 
 
 def add_parser(subparsers):
@@ -59,57 +57,8 @@ def _env_kwargs(env_id: str, video: bool) -> dict:
   return {}
 
 
-class FrameRecorder(loop_lib.Hook):
-  """Records the first episode's RGB frames (uint8 [H, W, 3]) until rendering fails (the
-  reason goes to `error`) or `MAX_VIDEO_FRAMES` frames are held."""
-
-  def __init__(self):
-    self.frames: List[np.ndarray] = []
-    self.error: Optional[str] = None
-
-  def _grab(self, loop) -> None:
-    if loop.episodes > 0 or self.error or len(self.frames) >= MAX_VIDEO_FRAMES:
-      return
-    try:
-      frame = loop.environment.render()
-    except Exception as e:  # no offscreen GL backend, no display, ...
-      self.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-      return
-    if frame is None:
-      self.error = "the environment returned no frame (no rgb_array render mode)"
-      return
-    self.frames.append(np.asarray(frame, dtype=np.uint8))
-
-  def on_episode_start(self, loop, timestep):
-    self._grab(loop)
-
-  def on_step(self, loop, action, timestep):
-    self._grab(loop)
-
-
-def write_video(path: str, frames: List[np.ndarray], fps: int) -> Optional[str]:
-  """Writes frames to a GIF (Pillow) or MP4 (imageio). Returns None, or why it could not."""
-  if not frames:
-    return "no frames were rendered"
-  if path.lower().endswith(".gif"):
-    from PIL import Image
-    images = [Image.fromarray(f) for f in frames]
-    images[0].save(path, save_all=True, append_images=images[1:],
-                   duration=max(int(1000 / fps), 20), loop=0)
-    return None
-  try:
-    import imageio
-  except ImportError:
-    return "writing .mp4 needs imageio (and imageio-ffmpeg), which is not installed; use a .gif path"
-  try:
-    imageio.mimsave(path, frames, fps=fps)
-  except Exception as e:  # e.g. no ffmpeg backend
-    return f"imageio could not write {path}: {e}"
-  return None
-
-
 def run(args) -> int:
-  if args.video is not None and not args.video.lower().endswith(VIDEO_SUFFIXES):
+  if args.video is not None and not args.video.lower().endswith(video.SUFFIXES):
     raise cli.UsageError(f"--video {args.video} must end in .gif or .mp4")
   if args.video is not None:
     directory = os.path.dirname(os.path.abspath(args.video))
@@ -139,7 +88,7 @@ def run(args) -> int:
   print(f"actorq: {run.agent} on {run.env}, checkpoint {path} (actor step "
         f"{state.get('actor_steps', '?')}, learner step {state['learner_steps']}); "
         f"{args.episodes} greedy episodes at {precision}", flush=True)
-  recorder = FrameRecorder()
+  recorder = video.FrameRecorder()
   start = time.time()
   try:
     episodes = loop_lib.ActorLoop(
@@ -161,7 +110,7 @@ def run(args) -> int:
     print("returns: " + ", ".join(f"{x:.1f}" for x in returns))
   print(f"({sum(lengths)} steps in {elapsed:.1f} s)")
   if args.video:
-    why = recorder.error or write_video(args.video, recorder.frames, args.fps)
+    why = recorder.error or video.write_video(args.video, recorder.frames, args.fps)
     if why is None:
       print(f"video: {args.video} ({len(recorder.frames)} frames of the first episode)")
     else:
