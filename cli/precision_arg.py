@@ -49,43 +49,14 @@ def check_policy_file(flag: str, precision: Optional[str], policy_file: Optional
 
 
 def precision_items(flag: str, text: str) -> tuple:
-  """`actorq sweep --precisions` as a tuple of precision strings, one per item.
-
-  Items are separated by ``;`` when `text` has one, else by ``,`` (``fp32,int8``). An item is
-  one of `runtimes.ACTING_PRECISIONS`, a family's name (``"mixed:<choice>,..."``) or a
-  precision policy file, read as `actor_precision` reads it and returned as its ``mixed:``
-  name (so the runs' run.json and the sweep's files name the policy itself, not the path). A
-  single family name or policy file needs no ``;``: ``--precisions "fp32;mixed:fp16,int8,int8"``
-  or ``--precisions policy.json``.
+  """`actorq sweep --precisions` as a tuple of precision strings, one per item
+  (`runtimes.parse_precisions`: ``;``- or ``,``-separated; a policy file is returned as its
+  ``mixed:`` name).
 
   Raises:
-    core.UsageError: no items, an item `actor_precision` refuses, a family name cut by commas
-      (the message says to separate with ``;``), or the same precision twice.
+    core.UsageError: the table's refusal, naming the flag, the value and what is allowed.
   """
-  text = text.strip()
-  family = lambda t: runtimes.family_of(t) is not None
-  if ";" in text:
-    items = [t.strip() for t in text.split(";")]
-  elif family(text) or runtimes.is_policy_file(text):
-    items = [text]
-  else:
-    items = [t.strip() for t in text.split(",")]
-    if any(family(t) for t in items):
-      raise core.UsageError(f"{flag} {text!r}: a mixed:<choice>,... name has commas of its "
-                           "own; separate the precisions with ';' (e.g. "
-                           "'fp32;mixed:fp16,int8,int8')")
-  items = [t for t in items if t]
-  if not items:
-    raise core.UsageError(f"{flag} {text!r}: no precisions; allowed: {PRECISION_HELP}")
-  names = []
-  for item in items:
-    if not (item in runtimes.ACTING_PRECISIONS or family(item)
-            or runtimes.is_policy_file(item)):
-      raise core.UsageError(f"{flag} {text!r}: allowed precisions are "
-                           f"{', '.join(runtimes.ACTING_PRECISIONS)}, a precision policy file or "
-                           "a mixed:<choice>,... name (separated by ';')"
-                           f"{runtimes.uniform_hint(item)}")
-    names.append(actor_precision(flag, item)[0])
-  if len(set(names)) != len(names):
-    raise core.UsageError(f"{flag} {text!r} repeats a precision")
-  return tuple(names)
+  try:
+    return runtimes.parse_precisions(text, flag)
+  except ValueError as e:
+    raise core.UsageError(str(e)) from None

@@ -314,6 +314,49 @@ def parse_precision(text: Optional[str], what: str = "precision"
                    f"{uniform_hint(text)}")
 
 
+def parse_precisions(text: str, what: str = "precisions") -> Tuple[str, ...]:
+  """A list of acting precisions given as text (`actorq sweep --precisions`), one precision
+  string per item.
+
+  Items are separated by ``;`` when `text` has one, else by ``,`` (``fp32,int8``). An item is
+  one of `ACTING_PRECISIONS`, a family's name (``"mixed:<choice>,..."``) or a precision
+  policy file, read as `parse_precision` reads it and returned as its ``mixed:`` name (so
+  runs name the policy itself, not the path). A single family name or policy file needs no
+  ``;``: ``"fp32;mixed:fp16,int8,int8"`` or ``"policy.json"``.
+
+  Raises:
+    ValueError: no items, an item `parse_precision` refuses, a family name cut by commas
+      (the message says to separate with ``;``), or the same precision twice; one line
+      starting with `what`.
+  """
+  text = text.strip()
+  family = lambda t: family_of(t) is not None
+  if ";" in text:
+    items = [t.strip() for t in text.split(";")]
+  elif family(text) or is_policy_file(text):
+    items = [text]
+  else:
+    items = [t.strip() for t in text.split(",")]
+    if any(family(t) for t in items):
+      raise ValueError(f"{what} {text!r}: a mixed:<choice>,... name has commas of its "
+                       "own; separate the precisions with ';' (e.g. "
+                       "'fp32;mixed:fp16,int8,int8')")
+  items = [t for t in items if t]
+  if not items:
+    raise ValueError(f"{what} {text!r}: no precisions; allowed: {precision_help()}")
+  names = []
+  for item in items:
+    if not (item in ACTING_PRECISIONS or family(item) or is_policy_file(item)):
+      raise ValueError(f"{what} {text!r}: allowed precisions are "
+                       f"{', '.join(ACTING_PRECISIONS)}, a precision policy file or "
+                       "a mixed:<choice>,... name (separated by ';')"
+                       f"{uniform_hint(item)}")
+    names.append(parse_precision(item, what)[0])
+  if len(set(names)) != len(names):
+    raise ValueError(f"{what} {text!r} repeats a precision")
+  return tuple(names)
+
+
 def uniform_hint(text: str) -> str:
   """For a layer choice that is not a uniform actor precision (``int4``, ``int8+p0.5``):
   how to ask for it on every layer (a ``mixed:`` name with one label per layer, since the
@@ -432,5 +475,5 @@ __all__ = ["PolicyRuntime", "RecurrentRuntime", "make_runtime", "make_mixed_runt
            "median_call_us", "median_latency_us",
            "ACTING_PRECISIONS", "PrecisionEntry", "PrecisionNames", "RUNTIMES",
            "RUNTIME_PRECISIONS", "check_fits", "check_name", "check_precision", "entry_for",
-           "family_forms", "family_of", "make_payload", "parse_precision", "precision_help",
-           "precision_slug", "precisions", "register_precision"]
+           "family_forms", "family_of", "make_payload", "parse_precision", "parse_precisions",
+           "precision_help", "precision_slug", "precisions", "register_precision"]

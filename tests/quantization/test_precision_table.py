@@ -317,3 +317,16 @@ def test_a_uniform_row_answers_the_family_questions_with_the_defaults():
     runtimes.check_fits("mixed:int8,int8,int8", SPEC)
   with pytest.raises(ValueError, match="int9"):
     runtimes.check_name("mixed:int9,int8")
+
+
+def test_parse_precisions_splits_a_list_of_table_rows():
+  """`runtimes.parse_precisions` (what `actorq sweep --precisions` takes): ',' between
+  uniform precisions, ';' once a mixed: name (which has commas of its own) is among them."""
+  assert runtimes.parse_precisions("fp32, int8") == ("fp32", "int8")
+  assert runtimes.parse_precisions("fp32;mixed:fp16,int8;") == ("fp32", "mixed:fp16,int8")
+  for text, fragment in (("fp32,mixed:fp16,int8", "separate the precisions with ';'"),
+                         ("int8,int8", "repeats a precision"), (" ; ", "no precisions"),
+                         ("fp32,int4", "mixed:int4,int4")):
+    with pytest.raises(ValueError, match="--precisions") as e:
+      runtimes.parse_precisions(text, "--precisions")
+    assert fragment in str(e.value), (text, str(e.value))
