@@ -118,28 +118,11 @@ def action_rule(info: Dict[str, Any], outputs: core.PolicyOutputs, env_spec) -> 
   return ACTION_RULES[outputs.kind](info["agent"], outputs, env_spec)
 
 
-class _Recorder:
-  """Acts with `actor` and records each observation and the action taken."""
-
-  def __init__(self, actor):
-    self._actor, self.observations, self.actions = actor, [], []
-
-  def select_action(self, observation):
-    action = self._actor.select_action(observation)
-    self.observations.append(np.asarray(observation))
-    self.actions.append(np.asarray(action))
-    return action
-
-
-def _agreement(exported, observations, theirs: np.ndarray, action_range: float):
-  """`(agreement, what it measures)` of the `exported` actor's greedy actions on
-  `observations` (one at a time) with the fp32 policy's actions `theirs` on them."""
-  mine = np.stack([np.asarray(exported.select_action(o)) for o in observations])
-  if np.issubdtype(theirs.dtype, np.integer):
-    return float(np.mean(mine == theirs)), (
-        "fraction of the fp32 episodes' observations with the same greedy action")
-  return (float(1.0 - np.mean(np.abs(mine - theirs)) / action_range),
-          "1 - mean |a - a_fp32| / action range, on the fp32 episodes' observations")
+def _agreement_measure(reference_actions) -> str:
+  """What `reward_parity.action_agreement` measures for these fp32 actions' kind."""
+  if np.issubdtype(np.stack(reference_actions).dtype, np.integer):
+    return "fraction of the fp32 episodes' observations with the same greedy action"
+  return "1 - mean |a - a_fp32| / action range, on the fp32 episodes' observations"
 
 
 def model_parity(model: bytes, params, spec, selector, env_fn, episodes: int,
@@ -148,12 +131,13 @@ def model_parity(model: bytes, params, spec, selector, env_fn, episodes: int,
   `episodes` greedy episodes each (return mean and std), and the greedy-action agreement
   of the model on every observation of the fp32 episodes (discrete: the fraction with the
   same action; continuous: 1 - mean |a - a_fp32| / action_range)."""
-  reference = _Recorder(evaluation.fixed_policy_actor(params, spec, "fp32", selector))
+  reference = evaluation.Recorder(evaluation.fixed_policy_actor(params, spec, "fp32", selector))
   ref = loop_lib.evaluate(env_fn(), reference, episodes)
   exported = actors.FeedForwardActor(qe.ModelRuntime(model), selector)
   got = loop_lib.evaluate(env_fn(), exported, episodes)
-  agreement, measure = _agreement(exported, reference.observations,
-                                  np.stack(reference.actions), action_range)
+  agreement = evaluation.action_agreement(exported, reference.observations, reference.actions,
+                                         action_range)
+  measure = _agreement_measure(reference.actions)
   return {"fp32_return_mean": ref["episode_return"], "fp32_return_std": ref["episode_return_std"],
           "export_return_mean": got["episode_return"],
           "export_return_std": got["episode_return_std"],
@@ -392,9 +376,10 @@ def multi_agent_parity(env_id: str, groups, parts, params, models, episodes: int
     mine = lambda played: np.asarray([sum(e.agent_returns[a] for a in group.agents)
                                       for e in played])
     observations = np.concatenate(references[g].rows)
-    agreement, measure = _agreement(exported[g], observations,
-                                    np.concatenate(references[g].actions),
-                                    _action_range(group.environment_spec))
+    theirs = np.concatenate(references[g].actions)
+    agreement = evaluation.action_agreement(exported[g], observations, theirs,
+                                            _action_range(group.environment_spec))
+    measure = _agreement_measure(theirs)
     out.append({
         "fp32_return_mean": float(mine(ref).mean()), "fp32_return_std": float(mine(ref).std()),
         "export_return_mean": float(mine(got).mean()),

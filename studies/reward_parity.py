@@ -93,46 +93,51 @@ def reward_parity(env_fn: Callable[[], dm_env.Environment], params, spec,
     raise ValueError("reward_parity replays single observations and needs a feed-forward "
                      "NetworkSpec; a recurrent policy (RecurrentSpec) is evaluated per "
                      "precision with fixed_policy_actor")
-  observations: List[np.ndarray] = []
-  reference_actions: List[np.ndarray] = []
   rows: List[ParityRow] = []
   calibration = None
   for i, precision in enumerate(precisions):
     actor = fixed_policy_actor(params, spec, precision, selector, per_channel,
                                calibration=calibration)
     if i == 0:
-      recorder = _Recorder(actor, observations, reference_actions)
-      stats = loop_lib.evaluate(env_fn(), recorder, episodes)
+      reference = Recorder(actor)
+      stats = loop_lib.evaluate(env_fn(), reference, episodes)
       agreement = 1.0
-      if observations:  # the reference's states calibrate the others' bias correction
-        calibration = compression.subsample(observations,
+      if reference.observations:  # the reference's states calibrate the others' bias correction
+        calibration = compression.subsample(reference.observations,
                                             bias_correction.DEFAULT_CALIBRATION_SIZE)
     else:
       stats = loop_lib.evaluate(env_fn(), actor, episodes)
-      agreement = _agreement(actor, observations, reference_actions, action_range)
+      agreement = action_agreement(actor, reference.observations, reference.actions,
+                                   action_range)
     nbytes = vc.make_payload(params, spec, precision, 0, per_channel=per_channel).nbytes
     rows.append(ParityRow(precision, stats["episode_return"], stats["episode_return_std"],
                           agreement, int(nbytes)))
   return rows
 
 
-class _Recorder:
-  def __init__(self, actor, observations, actions):
-    self._actor, self._obs, self._actions = actor, observations, actions
+class Recorder:
+  """Acts with `actor` and records each observation and the action taken (the reference
+  episodes whose observations `action_agreement` replays)."""
+
+  def __init__(self, actor):
+    self._actor, self.observations, self.actions = actor, [], []
 
   def select_action(self, observation):
     action = self._actor.select_action(observation)
-    self._obs.append(np.asarray(observation))
-    self._actions.append(np.asarray(action))
+    self.observations.append(np.asarray(observation))
+    self.actions.append(np.asarray(action))
     return action
 
 
-def _agreement(actor, observations, reference_actions, action_range) -> float:
-  if not observations:
+def action_agreement(actor, observations, reference_actions, action_range: float) -> float:
+  """`actor`'s greedy actions on `observations` (one at a time) against
+  `reference_actions` (the reference policy's on them, e.g. a `Recorder`'s): the fraction
+  that are equal (discrete actions), or 1 - mean |a - a_ref| / `action_range`
+  (continuous); NaN for no observations."""
+  if not len(observations):
     return float("nan")
-  actions = [np.asarray(actor.select_action(o)) for o in observations]
+  got = np.stack([np.asarray(actor.select_action(o)) for o in observations])
   ref = np.stack(reference_actions)
-  got = np.stack(actions)
   if np.issubdtype(ref.dtype, np.integer):
     return float(np.mean(got == ref))
   return float(1.0 - np.mean(np.abs(got - ref)) / action_range)
