@@ -37,7 +37,7 @@ import numpy as np
 from actorq import core
 from actorq.agents.anakin_common import systems
 from actorq.components.anakin import acting
-from actorq.components.envs import environments
+from actorq.components.envs import environments, seeding
 from actorq.components import checkpointing
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import local
@@ -164,7 +164,7 @@ def run(specs: Sequence[Any], *, progress: Optional[Callable[[Dict[str, Any]], N
   else:
     carry = _stack(carries)
     wall_offset = float(checkpointing.load(seeds[0].resumed_from).get("wall_seconds", 0.0))
-  eval_keys = jnp.stack([jax.random.PRNGKey(s.spec.seed + experiment_lib.EVAL_SEED_OFFSET)
+  eval_keys = jnp.stack([jax.random.PRNGKey(s.spec.seed + seeding.EVAL_SEED_OFFSET)
                          for s in seeds])
   policy_precision = system.eval_policy.precision
   payload_bytes = payload_lib.make_payload(

@@ -28,8 +28,9 @@ from actorq.agents.multiagent_common import decentralized
 from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
 from actorq.components.envs import single_agent, vector_env
-# The run's seed streams live in `components.envs.seeding` (the multi-agent environments'
-# family uses them too); re-exported here, where the launchers read them.
+from actorq.components.envs import seeding
+# The run's seed streams live in `components.envs.seeding`; these names are read here only
+# by launch/pbt.py and launch/distributed_nodes.py, and go once they import seeding.
 from actorq.components.envs.seeding import (  # noqa: F401
     EVAL_SEED_OFFSET, EVAL_SEED_ROWS, training_seed)
 from actorq.launch import processes
@@ -172,8 +173,9 @@ class ExperimentConfig:
     elif isinstance(self.num_envs, bool) or not isinstance(self.num_envs, int) \
         or self.num_envs < 1:
       raise ValueError(f"num_envs must be an integer >= 1, got {self.num_envs!r}")
-    if self.num_envs > EVAL_SEED_OFFSET - EVAL_SEED_ROWS:  # (`training_seed`'s rows)
-      raise ValueError(f"num_envs must be at most {EVAL_SEED_OFFSET - EVAL_SEED_ROWS}, got "
+    most = seeding.EVAL_SEED_OFFSET - seeding.EVAL_SEED_ROWS  # (`training_seed`'s rows)
+    if self.num_envs > most:
+      raise ValueError(f"num_envs must be at most {most}, got "
                        f"{self.num_envs}")
     if self.num_envs > 1 and not isinstance(self.builder, (core.VectorBuilder,
                                                             core.MultiAgentBuilder)):

@@ -44,6 +44,7 @@ from actorq import core
 from actorq.components import fault_points
 from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
+from actorq.components.envs import seeding
 from actorq.components.replay import local_replay
 from actorq.components.replay import reverb_replay as replay_lib
 from actorq.components import checkpointing
@@ -305,7 +306,7 @@ def _train(config, family, env, logger_fn, start_time, resumed_from, restored, p
     fault_points.point("evaluation")
     eval_actor.update(wait=True)
     stats = family.evaluate(config, parts, eval_actor,
-                            config.seed + experiment_lib.EVAL_SEED_OFFSET)
+                            config.seed + seeding.EVAL_SEED_OFFSET)
     state["last_eval"] = stats["episode_return"]
     row = experiment_lib.evaluation_row(
         stats, actor_steps=training.steps, learner_steps=learner.step_count,

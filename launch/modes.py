@@ -140,6 +140,13 @@ def _say(report: Optional[Report], line: str) -> None:
     report.say(line)
 
 
+def _starting(report: Optional[Report], spec, how: str) -> None:
+  """The line a mode says as its run starts: what trains, for how long (`how`), and where
+  the logs go."""
+  _say(report, f"actorq: {'resuming' if spec.resume else 'training'} {spec.agent} on "
+       f"{spec.env} for {how}; logs in {spec.logdir}")
+
+
 def _recording(spec, report: Optional[Report], progress):
   """`progress`, after which a resumed run records a changed setting into run.json at its
   first actor step (the checkpoint was taken: `engine.record_resumed_settings`)."""
@@ -195,9 +202,8 @@ class Local(_OneProcess):
     if own is not None:
       return Outcome(0, result=own(spec, config, report, **kwargs))
     learner_on = placement.device_name(placement.learner_device(config.learner_device))
-    _say(report, f"actorq: {'resuming' if spec.resume else 'training'} {spec.agent} on "
-         f"{spec.env} for {spec.steps} steps (seed {spec.seed}, actors {config.precision} on "
-         f"cpu, learner on {learner_on}); logs in {spec.logdir}")
+    _starting(report, spec, f"{spec.steps} steps (seed {spec.seed}, actors "
+              f"{config.precision} on cpu, learner on {learner_on})")
     if progress is None and report is not None:
       progress = report.steps
     result = local.train(config, progress=_recording(spec, report, progress),
@@ -248,10 +254,9 @@ class Anakin(_OneProcess):
   def run(self, spec, config, report, progress=None) -> Outcome:
     """`anakin.run([spec])`: one seed (`actorq sweep --launch anakin` vmaps several)."""
     del config, progress
-    _say(report, f"actorq: {'resuming' if spec.resume else 'training'} {spec.agent} on "
-         f"{spec.env} for {spec.steps} steps (seed {spec.seed}, --launch anakin: compiled, "
-         f"actors {spec.config.get('actor_precision', 'fp32')} on "
-         f"{jax.devices()[0].platform}); logs in {spec.logdir}")
+    _starting(report, spec, f"{spec.steps} steps (seed {spec.seed}, --launch anakin: "
+              f"compiled, actors {spec.config.get('actor_precision', 'fp32')} on "
+              f"{jax.devices()[0].platform})")
     result, = anakin.run([spec], log=(lambda m: None) if report is None else report.say)
     engine.record_resumed_settings(spec, report)
     return Outcome(0, anakin.train_lines(spec, result), result=result)
@@ -313,10 +318,9 @@ class Program:
   def run(self, spec, config, report) -> Outcome:
     dp = self.program(spec, config)
     engine.record_resumed_settings(spec, report)  # the program took the checkpoint
-    _say(report, f"actorq: {'resuming' if spec.resume else 'training'} {spec.agent} on "
-         f"{spec.env} for {spec.steps} actor steps with {spec.num_actors} actors "
-         f"({spec.launch}, seed {spec.seed}, actors {config.precision} on cpu, learner device "
-         f"{config.learner_device}); logs in {spec.logdir}")
+    _starting(report, spec, f"{spec.steps} actor steps with {spec.num_actors} actors "
+              f"({spec.launch}, seed {spec.seed}, actors {config.precision} on cpu, learner "
+              f"device {config.learner_device})")
     if dp.resumed_from:
       _say(report, f"actorq: resuming from {dp.resumed_from} (actor step "
            f"{int(dp.resumed_counts[n.ACTOR_STEPS])}, learner step "
@@ -414,7 +418,6 @@ MODES: Dict[str, LaunchMode] = {
     "hosts": Hosts("hosts"),
     "test_mt": Program("test_mt", listed=False),
 }
-LOCAL = "local"
 
 
 def register(name: str, mode: LaunchMode) -> None:

@@ -394,31 +394,56 @@ class RunSpec:
     `command`) that reproduce this spec:
     `RunSpec.from_args(parse(["train", *spec.to_argv()])) == spec` for a spec made by
     `from_args` (a resumed one gives `--resume LOGDIR` and takes its config from there;
-    other config fields that differ from the agent's defaults are `--set KEY=JSON`); for a
-    population spec (`cli.pbt.spec_from_args`) its `population` section too
-    (`_population_argv`).
+    other config fields that differ from the agent's defaults are `--set KEY=JSON`). A
+    population spec (`cli.pbt.spec_from_args`) gives `actorq pbt`'s: its section as
+    --population, --mutate, --quantile and --resample-probability, `eval_every` as
+    --ready-every and every config field as --set (`actorq pbt` keeps only the --set
+    ones); resumed, `--resume LOGDIR` alone (pbt.json holds the rest).
 
     Raises:
       core.UsageError: an unknown agent (its config's defaults are needed).
     """
-    if self.population:
-      return self._population_argv()
-    argv = ["--agent", self.agent, "--env", self.env, "--seed", str(self.seed),
-            "--steps", str(self.steps), "--eval-every", str(self.eval_every),
-            "--eval-episodes", str(self.eval_episodes)]
-    if self.resume:
-      argv += ["--resume", self.logdir]
-    else:
-      if self.logdir is not None:
-        argv += ["--logdir", self.logdir]
+    pop = population.PopulationConfig.from_json(self.population) if self.population else None
+    argv = ["--resume", self.logdir] if self.resume else []
+    if not (pop and self.resume):
+      argv += ["--agent", self.agent, "--env", self.env, "--seed", str(self.seed),
+               "--steps", str(self.steps), "--ready-every" if pop else "--eval-every",
+               str(self.eval_every), "--eval-episodes", str(self.eval_episodes)]
+    if pop and not self.resume:
+      argv += ["--population", str(pop.size)] + (["--mutate", ",".join(pop.mutate)]
+                                                 if pop.mutate else [])
+      for flag, value, default in (
+          ("--quantile", pop.quantile, population.config.DEFAULT_QUANTILE),
+          ("--resample-probability", pop.resample_probability,
+           population.config.DEFAULT_RESAMPLE_PROBABILITY)):
+        argv += [flag, repr(float(value))] if value != default else []
+    if not self.resume:
+      argv += ["--logdir", self.logdir] if self.logdir is not None else []
+      argv += self._set_argv(every_field=bool(pop))
+    if self.num_envs > 1 and not (pop and self.resume):
+      argv += ["--num-envs", str(self.num_envs)]
+    if self.checkpoint_every != DEFAULT_CHECKPOINT_EVERY:
+      argv += ["--checkpoint-every", repr(float(self.checkpoint_every))]
+    return argv if pop else argv + self._launch_argv()
+
+  def _set_argv(self, every_field: bool) -> List[str]:
+    """`--set KEY=JSON` for every config field, or for those that differ from the agent's
+    defaults."""
+    defaults: Dict[str, Any] = {}
+    if not every_field:
       try:
         config_cls, _ = registry.get(self.agent)
       except registry.UnknownAgentError as e:
         raise core.UsageError(str(e)) from None
       defaults = json.loads(json.dumps(config_io.to_dict(config_cls())))
-      for key, value in sorted(json.loads(json.dumps(dict(self.config))).items()):
-        if key not in defaults or defaults[key] != value:
-          argv += ["--set", f"{key}={json.dumps(value, separators=(',', ':'))}"]
+    return [a for key, value in sorted(json.loads(json.dumps(dict(self.config))).items())
+            if every_field or key not in defaults or defaults[key] != value
+            for a in ("--set", f"{key}={json.dumps(value, separators=(',', ':'))}")]
+
+  def _launch_argv(self) -> List[str]:
+    """`actorq train`'s flags beyond the run's description: the warm start, the launch
+    mode and its options, and how this invocation checkpoints and places the learner."""
+    argv: List[str] = []
     if self.init_from is not None and not self.resume:
       argv += ["--init-from", self.init_from.checkpoint,
                "--init-keep", ",".join(self.init_from.keep)]
@@ -433,45 +458,10 @@ class RunSpec:
       elif isinstance(value, float):
         value = repr(value)
       argv += [option.flag, str(value)]
-    if self.num_envs > 1:
-      argv += ["--num-envs", str(self.num_envs)]
-    if self.checkpoint_every != DEFAULT_CHECKPOINT_EVERY:
-      argv += ["--checkpoint-every", repr(float(self.checkpoint_every))]
     if self.keep_checkpoints != DEFAULT_KEEP_CHECKPOINTS:
       argv += ["--keep-checkpoints", str(self.keep_checkpoints)]
     if self.learner_device != "auto":
       argv += ["--learner-device", self.learner_device]
-    return argv
-
-  def _population_argv(self) -> List[str]:
-    """`actorq pbt`'s arguments of a population spec: the population section (size,
-    mutate, quantile, resample probability) as --population, --mutate, --quantile and
-    --resample-probability, `eval_every` as --ready-every, every config field the spec
-    holds (`actorq pbt` keeps only the --set ones) as --set; a resumed spec is
-    `--resume LOGDIR` (pbt.json holds the rest)."""
-    argv: List[str] = []
-    if self.resume:
-      argv += ["--resume", self.logdir]
-    else:
-      p = population.PopulationConfig.from_json(self.population)
-      argv += ["--agent", self.agent, "--env", self.env, "--seed", str(self.seed),
-               "--population", str(p.size), "--steps", str(self.steps),
-               "--ready-every", str(self.eval_every),
-               "--eval-episodes", str(self.eval_episodes)]
-      if p.mutate:
-        argv += ["--mutate", ",".join(p.mutate)]
-      if p.quantile != population.config.DEFAULT_QUANTILE:
-        argv += ["--quantile", repr(float(p.quantile))]
-      if p.resample_probability != population.config.DEFAULT_RESAMPLE_PROBABILITY:
-        argv += ["--resample-probability", repr(float(p.resample_probability))]
-      if self.num_envs > 1:
-        argv += ["--num-envs", str(self.num_envs)]
-      for key, value in sorted(json.loads(json.dumps(dict(self.config))).items()):
-        argv += ["--set", f"{key}={json.dumps(value, separators=(',', ':'))}"]
-      if self.logdir is not None:
-        argv += ["--logdir", self.logdir]
-    if self.checkpoint_every != DEFAULT_CHECKPOINT_EVERY:
-      argv += ["--checkpoint-every", repr(float(self.checkpoint_every))]
     return argv
 
 

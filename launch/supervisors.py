@@ -197,7 +197,23 @@ def _runner_command(config: hosts_lib.HostsConfig, index: int, program: str) -> 
   return (config.start_argv(index) or []) + config.runner_argv(index, program)
 
 
-class _ProcessPerNode:
+class _Supervisor:
+  """The answers most supervisors share: the counter may be asked at once (`ready`), only
+  the launcher stops the program (`stopped_externally`), `--dry-run` adds nothing per node
+  (`describe_placement`)."""
+
+  def ready(self) -> bool:
+    return True
+
+  def stopped_externally(self) -> bool:
+    return False
+
+  @classmethod
+  def describe_placement(cls, dp: "DistributedProgram") -> Tuple[Dict[str, str], List[str]]:
+    return {}, []
+
+
+class _ProcessPerNode(_Supervisor):
   """What the supervisors that start one OS process per node share: the learner computes
   in another process than the launcher (its placement is decided there), and a node's exit
   is seen per process."""
@@ -319,9 +335,6 @@ class Hosts(_ProcessPerNode):
             "; killing the host runners started here", file=sys.stderr, flush=True)
     self.procs.stop(min(5.0, self._grace))
 
-  def stopped_externally(self) -> bool:
-    return False
-
   def cpu_seconds(self) -> Dict[str, float]:
     """{}: the nodes run under host runners, possibly on other machines."""
     return {}
@@ -338,7 +351,7 @@ class Hosts(_ProcessPerNode):
     return where, footer
 
 
-class Threads:
+class Threads(_Supervisor):
   """`local_mt` (and `test_mt`, Launchpad's test launch type): every node a thread of this
   process, through `lp.launch`. Launchpad SIGKILLs its own process when a node thread
   outlives its 10 s stop notice (a thread cannot be killed), before anything can be
@@ -364,9 +377,6 @@ class Threads:
       return f"a node failed: {_one_line(e)}"
     return None
 
-  def ready(self) -> bool:
-    return True
-
   def stopped_externally(self) -> bool:
     # Launchpad's worker manager takes over SIGINT/SIGTERM in this mode.
     return self._manager.stop_event().is_set()
@@ -386,10 +396,6 @@ class Threads:
     (threads of one process share its counters)."""
     t = psutil.Process().cpu_times()
     return {"process": float(t.user + t.system)}
-
-  @classmethod
-  def describe_placement(cls, dp: "DistributedProgram") -> Tuple[Dict[str, str], List[str]]:
-    return {}, []
 
 
 class Processes(_ProcessPerNode):
@@ -436,12 +442,6 @@ class Processes(_ProcessPerNode):
     """Node title -> its restarts so far."""
     return self._restarts.per_node()
 
-  def ready(self) -> bool:
-    return True
-
-  def stopped_externally(self) -> bool:
-    return False
-
   def stop(self, detail: str) -> None:
     del detail
     self.procs.stop(self._grace)
@@ -449,11 +449,6 @@ class Processes(_ProcessPerNode):
   def cpu_seconds(self) -> Dict[str, float]:
     """``group/i`` -> that node process's tree (`NodeProcesses.cpu_seconds`)."""
     return self.procs.cpu_seconds()
-
-  @classmethod
-  def describe_placement(cls, dp: "DistributedProgram") -> Tuple[Dict[str, str], List[str]]:
-    return {}, []
-
 
 
 # The table: launch type name -> Supervisor class. `launch_types()` lists the public ones.

@@ -12,7 +12,7 @@ import pytest
 from actorq.agents.dqn.builder import DQNBuilder
 from actorq.agents.dqn.config import DQNConfig
 from actorq.components import fault_points
-from actorq.components.envs import environments
+from actorq.components.envs import environments, seeding
 from actorq.components.envs import single_agent
 from actorq.launch import experiment
 from actorq.components import checkpointing
@@ -72,16 +72,16 @@ def test_b14_training_seeds_never_meet_the_evaluation_seeds():
   """Every training seed (a fresh run's, actor i's, a run resumed at any actor step, each
   with its vector rows) lies outside the evaluation window [seed + EVAL_SEED_OFFSET, seed +
   EVAL_SEED_OFFSET + EVAL_SEED_ROWS), and different offsets never share a seed."""
-  seed, window = 7, range(7 + experiment.EVAL_SEED_OFFSET,
-                          7 + experiment.EVAL_SEED_OFFSET + experiment.EVAL_SEED_ROWS)
+  seed, window = 7, range(7 + seeding.EVAL_SEED_OFFSET,
+                          7 + seeding.EVAL_SEED_OFFSET + seeding.EVAL_SEED_ROWS)
   offsets = sorted(set(range(0, 31_000, 3)) | set(range(4_990, 5_010)) |
                    set(range(9_990, 10_010)) | set(range(19_990, 20_010)))
-  for rows in (1, 2, 4, 64, experiment.EVAL_SEED_OFFSET - experiment.EVAL_SEED_ROWS):
-    firsts = [experiment.training_seed(seed, o, rows) for o in offsets]
+  for rows in (1, 2, 4, 64, seeding.EVAL_SEED_OFFSET - seeding.EVAL_SEED_ROWS):
+    firsts = [seeding.training_seed(seed, o, rows) for o in offsets]
     assert len(set(firsts)) == len(firsts)
     for first in firsts:
       assert not set(range(first, first + rows)) & set(window), (rows, first)
-  assert [experiment.training_seed(seed, o) for o in (0, 1, 2)] == [7, 8, 9]  # unchanged
+  assert [seeding.training_seed(seed, o) for o in (0, 1, 2)] == [7, 8, 9]  # unchanged
 
 
 def test_b14_a_run_resumed_at_step_10000_does_not_train_on_the_evaluation_start_states(
@@ -96,4 +96,4 @@ def test_b14_a_run_resumed_at_step_10000_does_not_train_on_the_evaluation_start_
                                        seed=3)
   single_agent.make_training_environment(config, config.seed + 10_000).close()
   single_agent.make_training_environment(config, config.seed + 1 + 9_999).close()  # actor 0
-  assert seeds and all(s != config.seed + experiment.EVAL_SEED_OFFSET for s in seeds), seeds
+  assert seeds and all(s != config.seed + seeding.EVAL_SEED_OFFSET for s in seeds), seeds
