@@ -14,6 +14,7 @@ import os
 import warnings
 
 from actorq.cli import main as cli
+from actorq.components import atomic
 from actorq.components import run_dir as run_dir_lib
 from actorq.launch import spec as spec_lib
 
@@ -84,7 +85,8 @@ def run(args) -> int:
   axes[0][0].legend(fontsize=8, loc="best")
   fig.suptitle(args.title or "actorq learning curves", fontsize=10)
   fig.tight_layout()
-  fig.savefig(out, dpi=110)
+  with atomic.atomic_write(out, "wb") as f:  # written whole
+    fig.savefig(f, dpi=110, format="png")
   plt.close(fig)
   print(f"actorq: wrote {out}")
   for label, c in curves:

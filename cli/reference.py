@@ -17,6 +17,7 @@ import sys
 from typing import Iterator, List, Tuple
 
 from actorq.cli import main as cli
+from actorq.components import atomic
 
 WIDTH = 100  # argparse wraps help at $COLUMNS - 2
 PAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "reference" / "cli.md"
@@ -80,7 +81,8 @@ def main(argv: List[str]) -> int:
       return 1
     return 0
   PAGE.parent.mkdir(parents=True, exist_ok=True)
-  PAGE.write_text(text, encoding="utf-8")
+  with atomic.atomic_write(str(PAGE)) as f:
+    f.write(text)
   print(f"wrote {PAGE}")
   return 0
 
