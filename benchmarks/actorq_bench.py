@@ -74,7 +74,8 @@ from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments
-from actorq.launch import experiment, local, processes
+from actorq.components import processes
+from actorq.launch import experiment, local
 from actorq.components import profiling, provenance
 from actorq.launch import spec as spec_lib
 from actorq.quantization import network_spec as ns

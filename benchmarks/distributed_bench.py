@@ -72,7 +72,8 @@ from actorq.components import atomic
 from actorq import core
 from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import learner_step
-from actorq.launch import distributed, experiment, processes
+from actorq.components import processes
+from actorq.launch import distributed, experiment
 from actorq.launch import distributed_nodes as nodes
 from actorq.components import placement, provenance
 from actorq.components import profiling

@@ -49,7 +49,7 @@ launcher builds: Launchpad 0.5.0's launch returns at once (launchpad#12) and, in
 `current_terminal` mode, watches wrapper shells whose exit codes it cannot see and whose
 `sed` dies first on SIGTERM. Here every node is a direct child with its exit code known,
 its output written to `<logdir>/logs/<group>_<i>.log` and echoed to the terminal with a
-`[group/i]` prefix (`launch/processes.py`). For `hosts` the same supervision runs one
+`[group/i]` prefix (`components/processes.py`). For `hosts` the same supervision runs one
 host runner per host (`[host/i]`), each of which supervises its host's nodes.
 
 Placement (`actorq.components.placement`): the learner computes on
@@ -124,7 +124,8 @@ from actorq.launch import elastic
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import hosts as hosts_lib
 from actorq.components import run_dir
-from actorq.launch import processes, supervisors
+from actorq.components import processes
+from actorq.launch import supervisors
 
 GROUPS = ("replay", "counter", "learner", "actor", "evaluator", "limiter")
 

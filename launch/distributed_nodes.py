@@ -43,7 +43,7 @@ from actorq.launch import elastic
 from actorq.launch import experiment as experiment_lib
 from actorq.components import loggers as logging_lib
 from actorq.components import placement
-from actorq.launch import processes
+from actorq.components import processes
 from actorq.components import profiling
 
 ACTOR_STEPS = "actor_steps"

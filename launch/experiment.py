@@ -33,7 +33,7 @@ from actorq.components.envs import seeding
 # by launch/pbt.py and launch/distributed_nodes.py, and go once they import seeding.
 from actorq.components.envs.seeding import (  # noqa: F401
     EVAL_SEED_OFFSET, EVAL_SEED_ROWS, training_seed)
-from actorq.launch import processes
+from actorq.components import processes
 from actorq.components import checkpointing
 from actorq.quantization import bias_correction, runtimes
 

@@ -43,7 +43,8 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from actorq.components import atomic
-from actorq.launch import elastic, processes
+from actorq.components import processes
+from actorq.launch import elastic
 
 DEFAULT_PORT_BASE = 29150
 FORMAT = "actorq-program/1"

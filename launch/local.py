@@ -52,7 +52,7 @@ from actorq.launch import engine
 from actorq.launch import experiment as experiment_lib
 from actorq.components import loggers as logging_lib
 from actorq.components import placement
-from actorq.launch import processes
+from actorq.components import processes
 from actorq.launch import spec as spec_lib
 
 

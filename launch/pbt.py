@@ -69,7 +69,7 @@ from actorq.components import checkpointing
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import local
 from actorq.components import loggers as logging_lib
-from actorq.launch import processes
+from actorq.components import processes
 from actorq.agents import registry
 from actorq.components import run_dir
 from actorq.launch import spec as spec_lib

@@ -42,7 +42,7 @@ from actorq import core
 from actorq.launch import hosts as hosts_lib
 from actorq.launch import elastic
 from actorq.components import placement
-from actorq.launch import processes
+from actorq.components import processes
 from actorq.agents import registry
 
 # `dp` below is a `distributed.DistributedProgram` (not imported: distributed imports this

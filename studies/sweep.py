@@ -70,7 +70,8 @@ import numpy as np
 
 from actorq import core
 from actorq.components import atomic, fault_points
-from actorq.launch import anakin, engine, processes
+from actorq.components import processes
+from actorq.launch import anakin, engine
 from actorq.components import checkpointing
 from actorq.components import run_dir as run_dir_lib
 from actorq.launch import spec as spec_lib

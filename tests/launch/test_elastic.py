@@ -19,7 +19,7 @@ from actorq.launch import distributed
 from actorq.launch import distributed_nodes
 from actorq.launch import elastic
 from actorq.launch import experiment
-from actorq.launch import processes
+from actorq.components import processes
 
 
 # ---------------------------------------------------------------------------------------

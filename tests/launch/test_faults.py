@@ -36,7 +36,8 @@ import faulty_envs  # pylint: disable=wrong-import-position
 from actorq.agents.dqn import learning as dqn_learning
 from actorq.cli import main as cli
 from actorq.components import checkpointing
-from actorq.launch import distributed, processes
+from actorq.components import processes
+from actorq.launch import distributed
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 

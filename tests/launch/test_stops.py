@@ -22,7 +22,7 @@ import pytest
 
 from actorq.cli import main as cli, train as train_cmd
 from actorq.components import checkpointing
-from actorq.launch import processes
+from actorq.components import processes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = 400
