@@ -373,7 +373,7 @@ class LearnerNode:
       self._learner = builder.make_learner(
           key, parts.networks, iterator, lambda label: self._logger_fn(label, time_delta=1.0),
           parts.environment_spec, replay, self._counter)
-      if config.init_from is not None and restore_path is None:  # launch/warm_start.py
+      if config.init_from is not None and restore_path is None:  # agents/warm_start.py
         config.init_from.apply(self._learner)
     self._server = experiment_lib.policy_server(self._learner, parts.networks, calibrations)
     self._parts = experiment_lib.split(self._learner)
@@ -431,6 +431,19 @@ class LearnerNode:
 
   def get_variables(self, names):
     return self._server.get_variables(names)
+
+  def learner_call(self, method: str, *args):
+    """Runs one of the learner's `REMOTE_STEPS` (a population's `record_round`) with every
+    part's step loop paused; returns its result.
+
+    Raises:
+      ValueError: `method` is not one of the learner's `REMOTE_STEPS`."""
+    if method not in getattr(self._learner, "REMOTE_STEPS", ()):
+      raise ValueError(f"{type(self._learner).__name__} has no remote step {method!r}")
+    with contextlib.ExitStack() as held, jax.default_device(self._device):
+      for lock in self._step_locks.values():
+        held.enter_context(lock)
+      return getattr(self._learner, method)(*args)
 
   def get_version(self) -> int:
     return int(self._learner.get_variables(["version"])[0])
