@@ -98,8 +98,8 @@ def add_parser(subparsers):
                       "the flags it was started with (its pbt.json)")
   p.add_argument("--overwrite", action="store_true",
                  help="start over in a --logdir that holds an earlier population run: its "
-                      "pbt.json, population/, best/, CSV logs, tensorboard/ and lineage.png "
-                      "are removed first (without it such a directory is refused; --resume "
+                      "pbt.json, population/, best/, CSV logs, tensorboard/, lineage.png "
+                      "and a program's checkpoints/ and logs/ are removed first (without it such a directory is refused; --resume "
                       "continues it instead)")
   p.add_argument("--checkpoint-every", type=cli.positive_float("--checkpoint-every"),
                  default=pbt_lib.DEFAULT_CHECKPOINT_EVERY, metavar="MINUTES",
@@ -180,7 +180,8 @@ def stop_message(logdir: str, saved: "str | None") -> str:
   resume = f"actorq pbt --resume {logdir}"
   if saved:
     return f"actorq: checkpoint saved ({os.path.basename(saved)}); continue with: {resume}"
-  if checkpointing.list_checkpoints(os.path.join(logdir, pbt_lib.POPULATION_DIR)):
+  if any(checkpointing.list_checkpoints(os.path.join(logdir, d))  # (a program's: checkpoints/)
+         for d in (pbt_lib.POPULATION_DIR, run_dir.CHECKPOINTS)):
     return (f"actorq: no checkpoint was written at the stop; continue from the newest "
             f"earlier one with: {resume}")
   return (f"actorq: stopped before the first checkpoint, nothing to resume; start again "

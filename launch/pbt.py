@@ -452,9 +452,7 @@ def train(spec: spec_lib.RunSpec, config: experiment_lib.ExperimentConfig,
   s = spec
   ckpt_dir = os.path.join(s.logdir, POPULATION_DIR) if s.logdir is not None else None
   saved = None
-  if s.resume:
-    if ckpt_dir is None:
-      raise core.UsageError("--resume needs the run's directory")
+  if s.resume:  # (with a logdir: `ExperimentConfig` refuses a resume without)
     _, saved = checkpointing.restore_latest(ckpt_dir)
     if saved is None:
       raise core.UsageError(f"--resume {s.logdir}: no readable population checkpoint in "
@@ -485,10 +483,8 @@ def train(spec: spec_lib.RunSpec, config: experiment_lib.ExperimentConfig,
 
   factory = logging_lib.make_logger_factory(s.logdir) if s.logdir is not None else None
 
-  def member_logger(label):
-    if label not in loggers:
-      loggers[label] = factory(label)
-    return loggers[label]
+  def member_logger(label):  # one logger per member, made at its first row
+    return loggers[label] if label in loggers else loggers.setdefault(label, factory(label))
   logger_fn = member_logger if factory is not None else None
   try:
     with processes.Signals() as stop:
@@ -549,8 +545,10 @@ def _run_program(spec, overwrite, report, on_start) -> PBTResult:
     on_start(spec)
   result = launch.run(spec, config=config, report=report, overwrite=overwrite).result
   if result.exit_code != 0:
-    stopped = (KeyboardInterrupt() if result.reason == "signal" else
-               core.RunFailure(f"--launch {spec.launch}: {result.detail}"))
+    signum = result.exit_code - 128  # (a signal's exit code, as `actorq train`'s)
+    stopped = (core.RunFailure(f"--launch {spec.launch}: {result.detail}")
+               if result.reason != "signal" else KeyboardInterrupt()
+               if signum == signal.SIGINT else experiment_lib.Preempted(signum))
     stopped.checkpoint_path = result.checkpoint
     raise stopped
   _, saved = checkpointing.restore_latest(config.checkpoint_dir, checkpointing.validate_run)

@@ -6,7 +6,7 @@ reloaded every `variable_update_period` of its actor steps, its int8 payload's b
 corrected on its newest replay sample (`bias_correction`, issue 39). Each member writes
 its own replay through its own adder (its discount, the member's).
 
-    actor = builder.make_actor(networks, spec, learner, adders, seed)
+    actor = builder.make_local_actor(networks, spec, learner, adders, seed)
     actions = actor.act(observations)          # [N * B] exploring actions
     returns = actor.evaluate(env, members, episodes)   # float [M] greedy mean returns
 """

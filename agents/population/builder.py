@@ -21,9 +21,15 @@ plus that one method (`docs/guides/pbt.md`).
     builder = PopulationBuilder(DQNBuilder(DQNConfig()), PopulationConfig(size=4))
     networks = builder.make_networks(spec)
     clients = builder.make_replay(spec, replay_key)
-    learner = builder.make_learner(networks, spec, init_key, clients, seed)
-    actor = builder.make_actor(networks, spec, learner, builder.make_adders(clients, spec, B),
-                               seed)
+    learner = builder.make_local_learner(networks, spec, init_key, clients, seed)
+    actor = builder.make_local_actor(networks, spec, learner,
+                                     builder.make_adders(clients, spec, B), seed)
+
+In one process (`launch.pbt`) each member has a seeded in-process replay (`make_replay`)
+and the learner and actor above. In a Launchpad program the nodes call the contract
+methods (`make_replay_tables`: every member's Reverb table, ``<table>_member<m>``;
+`make_dataset_iterator`, `make_batched_adder`, `make_learner`, `make_actor`) through the
+population's environment family (`agents.population.program`).
 """
 from __future__ import annotations
 
@@ -83,9 +89,8 @@ class PopulationBuilder:
     return learner_class(type(self.member))
 
   # -- the builder contract (`core.Builder`) ---------------------------------------------
-  # What one member has is the member builder's: networks, policies, tables, dataset,
-  # adder and learning schedule. The population's learner and actor (`make_learner`,
-  # `make_actor`) hold all N members and take the population's own arguments.
+  # Networks, policies and learning schedule are the member builder's; tables, dataset,
+  # adders, learner and actor hold all N members (a program's; one process: `make_local_*`).
   def make_networks(self, environment_spec):
     return self.member.make_networks(environment_spec)
 

@@ -5,8 +5,9 @@ which vmaps `agents.dqn.learning.DQNUpdate`; Flajolet et al. 2022, section 3), e
 sampling its own seeded replay, and PBT's exploit/explore as a learner-side step
 (Jaderberg et al. 2017, appendix A.1, truncation selection).
 
-    learner = builder.make_learner(networks, spec, key, replay_clients, seed)
+    learner = builder.make_local_learner(networks, spec, key, replay_clients, seed)
     learner.learn(owed)              # int [N]: learner steps each member owes
+    learner.step()                   # a program's: one round on the dataset's N batches
     pairs = learner.exploit(fitness, frozen)   # [(loser, winner)] copied and explored
 
 Members start from the config's values (member 0) or from values drawn from the ranges of

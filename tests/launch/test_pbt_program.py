@@ -42,7 +42,7 @@ def test_a_population_program_runs_resumes_and_exports_its_best_member(tmp_path,
        *SMALL_SET], capsys)
   assert code == 0, err
   assert "actorq pbt: training 2 dqn members on gym:CartPole-v1, 1000 actor steps each" in out
-  assert "program 'actorq-dqn'" not in out  # (the program ran; no dry run)
+  assert "(local_mp, seed 1, actors per member on cpu" in out
   info = json.load(open(os.path.join(logdir, pbt.PBT_JSON), encoding="utf-8"))
   assert info["train"]["launch"] == "local_mp" and info["train"]["num_actors"] == 1
   # The same columns as one process writes.
@@ -65,8 +65,10 @@ def test_a_population_program_runs_resumes_and_exports_its_best_member(tmp_path,
   assert saved["actor_steps"] >= 2000 and saved["learner"]["rows"][-1]["member"] in (0, 1)
   first_rounds, first_learner_steps = len(rounds), saved["learner_steps"]
 
-  # --resume (here with more steps): the counter, learner, replay and rounds go on.
-  result = pbt.run(dataclasses.replace(pbt.load_settings(logdir), resume=True, steps=1500))
+  # --resume (here with more steps, in threads: test_mt): the counter, learner, replay and
+  # rounds go on from the checkpoint.
+  result = pbt.run(dataclasses.replace(pbt.load_settings(logdir), resume=True, steps=1500,
+                                       launch="test_mt"))
   _, rows_after = _rows(logdir)
   assert rows_after[:len(rows)] == rows
   rounds_after = _rounds(rows_after, 2)
