@@ -99,8 +99,8 @@ def add_parser(subparsers):
   p.add_argument("--overwrite", action="store_true",
                  help="start over in a --logdir that holds an earlier population run: its "
                       "pbt.json, population/, best/, CSV logs, tensorboard/, lineage.png "
-                      "and a program's checkpoints/ and logs/ are removed first (without it such a directory is refused; --resume "
-                      "continues it instead)")
+                      "and a program's checkpoints/ and logs/ are removed first (without it "
+                      "such a directory is refused; --resume continues it instead)")
   p.add_argument("--checkpoint-every", type=cli.positive_float("--checkpoint-every"),
                  default=pbt_lib.DEFAULT_CHECKPOINT_EVERY, metavar="MINUTES",
                  help="minutes between population checkpoints; one is also written at the "

@@ -256,8 +256,9 @@ class PopulationRun:
     clients = builder.make_replay(self.env_spec, key_replay)
     self.learner = builder.make_local_learner(self.networks, self.env_spec, key_init, clients,
                                               s.seed)
-    self.actor = builder.make_local_actor(self.networks, self.env_spec, self.learner,
-                                          builder.make_adders(clients, self.env_spec, self.b), s.seed)
+    adders = builder.make_adders(clients, self.env_spec, self.b)
+    self.actor = builder.make_local_actor(self.networks, self.env_spec, self.learner, adders,
+                                          s.seed)
     # Wall-clock seconds of this session by part: acting (inference and action selection),
     # environment (vector env steps and adders), learning (all of `learner.learn`, of
     # which the learner's replay and update), evaluation (and exploit/explore).
@@ -537,7 +538,8 @@ def run(spec: spec_lib.RunSpec, *, overwrite: bool = False,
 
 def _run_program(spec, overwrite, report, on_start) -> PBTResult:
   """The population as a Launchpad program (`agents.population.program`): the engine's
-  `launch.run` with the steps summed over the N members; then pbt.csv and best/ from the program's final checkpoint (its learner's ready rounds and members)."""
+  `launch.run` with the steps summed over the N members; then pbt.csv and best/ from the
+  program's final checkpoint (its learner's ready rounds and members)."""
   start, n = time.time(), spec.population["size"]
   config = dataclasses.replace(spec.build(), num_steps=n * spec.steps,
                                eval_every=n * spec.eval_every)

@@ -193,14 +193,14 @@ class PopulationLearner:
   # Methods a program's evaluator may call on the learner node (`LearnerNode.learner_call`).
   REMOTE_STEPS = ("record_round",)
 
-  def record_round(self, fitness: Sequence[float], total_steps: int) -> List[Dict[str, Any]]:
+  def record_round(self, fitness: Sequence[float], actor_steps: int,
+                   total_steps: int) -> List[Dict[str, Any]]:
     """A program's ready round: every member's evaluation return (`fitness`, float [N])
     recorded as pbt.csv rows, then exploit/explore (`rounds.ReadyRounds`); each member's
-    actor steps are taken as the counter's summed actor steps / N, and members are past
+    actor steps are taken as the run's summed `actor_steps` / N, and members are past
     their last steps once the sum reaches `total_steps` (no exploit then). Returns the
     rows of this round."""
-    counts = self.counter.get_counts() if self.counter is not None else {}
-    progress = _Progress(self.n, int(counts.get("actor_steps", 0)) // self.n)
+    progress = _Progress(self.n, int(actor_steps) // self.n)
     steps = max(int(total_steps) // self.n, 1)
     if self.ready is None:
       self.ready = rounds_lib.ReadyRounds(self, progress, steps, steps)

@@ -131,12 +131,12 @@ class PopulationEnvironments:
     del precision  # (each member's own)
     return loop_lib.EpisodeLogger(logger)
 
-  def evaluate(self, config, parts, actor, seed: int, should_stop=None
-               ) -> Optional[Dict[str, Any]]:
+  def evaluate(self, config, parts, actor, seed: int, should_stop=None,
+               actor_steps: int = 0) -> Optional[Dict[str, Any]]:
     """Every member's mean greedy return over `eval_episodes` episodes on the same start
-    states (rows seeded `seed` + i), handed to the learner's `record_round`; the row of
-    eval.csv: the best member's return (episode_return) and each member's
-    (return_member<m>)."""
+    states (rows seeded `seed` + i), handed to the learner's `record_round` with the run's
+    summed `actor_steps` (the counter's when the evaluator began); the row of eval.csv:
+    the best member's return (episode_return) and each member's (return_member<m>)."""
     del parts
     n, e = actor.n, config.eval_episodes
     if should_stop is not None and should_stop():
@@ -148,7 +148,7 @@ class PopulationEnvironments:
     finally:
       env.close()
     actor.learner.source.learner_call("record_round", [float(r) for r in returns],
-                                      int(config.num_steps))
+                                      int(actor_steps), int(config.num_steps))
     return {"episode_return": float(np.max(returns)),
             **{f"return_member{m}": float(r) for m, r in enumerate(returns)}}
 

@@ -59,8 +59,7 @@ def test_a_population_acts_learns_and_records_rounds_through_the_builder_contrac
   params = learner.get_variables(["policy"])[0]
   assert {x.shape[0] for x in jax.tree_util.tree_leaves(params)} == {2}
 
-  counter.increment(actor_steps=200)  # the program's summed actor steps: 100 each
-  rows = learner.record_round([1.0, 5.0], 400)
+  rows = learner.record_round([1.0, 5.0], 200, 400)  # summed actor steps: 100 each
   assert [(r["member"], r["actor_steps"], r["learner_steps"], r["episode_return"],
            r["copied_from"]) for r in rows] == [(0, 100, 3, 1.0, 1), (1, 100, 3, 5.0, "")]
   for a, b in zip(*(jax.tree_util.tree_leaves(jax.tree_util.tree_map(lambda x: x[m],
@@ -70,13 +69,11 @@ def test_a_population_acts_learns_and_records_rounds_through_the_builder_contrac
 
   saved = learner.save()
   assert "replay" not in saved and saved["rows"] == rows
-  resumed_counter = counting.Counter()
-  resumed_counter.increment(actor_steps=400)  # at the limit: past the last steps
   resumed = builder.make_learner(jax.random.PRNGKey(9), parts.networks, iter(()), None,
-                                 parts.environment_spec, client, resumed_counter)
+                                 parts.environment_spec, client, counting.Counter())
   resumed.restore(saved)
   assert resumed.ready.rows == rows and resumed.step_count == 3
-  final = resumed.record_round([5.0, 1.0], 400)
+  final = resumed.record_round([5.0, 1.0], 401, 400)  # at the limit: past the last steps
   assert [(r["member"], r["actor_steps"], r["copied_from"]) for r in final] == [
       (0, 200, ""), (1, 200, "")]
   assert resumed.ready.final_returns() == [5.0, 1.0]
