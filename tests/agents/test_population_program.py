@@ -54,8 +54,12 @@ def test_a_population_acts_learns_and_records_rounds_through_the_builder_contrac
     learner.step()
   assert learner.step_count == 3 and learner.learner_steps.tolist() == [3, 3]
   assert counter.get_counts()["steps"] == 3
+  learner.values[1]["actor_precision"] = "int8"  # (as an exploit/explore may set it)
   actor.update()
-  assert actor.policy_version == 3
+  assert actor.policy_version == 3 and actor.learner.precision(1) == "int8"
+  observations = np.zeros((2,) + parts.environment_spec.observations.shape, np.float32)
+  assert actor.act(observations).shape == (2,)
+  assert actor.runtimes[1][0] == "int8" and 0 not in actor.runtimes  # member 0: batched fp32
   params = learner.get_variables(["policy"])[0]
   assert {x.shape[0] for x in jax.tree_util.tree_leaves(params)} == {2}
 
