@@ -1,5 +1,6 @@
-"""`actorq pbt`: population-based training of N members of one agent in one process, their
-updates jitted and vmapped together (see `actorq.launch.pbt`). The flags become a `RunSpec`
+"""`actorq pbt`: population-based training of N members of one agent, their updates jitted
+and vmapped together, in one process or (`--launch local_mt|local_mp`) as a Launchpad
+program (see `actorq.launch.pbt`, `actorq.agents.population.program`). The flags become a `RunSpec`
 with a `population` section, run through `actorq.launch.run(spec)` as `actorq train`'s are.
 
     actorq pbt --agent dqn --env gym:CartPole-v1 --population 4 --steps 5000 \\
@@ -23,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from typing import Any, Dict, Sequence, Tuple
 
 from actorq import core
 from actorq.agents import population as population_agent
@@ -37,13 +39,16 @@ from actorq.launch import spec as spec_lib
 
 # The flags that describe the run (pbt.json holds them; --resume takes them from there).
 RUN_FLAGS = ("agent", "env", "population", "steps", "ready_every", "mutate", "seed",
-             "num_envs", "eval_episodes", "set", "quantile", "resample_probability")
+             "num_envs", "eval_episodes", "set", "quantile", "resample_probability", "launch")
+# How a population can be launched: in one process, or as a Launchpad program (one actor
+# node acting for every member; `agents.population.program`).
+LAUNCHES = ("local", "local_mt", "local_mp")
 
 
 def add_parser(subparsers):
   p = subparsers.add_parser(
-      "pbt", help="population-based training (Jaderberg et al. 2017) of N members in one "
-                  "process, their updates vmapped together")
+      "pbt", help="population-based training (Jaderberg et al. 2017) of N members, their "
+                  "updates vmapped together, in one process or as a Launchpad program")
   p.add_argument("--agent", default=None,
                  help=f"agent with population support: {', '.join(population_agent.supported_agents())} "
                       f"(default: {spec_lib.DEFAULT_AGENT})")
@@ -81,6 +86,11 @@ def add_parser(subparsers):
   p.add_argument("--set", action="append", default=None, metavar="KEY=VALUE",
                  help="set one config field of every member at the start (repeatable), as "
                       "in 'actorq train'")
+  p.add_argument("--launch", default=None, choices=LAUNCHES,
+                 help="local (default): one process, a function of the seed; local_mt / "
+                      "local_mp: a Launchpad program (threads / a process per node) whose "
+                      "evaluator evaluates every member every N x --ready-every summed actor "
+                      "steps (not bit-reproducible; see docs/guides/pbt.md)")
   p.add_argument("--logdir", default=None,
                  help="run directory (default: runs/pbt-<agent>-<env>-<time>)")
   p.add_argument("--resume", default=None, metavar="DIR",
@@ -88,9 +98,9 @@ def add_parser(subparsers):
                       "the flags it was started with (its pbt.json)")
   p.add_argument("--overwrite", action="store_true",
                  help="start over in a --logdir that holds an earlier population run: its "
-                      "pbt.json, population/, best/, CSV logs, tensorboard/ and lineage.png "
-                      "are removed first (without it such a directory is refused; --resume "
-                      "continues it instead)")
+                      "pbt.json, population/, best/, CSV logs, tensorboard/, lineage.png "
+                      "and a program's checkpoints/ and logs/ are removed first (without it "
+                      "such a directory is refused; --resume continues it instead)")
   p.add_argument("--checkpoint-every", type=cli.positive_float("--checkpoint-every"),
                  default=pbt_lib.DEFAULT_CHECKPOINT_EVERY, metavar="MINUTES",
                  help="minutes between population checkpoints; one is also written at the "
@@ -135,7 +145,8 @@ def spec_from_args(args) -> spec_lib.RunSpec:
       **{k: getattr(args, k) for k in ("quantile", "resample_probability")
          if getattr(args, k) is not None},
       logdir=args.logdir or run_dir.default_logdir("pbt", agent, env),
-      checkpoint_every=args.checkpoint_every)
+      checkpoint_every=args.checkpoint_every, launch=args.launch or "local",
+      num_actors=None if args.launch in (None, "local") else 1)
 
 
 def _start_line(s) -> None:
@@ -169,11 +180,50 @@ def stop_message(logdir: str, saved: "str | None") -> str:
   resume = f"actorq pbt --resume {logdir}"
   if saved:
     return f"actorq: checkpoint saved ({os.path.basename(saved)}); continue with: {resume}"
-  if checkpointing.list_checkpoints(os.path.join(logdir, pbt_lib.POPULATION_DIR)):
+  if any(checkpointing.list_checkpoints(os.path.join(logdir, d))  # (a program's: checkpoints/)
+         for d in (pbt_lib.POPULATION_DIR, run_dir.CHECKPOINTS)):
     return (f"actorq: no checkpoint was written at the stop; continue from the newest "
             f"earlier one with: {resume}")
   return (f"actorq: stopped before the first checkpoint, nothing to resume; start again "
           f"with the same flags and --overwrite (--logdir {logdir})")
+
+
+def plot_lineage(rows: Sequence[Dict[str, Any]], path: str) -> None:
+  """The lineage plot of a population run: each member's evaluation return against its
+  actor steps (one line per member), every copy marked: a dotted arrow from the copied
+  member's point at that time to the copying member's, and the copying member's point
+  drawn as a cross. Written as a PNG to `path` (matplotlib, Agg).
+
+  Args:
+    rows: pbt.csv's rows (member, actor_steps, episode_return, copied_from).
+  """
+  import matplotlib  # pylint: disable=import-outside-toplevel (only when plotting)
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  fig, ax = plt.subplots(figsize=(8, 4.5))
+  members = sorted({int(r["member"]) for r in rows})
+  colors = {m: plt.cm.tab10(i % 10) for i, m in enumerate(members)}
+  latest: Dict[int, Tuple[int, float]] = {}
+  for m in members:
+    mine = [r for r in rows if int(r["member"]) == m]
+    ax.plot([r["actor_steps"] for r in mine], [r["episode_return"] for r in mine],
+            "-o", ms=3, color=colors[m], label=f"member {m}")
+  for r in rows:  # in the order they were written: a copy reads its source's latest point
+    m = int(r["member"])
+    latest[m] = (r["actor_steps"], r["episode_return"])
+    if r["copied_from"] != "":
+      src = int(r["copied_from"])
+      if src in latest:
+        ax.annotate("", xy=latest[m], xytext=latest[src],
+                    arrowprops={"arrowstyle": "->", "linestyle": ":", "color": colors[src]})
+      ax.plot(*latest[m], "x", ms=9, color=colors[m])
+  ax.set_xlabel("actor steps of the member")
+  ax.set_ylabel("evaluation return")
+  ax.set_title("PBT lineage (x: the member copied the arrow's source, then explored)")
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
 
 
 def run(args) -> int:
@@ -198,6 +248,7 @@ def _run(args) -> int:
                     f"({os.path.basename(e.checkpoint_path)}) with: actorq pbt --resume "
                     f"{settings.logdir}") from e
     raise
+  plot_lineage(result.rows, os.path.join(settings.logdir, pbt_lib.LINEAGE_PNG))
   by_member = {r["member"]: r for r in result.rows}
   for m, value in enumerate(result.final_returns):
     print(f"member {m}: final evaluation return {value:.1f} "

@@ -40,10 +40,11 @@ RUN_ENTRIES = (RUN_INFO, CHECKPOINTS, "tensorboard", "logs", "program.actorq", "
                "wandb", "mlruns")
 # A population run of `actorq pbt` (`launch.pbt`): its pbt.json (the run's spec, with its
 # "population" section: `RunSpec.info_file`), and what it writes besides
-# `*.csv` files (pbt.csv, pbt_member<m>.csv).
+# `*.csv` files (pbt.csv, pbt_member<m>.csv); as a Launchpad program, a train run's
+# checkpoints/ and program file too.
 POPULATION_INFO = "pbt.json"
 POPULATION_ENTRIES = (POPULATION_INFO, "population", "best", "tensorboard", "logs",
-                      "lineage.png")
+                      "lineage.png", CHECKPOINTS, "program.actorq")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -373,7 +373,7 @@ class LearnerNode:
       self._learner = builder.make_learner(
           key, parts.networks, iterator, lambda label: self._logger_fn(label, time_delta=1.0),
           parts.environment_spec, replay, self._counter)
-      if config.init_from is not None and restore_path is None:  # launch/warm_start.py
+      if config.init_from is not None and restore_path is None:  # agents/warm_start.py
         config.init_from.apply(self._learner)
     self._server = experiment_lib.policy_server(self._learner, parts.networks, calibrations)
     self._parts = experiment_lib.split(self._learner)
@@ -431,6 +431,16 @@ class LearnerNode:
 
   def get_variables(self, names):
     return self._server.get_variables(names)
+
+  def learner_call(self, method: str, *args):
+    """Runs one of the learner's `REMOTE_STEPS` (a population's `record_round`) with every
+    part's step loop paused; returns its result. Raises ValueError: `method` is not one."""
+    if method not in getattr(self._learner, "REMOTE_STEPS", ()):
+      raise ValueError(f"{type(self._learner).__name__} has no remote step {method!r}")
+    with contextlib.ExitStack() as held, jax.default_device(self._device):
+      for lock in self._step_locks.values():
+        held.enter_context(lock)
+      return getattr(self._learner, method)(*args)
 
   def get_version(self) -> int:
     return int(self._learner.get_variables(["version"])[0])
@@ -697,13 +707,13 @@ class EvaluatorNode:
     self._logger = logging_lib.make_logger_factory(config.logdir)("eval")
     self._start = time.time()
 
-  def _evaluate(self):
-    """`(stats, policy version)` of one evaluation with the newest parameters; stats None
-    when the node's stop ended it first."""
+  def _evaluate(self, actor_steps: int):
+    """`(stats, policy version)` of one evaluation with the newest parameters at
+    `actor_steps` (the counter's); stats None when the node's stop ended it first."""
     self._actor.update(wait=True)
     stats = self._family.evaluate(self._config, self._parts, self._actor,
                                   self._config.seed + experiment_lib.EVAL_SEED_OFFSET,
-                                  should_stop=self._stop.is_set)
+                                  should_stop=self._stop.is_set, actor_steps=actor_steps)
     return stats, self._actor.policy_version
 
   def run(self) -> None:
@@ -722,7 +732,7 @@ class EvaluatorNode:
           self._stop.wait(EVALUATOR_POLL_S)
           continue
         try:
-          stats, version = self._evaluate()
+          stats, version = self._evaluate(actor_steps)
         except core.EnvironmentFailure as e:
           raise core.EnvironmentFailure(f"{self._config.env_id} (evaluator): {e}") from e
         if stats is None:

@@ -76,8 +76,9 @@ def run(spec, *, config: Any = None, report: Optional[modes.Report] = None,
   """
   mode = modes.mode_for(spec.launch)
   if spec.population and not getattr(mode, "populations", False):  # (a row may not say)
-    raise core.UsageError(f"--launch {spec.launch}: a population runs in one process for now "
-                          "(allowed: --launch local)")
+    raise core.UsageError(f"--launch {spec.launch}: a population does not run there (allowed: "
+                          + ", ".join(n for n in modes.names() if getattr(
+                              modes.mode_for(n), "populations", False)) + ")")
   mode.check(spec)  # what the mode cannot launch, before anything is written
   if track:
     tracking.check_tracker(track)  # installed, before anything is written
@@ -127,12 +128,12 @@ def record_resumed_settings(spec, report: Optional[modes.Report] = None) -> None
     return
   with warnings.catch_warnings():  # (`from_args` has warned of its unknown keys once)
     warnings.simplefilter("ignore")
-    saved = type(spec).load(spec.logdir)
+    saved = type(spec).from_json(run_dir.read_info(spec.logdir, spec.info_file))
   changes = spec_lib.recorded_changes(saved, spec)
   if changes and checkpointing.list_checkpoints(os.path.join(spec.logdir, run_dir.CHECKPOINTS)):
     spec.save(spec.logdir)
     if report is not None:
-      report.say(f"actorq: --resume: {run_dir.RUN_INFO} now records {'; '.join(changes)}")
+      report.say(f"actorq: --resume: {spec.info_file} now records {'; '.join(changes)}")
 
 
 def _warn_no_learning(spec, config, report: Optional[modes.Report]) -> None:

@@ -25,6 +25,7 @@ from acme import specs
 
 from actorq import core
 from actorq.agents.multiagent_common import decentralized
+from actorq.agents.population import program
 from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
 from actorq.components.envs import single_agent, vector_env
@@ -309,7 +310,8 @@ def checkpoint_state(config: ExperimentConfig, learner, *, actor_steps: int, epi
 # Environment families: how a run makes, steps and evaluates its environments. One class
 # per family (`components.envs.single_agent.SingleAgent`, `decentralized.MultiAgentEnvironments`)
 # and one entry in `ENVIRONMENTS`, tried in order (the first that `matches` the builder).
-ENVIRONMENTS = [decentralized.MultiAgentEnvironments(), single_agent.SingleAgent()]
+ENVIRONMENTS = [decentralized.MultiAgentEnvironments(), program.PopulationEnvironments(),
+                single_agent.SingleAgent()]
 
 
 def environments_of(config: ExperimentConfig):

@@ -268,7 +268,7 @@ class Program:
   (`restarts_nodes`) gives the row the `MAX_ACTOR_RESTARTS` option."""
   distributed = True
   on_other_hosts = False
-  populations = False  # (a population's learner and actor nodes are not built yet)
+  populations = True  # (`agents.population.program`)
 
   def __init__(self, name: str, listed: bool = True):
     self.name, self.listed = name, listed
@@ -343,6 +343,7 @@ class Hosts(Program):
   (``--hosts``/``--hosts-file`` or the SLURM allocation), on which ports, how each host's
   runner starts, with which Python, and when a silent node is taken for dead."""
   on_other_hosts = True
+  populations = False  # (not tried on several machines yet)
   options = (MAX_ACTOR_RESTARTS,
       Option("--hosts", "hosts", "machines, reachable from each other; the first runs replay, "
              "counter and learner, the others actors and evaluator; 'slurm': the SLURM "

@@ -1,21 +1,20 @@
 """Population-based training through the one engine (issue 43; issue 52: a population is a
 builder). `actorq pbt` describes the run as a `RunSpec` whose `population` holds the
-population's own settings (`agents.population.PopulationConfig`: size, mutate, quantile,
-resample probability); `spec.build()` makes its builder an `agents.population
-.PopulationBuilder` around the agent's; `launch.run(spec)` claims the directory and writes
-pbt.json (the engine, its one writer), and the `local` row of the launch table runs it
-here (`train`): the population's learner (N members in one vmapped update, PBT's
-exploit/explore) and actor (acting for every member) stepped in one process.
+population's own settings (`agents.population.PopulationConfig`); `spec.build()` makes its
+builder an `agents.population.PopulationBuilder` around the agent's, and `launch.run(spec)`
+runs it with its launch mode:
 
-The loop (`PopulationRun`): the actor steps N x B environments of one vector environment
-and each member's adder writes its own seeded in-process replay; after each vector step
-the learner takes the rounds the members owe (`builder.learner_steps_owed` of each
-member's own replay progress, as `local.run` asks). Which members are evaluated when, what
-an evaluation records and when the learner's exploit/explore runs (synchronous ready
-rounds, truncation selection, explore) is population logic: `agents.population.rounds
-.ReadyRounds` and `PopulationLearner.exploit`. A member is evaluated greedily
-(`eval_episodes` episodes at its actor precision, the same start states for every member
-and every evaluation).
+  * `local` (`train`): learner (N members in one vmapped update, PBT's exploit/explore)
+    and actor stepped in one process by `PopulationRun`, a function of the spec: the actor
+    steps N x B environments, each member's adder writes its own seeded in-process replay,
+    and after each vector step the learner takes the rounds the members owe
+    (`builder.learner_steps_owed`, as `local.run` asks). When members are evaluated and
+    exploit/explore runs is `agents.population.rounds.ReadyRounds`; a member is evaluated
+    greedily (`eval_episodes` at its actor precision, the same start states every time).
+  * `local_mt`, `local_mp` (`_run_program`): the Launchpad program every agent runs as
+    (`distributed.make_program`), its nodes running the builder through the population's
+    environment family (`agents.population.program`); `num_steps` and `eval_every` are
+    summed over the members.
 
     spec = pbt.population_spec("dqn", "gym:CartPole-v1", population=4, steps=5000,
                                ready_every=1000, mutate=("learning_rate",), logdir="runs/pbt")
@@ -27,22 +26,22 @@ Files in `logdir` (nothing is written before the spec is checked):
     pbt.csv          one row per member per evaluation, in the order they happened:
                      member, actor_steps, learner_steps, episode_return (the evaluation's
                      mean), the member's mutable values during that interval, precision,
-                     copied_from (the member it copied right after, or empty); a function
-                     of the spec alone (no timings)
+                     copied_from (the member it copied right after, or empty); in one
+                     process a function of the spec alone (no timings)
     pbt_member<m>.csv and tensorboard/pbt_member<m>/   per member: the same scalars and
                      actor_us_per_step, the measured wall-clock microseconds of its acting
                      (inference) per actor step over the interval (its share of the batched
                      call for fp32 members)
-    lineage.png      each member's return over its actor steps, copies marked
+    lineage.png      each member's return over its actor steps, copies marked (`actorq pbt`)
     population/      checkpoints of the whole population (`checkpoint_every` minutes, at the
-                     end, and at Ctrl-C / SIGTERM)
+                     end, and at Ctrl-C / SIGTERM; a program's: checkpoints/, as a train run's)
     best/            a run directory of the member with the best final evaluation:
                      run.json (its config, actor_precision included) and
                      checkpoints/ckpt-<steps>.pkl (its policy parameters and learner state),
                      which `actorq eval`, `export` and `quantize` read as a train run's
 
-A run is a function of its spec (seed included) on one machine; a resumed run continues
-from its checkpoint with new episodes (as `local.run`).
+In one process a run is a function of its spec (seed included) on one machine; a resumed
+run continues from its checkpoint with new episodes (as `local.run`).
 """
 from __future__ import annotations
 
@@ -52,7 +51,7 @@ import json
 import os
 import signal
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import dm_env
 import jax
@@ -255,9 +254,11 @@ class PopulationRun:
     self.networks = builder.make_networks(self.env_spec)
     key_init, key_replay = jax.random.split(jax.random.PRNGKey(s.seed))
     clients = builder.make_replay(self.env_spec, key_replay)
-    self.learner = builder.make_learner(self.networks, self.env_spec, key_init, clients, s.seed)
-    self.actor = builder.make_actor(self.networks, self.env_spec, self.learner,
-                                    builder.make_adders(clients, self.env_spec, self.b), s.seed)
+    self.learner = builder.make_local_learner(self.networks, self.env_spec, key_init, clients,
+                                              s.seed)
+    adders = builder.make_adders(clients, self.env_spec, self.b)
+    self.actor = builder.make_local_actor(self.networks, self.env_spec, self.learner, adders,
+                                          s.seed)
     # Wall-clock seconds of this session by part: acting (inference and action selection),
     # environment (vector env steps and adders), learning (all of `learner.learn`, of
     # which the learner's replay and update), evaluation (and exploit/explore).
@@ -412,55 +413,22 @@ def load_settings(logdir: str) -> spec_lib.RunSpec:
                           f"read {path}: {e})") from None
 
 
-def plot_lineage(rows: Sequence[Dict[str, Any]], path: str) -> None:
-  """The lineage plot of a population run: each member's evaluation return against its
-  actor steps (one line per member), every copy marked: a dotted arrow from the copied
-  member's point at that time to the copying member's, and the copying member's point
-  drawn as a cross. Written as a PNG to `path` (matplotlib, Agg).
-
-  Args:
-    rows: pbt.csv's rows (member, actor_steps, episode_return, copied_from).
-  """
-  import matplotlib  # pylint: disable=import-outside-toplevel (only when plotting)
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  fig, ax = plt.subplots(figsize=(8, 4.5))
-  members = sorted({int(r["member"]) for r in rows})
-  colors = {m: plt.cm.tab10(i % 10) for i, m in enumerate(members)}
-  latest: Dict[int, Tuple[int, float]] = {}
-  for m in members:
-    mine = [r for r in rows if int(r["member"]) == m]
-    ax.plot([r["actor_steps"] for r in mine], [r["episode_return"] for r in mine],
-            "-o", ms=3, color=colors[m], label=f"member {m}")
-  for r in rows:  # in the order they were written: a copy reads its source's latest point
-    m = int(r["member"])
-    latest[m] = (r["actor_steps"], r["episode_return"])
-    if r["copied_from"] != "":
-      src = int(r["copied_from"])
-      if src in latest:
-        ax.annotate("", xy=latest[m], xytext=latest[src],
-                    arrowprops={"arrowstyle": "->", "linestyle": ":", "color": colors[src]})
-      ax.plot(*latest[m], "x", ms=9, color=colors[m])
-  ax.set_xlabel("actor steps of the member")
-  ax.set_ylabel("evaluation return")
-  ax.set_title("PBT lineage (x: the member copied the arrow's source, then explored)")
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
-
-
-def _save_best(run: PopulationRun, member: int, best_dir: str) -> None:
-  """`best_dir` as a train run's directory of `member` (see the module docstring)."""
-  s = run.spec
-  config = run.learner.member_config(member)
-  spec_lib.RunSpec(agent=s.agent, env=s.env, seed=s.seed,
-                   config=config_io.to_dict(config), steps=s.steps, eval_every=s.eval_every,
-                   eval_episodes=s.eval_episodes).save(best_dir)
-  checkpointing.save(os.path.join(best_dir, run_dir.CHECKPOINTS), {
-      **run.learner.member_checkpoint(member), "actor_steps": int(run.actor_steps[member]),
-      "env_id": s.env, "seed": s.seed, "num_steps": s.steps,
-      "population_member": member}, step=int(run.actor_steps[member]), keep=1)
+def _results(s: spec_lib.RunSpec, learner, rows, final, actor_steps, start) -> PBTResult:
+  """The run's `PBTResult` and, with a logdir, pbt.csv and best/: the best final member
+  (`actor_steps` [N]) as a train run's directory (see the module docstring)."""
+  best, best_dir = population_lib.ranking(final)[0], None
+  if s.logdir is not None:
+    _write_csv(os.path.join(s.logdir, PBT_CSV), rows)
+    best_dir, steps = os.path.join(s.logdir, BEST_DIR), int(actor_steps[best])
+    spec_lib.RunSpec(agent=s.agent, env=s.env, seed=s.seed,
+                     config=config_io.to_dict(learner.member_config(best)), steps=s.steps,
+                     eval_every=s.eval_every, eval_episodes=s.eval_episodes).save(best_dir)
+    checkpointing.save(os.path.join(best_dir, run_dir.CHECKPOINTS), {
+        **learner.member_checkpoint(best), "actor_steps": steps, "env_id": s.env,
+        "seed": s.seed, "num_steps": s.steps, "population_member": best}, step=steps, keep=1)
+  return PBTResult(rows=rows, final_returns=final, best_member=best, best_dir=best_dir,
+                   wall_seconds=time.time() - start, learner_rounds=learner.rounds,
+                   params_checksum=local.params_checksum(learner.policy_params()))
 
 
 def train(spec: spec_lib.RunSpec, config: experiment_lib.ExperimentConfig,
@@ -485,9 +453,7 @@ def train(spec: spec_lib.RunSpec, config: experiment_lib.ExperimentConfig,
   s = spec
   ckpt_dir = os.path.join(s.logdir, POPULATION_DIR) if s.logdir is not None else None
   saved = None
-  if s.resume:
-    if ckpt_dir is None:
-      raise core.UsageError("--resume needs the run's directory")
+  if s.resume:  # (with a logdir: `ExperimentConfig` refuses a resume without)
     _, saved = checkpointing.restore_latest(ckpt_dir)
     if saved is None:
       raise core.UsageError(f"--resume {s.logdir}: no readable population checkpoint in "
@@ -518,10 +484,8 @@ def train(spec: spec_lib.RunSpec, config: experiment_lib.ExperimentConfig,
 
   factory = logging_lib.make_logger_factory(s.logdir) if s.logdir is not None else None
 
-  def member_logger(label):
-    if label not in loggers:
-      loggers[label] = factory(label)
-    return loggers[label]
+  def member_logger(label):  # one logger per member, made at its first row
+    return loggers[label] if label in loggers else loggers.setdefault(label, factory(label))
   logger_fn = member_logger if factory is not None else None
   try:
     with processes.Signals() as stop:
@@ -539,20 +503,12 @@ def train(spec: spec_lib.RunSpec, config: experiment_lib.ExperimentConfig,
   finally:
     for logger in loggers.values():
       logger.close()
-  final = pbt_run.rounds.final_returns()
-  best = population_lib.ranking(final)[0]
-  best_dir = None
   if s.logdir is not None:
     save_checkpoint()
-    _write_csv(os.path.join(s.logdir, PBT_CSV), pbt_run.rows)
-    plot_lineage(pbt_run.rows, os.path.join(s.logdir, LINEAGE_PNG))
-    best_dir = os.path.join(s.logdir, BEST_DIR)
-    _save_best(pbt_run, best, best_dir)
-  timings = dict(pbt_run.timings, **pbt_run.learner.timings)
-  return PBTResult(rows=pbt_run.rows, final_returns=final, best_member=best,
-                   best_dir=best_dir, wall_seconds=time.time() - start,
-                   learner_rounds=pbt_run.learner.rounds, timings=timings,
-                   params_checksum=local.params_checksum(pbt_run.learner.policy_params()))
+  result = _results(s, pbt_run.learner, pbt_run.rows, pbt_run.rounds.final_returns(),
+                    pbt_run.actor_steps, start)
+  result.timings = dict(pbt_run.timings, **pbt_run.learner.timings)
+  return result
 
 
 def run(spec: spec_lib.RunSpec, *, overwrite: bool = False,
@@ -575,4 +531,32 @@ def run(spec: spec_lib.RunSpec, *, overwrite: bool = False,
       written). The run's own failures and stops: see `train`.
   """
   check(spec)
-  return launch.run(spec, report=report, overwrite=overwrite, on_start=on_start).result
+  if spec.launch == spec_lib.LOCAL:
+    return launch.run(spec, report=report, overwrite=overwrite, on_start=on_start).result
+  return _run_program(spec, overwrite, report, on_start)
+
+
+def _run_program(spec, overwrite, report, on_start) -> PBTResult:
+  """The population as a Launchpad program (`agents.population.program`): the engine's
+  `launch.run` with the steps summed over the N members; then pbt.csv and best/ from the
+  program's final checkpoint (its learner's ready rounds and members)."""
+  start, n = time.time(), spec.population["size"]
+  config = dataclasses.replace(spec.build(), num_steps=n * spec.steps,
+                               eval_every=n * spec.eval_every)
+  if on_start is not None:
+    on_start(spec)
+  result = launch.run(spec, config=config, report=report, overwrite=overwrite).result
+  if result.exit_code != 0:
+    signum = result.exit_code - 128  # (a signal's exit code, as `actorq train`'s)
+    stopped = (core.RunFailure(f"--launch {spec.launch}: {result.detail}")
+               if result.reason != "signal" else KeyboardInterrupt()
+               if signum == signal.SIGINT else experiment_lib.Preempted(signum))
+    stopped.checkpoint_path = result.checkpoint
+    raise stopped
+  _, saved = checkpointing.restore_latest(config.checkpoint_dir, checkpointing.validate_run)
+  parts = experiment_lib.parts_of(config)
+  learner = config.builder.make_learner(jax.random.PRNGKey(spec.seed), parts.networks,
+                                        iter(()), None, parts.environment_spec)
+  learner.restore(saved["learner"])
+  return _results(spec, learner, learner.ready.rows, learner.ready.final_returns(),
+                  [int(saved["actor_steps"]) // n] * n, start)

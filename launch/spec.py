@@ -278,7 +278,7 @@ class RunSpec:
     try:
       if self.population:  # N members of the agent as one agent (`agents.population`)
         builder = population.PopulationBuilder(
-            builder, population.PopulationConfig.from_json(self.population))
+            builder, population.PopulationConfig.from_json(self.population), seed=self.seed)
       return experiment.ExperimentConfig(
           builder=builder, env_id=self.env, num_steps=self.steps, seed=self.seed,
           eval_every=self.eval_every, eval_episodes=self.eval_episodes, logdir=self.logdir,

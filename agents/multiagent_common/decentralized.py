@@ -350,11 +350,12 @@ class MultiAgentEnvironments:
     del precision
     return TeamEpisodeLogger(logger)
 
-  def evaluate(self, config, parts, actor, seed: int, should_stop=None):
+  def evaluate(self, config, parts, actor, seed: int, should_stop=None, actor_steps=None):
     """`config.eval_episodes` greedy episodes on a fresh environment seeded `seed` (the
     run's evaluation seed, the same every evaluation); the team return (mean, std), mean
     length and each agent's mean return (`return_<agent>`); None when `should_stop` ended
-    them first."""
+    them first. (`actor_steps`, the run's when it evaluates, is not needed.)"""
+    del actor_steps
     env = ma_env.make_multi_agent_environment(config.env_id, seed=seed)
     try:
       evaluator = ma_loop.MultiAgentLoop([env], parts.environment_spec, actor.actors,

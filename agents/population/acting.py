@@ -6,14 +6,14 @@ reloaded every `variable_update_period` of its actor steps, its int8 payload's b
 corrected on its newest replay sample (`bias_correction`, issue 39). Each member writes
 its own replay through its own adder (its discount, the member's).
 
-    actor = builder.make_actor(networks, spec, learner, adders, seed)
+    actor = builder.make_local_actor(networks, spec, learner, adders, seed)
     actions = actor.act(observations)          # [N * B] exploring actions
     returns = actor.evaluate(env, members, episodes)   # float [M] greedy mean returns
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence
 
 import dm_env
 import jax
@@ -67,8 +67,32 @@ class PopulationActor:
   def update_member(self, m: int) -> None:
     """Takes member m's values from the learner (after an exploit replaced them): its
     adder's discount, and a fresh runtime at its precision."""
-    self.adders[m].discount = self.learner.values[m]["discount"]
+    if self.adders[m] is not None:  # (None: an evaluation actor)
+      self.adders[m].discount = self.learner.values[m]["discount"]
     self.runtimes.pop(m, None)
+
+  # -- in a program (its learner a `LearnerView`) ------------------------------------------
+  def update(self, wait: bool = False) -> None:
+    """Pulls the learner's newest members (`LearnerView.pull`) and takes the values an
+    exploit changed (`update_member`)."""
+    del wait
+    for m in self.learner.pull():
+      self.update_member(m)
+
+  @property
+  def policy_version(self) -> int:
+    """The learner steps of the parameters acted with (a program's)."""
+    return int(self.learner.version)
+
+  @property
+  def num_steps(self) -> int:
+    """Actor steps summed over the members."""
+    return int(self.actor_steps.sum())
+
+  @num_steps.setter
+  def num_steps(self, steps: int) -> None:
+    """A resumed program's actor: each member continues its schedule from steps / N."""
+    self.actor_steps[:] = int(steps) // self.n
 
   # -- runtimes ---------------------------------------------------------------------------
   def load_runtime(self, m: int, runtime=None):
@@ -195,3 +219,48 @@ class PopulationActor:
     for m in range(self.n):
       self.update_member(m)
     self.act_rng.bit_generator.state = saved["act_rng"]
+
+
+class LearnerView:
+  """What a program's population actor reads of the learner in another process
+  (`PopulationLearner.get_variables`): every member's policy parameters (leaves [N, ...]),
+  values and learner steps, as of the last `pull`. No calibration is served, so an int8
+  member's payload is quantized without bias correction in a program.
+
+  Args:
+    builder: the `PopulationBuilder`.
+    networks, environment_spec: the member's.
+    source: the learner node (its `get_variables`).
+  """
+
+  def __init__(self, builder, networks, environment_spec, source):
+    self.n = builder.config.size
+    self.members = builder.learner_class()(builder.member.config, networks, environment_spec)
+    self.source = source
+    self.calibration: Dict[int, np.ndarray] = {}
+    self.hyper = self.members.hyperparameters(self.n)
+    self.values = None
+    self.pull()
+
+  def pull(self) -> list:
+    """Takes the learner's newest members; returns the members whose values changed."""
+    self.params, population, version = self.source.get_variables(
+        ["policy", "population", "version"])
+    changed = [m for m in range(self.n)
+               if self.values is None or population["values"][m] != self.values[m]]
+    self.values = [dict(v) for v in population["values"]]
+    for m in changed:
+      self.hyper = self.members.with_member(self.hyper, m, self.values[m])
+    self.state = _Steps(np.asarray(population["steps"], np.int64))
+    self.version = int(version)
+    return changed
+
+  def precision(self, m: int) -> str:
+    return self.values[m].get(learning.PRECISION_FIELD, learning.FULL_PRECISION)
+
+  def policy_params(self) -> Any:
+    return self.params
+
+
+class _Steps(NamedTuple):
+  steps: np.ndarray  # int [N], each member's learner steps

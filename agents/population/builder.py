@@ -21,13 +21,20 @@ plus that one method (`docs/guides/pbt.md`).
     builder = PopulationBuilder(DQNBuilder(DQNConfig()), PopulationConfig(size=4))
     networks = builder.make_networks(spec)
     clients = builder.make_replay(spec, replay_key)
-    learner = builder.make_learner(networks, spec, init_key, clients, seed)
-    actor = builder.make_actor(networks, spec, learner, builder.make_adders(clients, spec, B),
-                               seed)
+    learner = builder.make_local_learner(networks, spec, init_key, clients, seed)
+    actor = builder.make_local_actor(networks, spec, learner,
+                                     builder.make_adders(clients, spec, B), seed)
+
+In one process (`launch.pbt`) each member has a seeded in-process replay (`make_replay`)
+and the learner and actor above. In a Launchpad program the nodes call the contract
+methods (`make_replay_tables`: every member's Reverb table, ``<table>_member<m>``;
+`make_dataset_iterator`, `make_batched_adder`, `make_learner`, `make_actor`) through the
+population's environment family (`agents.population.program`).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+import dataclasses
+from typing import Any, Dict, Iterator, List, Optional
 
 import jax
 import numpy as np
@@ -70,20 +77,20 @@ class PopulationBuilder:
     ValueError: `member`'s builder declares no population learner (naming it).
   """
 
-  def __init__(self, member: Any, config: config_lib.PopulationConfig):
+  def __init__(self, member: Any, config: config_lib.PopulationConfig, seed: int = 0):
     if learner_class(type(member)) is None:
       raise ValueError(f"{type(member).__name__} declares no population learner")
     self.member = member
     self.config = config
+    self.seed = int(seed)  # PBT's and the actors' numpy draws (a program passes only keys)
 
   def learner_class(self) -> type:
     """The member agent's population learner class."""
     return learner_class(type(self.member))
 
   # -- the builder contract (`core.Builder`) ---------------------------------------------
-  # What one member has is the member builder's: networks, policies, tables, dataset,
-  # adder and learning schedule. The population's learner and actor (`make_learner`,
-  # `make_actor`) hold all N members and take the population's own arguments.
+  # Networks, policies and learning schedule are the member builder's; tables, dataset,
+  # adders, learner and actor hold all N members (a program's; one process: `make_local_*`).
   def make_networks(self, environment_spec):
     return self.member.make_networks(environment_spec)
 
@@ -94,20 +101,39 @@ class PopulationBuilder:
     """A member's policy (its precision and action selection at the shared config)."""
     return self.member.make_policy(networks, environment_spec, evaluation)
 
+  def member_builder(self, m: int) -> Any:
+    """Member m's builder in a program: the member builder writing and sampling its own
+    Reverb table, ``<replay_table_name>_member<m>``."""
+    config = self.member.config
+    return type(self.member)(dataclasses.replace(
+        config, replay_table_name=f"{config.replay_table_name}_member{m}"))
+
   def make_replay_tables(self, environment_spec, policy=None, rate_limited: bool = False):
-    """One member's tables (each member has its own copy: `make_replay`)."""
-    if policy is None and not rate_limited:
-      return self.member.make_replay_tables(environment_spec)
-    return self.member.make_replay_tables(environment_spec, policy, rate_limited)
+    """Every member's tables on one Reverb server (a program's), member m's named
+    `member_builder(m)`'s."""
+    return [t for m in range(self.config.size) for t in self.member_builder(m)
+            .make_replay_tables(environment_spec, policy, rate_limited)]
 
-  def make_dataset_iterator(self, replay_client):
-    return self.member.make_dataset_iterator(replay_client)
+  def make_dataset_iterator(self, replay_client) -> Iterator[tuple]:
+    """One tuple of N samples per `next()`: each member's batch from its own table (a
+    program's learner; the vmapped update takes them together)."""
+    return zip(*[self.member_builder(m).make_dataset_iterator(replay_client)
+                 for m in range(self.config.size)])
 
-  def make_adder(self, replay_client, environment_spec, policy):
-    return self.member.make_adder(replay_client, environment_spec, policy)
+  def make_adder(self, replay_client, environment_spec, policy=None):
+    return self.make_batched_adder(replay_client, environment_spec, policy, 1)
+
+  def make_batched_adder(self, replay_client, environment_spec, policy=None,
+                         num_envs: int = 1) -> list:
+    """A program's actor's adders: member m's batched adder (B = `num_envs`) into its own
+    table."""
+    return [self.member_builder(m).make_batched_adder(replay_client, environment_spec,
+                                                      policy, num_envs=num_envs)
+            for m in range(self.config.size)]
 
   def replay_table_name(self) -> str:
-    return self.member.replay_table_name()
+    """Member 0's table in a program (a learner waits for it to fill)."""
+    return self.member_builder(0).replay_table_name()
 
   def min_replay_size(self) -> int:
     return self.member.min_replay_size()
@@ -117,25 +143,47 @@ class PopulationBuilder:
     return self.member.learner_steps_owed(progress)
 
   def make_replay(self, environment_spec, random_key) -> List[local_replay.LocalReplayClient]:
-    """One seeded in-process replay per member, from the member builder's tables (the
-    seeds drawn from `random_key`)."""
+    """One seeded in-process replay per member (one process), from the member builder's
+    tables (the seeds drawn from `random_key`)."""
     seeds = np.asarray(jax.random.randint(random_key, (self.config.size,), 0, 2**31 - 1))
-    return [local_replay.LocalReplayClient(self.make_replay_tables(environment_spec),
+    return [local_replay.LocalReplayClient(self.member.make_replay_tables(environment_spec),
                                            seed=int(seed)) for seed in seeds]
 
-  def make_batched_adder(self, replay_client, environment_spec, num_envs: int):
-    """A member's batched adder into its replay (B = `num_envs` environments)."""
-    return self.member.make_batched_adder(replay_client, environment_spec, num_envs=num_envs)
-
   def make_adders(self, replay_clients, environment_spec, num_envs: int) -> list:
-    """One batched adder per member (B = `num_envs` environments each)."""
-    return [self.make_batched_adder(c, environment_spec, num_envs) for c in replay_clients]
+    """One batched adder per member into its in-process replay (B = `num_envs` each)."""
+    return [self.member.make_batched_adder(c, environment_spec, num_envs=num_envs)
+            for c in replay_clients]
 
-  def make_learner(self, networks, environment_spec, random_key, replay_clients,
-                   seed: int) -> learning.PopulationLearner:
+  def make_local_learner(self, networks, environment_spec, random_key, replay_clients,
+                         seed: int) -> learning.PopulationLearner:
+    """The learner of a population run in one process (`launch.pbt`)."""
     return learning.PopulationLearner(self, networks, environment_spec, random_key,
                                       replay_clients, seed)
 
-  def make_actor(self, networks, environment_spec, learner, adders,
-                 seed: int) -> acting.PopulationActor:
+  def make_local_actor(self, networks, environment_spec, learner, adders,
+                       seed: int) -> acting.PopulationActor:
+    """The actor of a population run in one process, its learner in the same process."""
     return acting.PopulationActor(self, networks, environment_spec, learner, adders, seed)
+
+  def make_learner(self, random_key, networks, dataset, logger_fn, environment_spec,
+                   replay_client=None, counter=None) -> learning.PopulationLearner:
+    """A program's learner (`core.Builder`): the members' vmapped update on `dataset`
+    (`make_dataset_iterator`), priorities written through `replay_client`, its steps
+    counted by `counter`; PBT's draws seeded by the builder's `seed`."""
+    del logger_fn
+    return learning.PopulationLearner(self, networks, environment_spec, random_key, None,
+                                      self.seed, dataset=dataset, counter=counter,
+                                      replay_client=replay_client)
+
+  def make_actor(self, random_key, policy, environment_spec, variable_source,
+                 adder=None) -> acting.PopulationActor:
+    """A program's actor (`core.Builder`) acting for every member: its learner is a
+    `acting.LearnerView` pulling from `variable_source`; `adder`: `make_batched_adder`'s
+    (None: an evaluation actor). Its draws are seeded by the builder's `seed` and
+    `random_key`."""
+    del policy
+    networks = self.make_networks(environment_spec)
+    view = acting.LearnerView(self, networks, environment_spec, variable_source)
+    seed = int(jax.random.randint(random_key, (), 0, 2**31 - 1))
+    return acting.PopulationActor(self, networks, environment_spec, view,
+                                  adder or [None] * self.config.size, seed)

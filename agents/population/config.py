@@ -14,6 +14,12 @@ DEFAULT_QUANTILE = 0.25
 DEFAULT_RESAMPLE_PROBABILITY = 0.25
 
 
+# The mutable field that is a member's actor precision (applied by the actor, not the
+# learner), and the precision whose members act through the one batched inference.
+PRECISION_FIELD = "actor_precision"
+FULL_PRECISION = "fp32"
+
+
 @dataclasses.dataclass(frozen=True)
 class PopulationConfig:
   """A population's own settings.
@@ -46,6 +52,12 @@ class PopulationConfig:
       raise ValueError(f"quantile {self.quantile}: allowed (0, 0.5]")
     if not 0.0 <= self.resample_probability <= 1.0:
       raise ValueError(f"resample probability {self.resample_probability}: allowed [0, 1]")
+
+  @property
+  def actor_precision(self) -> str:
+    """What a launcher names as the population's actor precision (`ExperimentConfig
+    .precision`): each member acts at its own (its `actor_precision` value)."""
+    return "per member"
 
   def to_json(self) -> Dict[str, Any]:
     """The JSON a run directory records (`RunSpec.population`)."""

@@ -5,8 +5,9 @@ which vmaps `agents.dqn.learning.DQNUpdate`; Flajolet et al. 2022, section 3), e
 sampling its own seeded replay, and PBT's exploit/explore as a learner-side step
 (Jaderberg et al. 2017, appendix A.1, truncation selection).
 
-    learner = builder.make_learner(networks, spec, key, replay_clients, seed)
+    learner = builder.make_local_learner(networks, spec, key, replay_clients, seed)
     learner.learn(owed)              # int [N]: learner steps each member owes
+    learner.step()                   # a program's: one round on the dataset's N batches
     pairs = learner.exploit(fitness, frozen)   # [(loser, winner)] copied and explored
 
 Members start from the config's values (member 0) or from values drawn from the ranges of
@@ -24,14 +25,14 @@ import jax
 import numpy as np
 
 from actorq import core
+from actorq.agents.population import config as config_lib
+from actorq.agents.population import rounds as rounds_lib
 from actorq.components import population as population_lib
 from actorq.components.replay import priorities as priorities_lib
 from actorq.quantization import bias_correction
 
-# The mutable field that is the actors' precision (applied by the actor, not the learner),
-# and the precision whose members act through the one batched inference.
-PRECISION_FIELD = "actor_precision"
-FULL_PRECISION = "fp32"
+# The mutable field that is the actors' precision and the one of the batched inference.
+PRECISION_FIELD, FULL_PRECISION = config_lib.PRECISION_FIELD, config_lib.FULL_PRECISION
 
 
 class PopulationLearner:
@@ -60,15 +61,22 @@ class PopulationLearner:
   """
 
   def __init__(self, builder, networks, environment_spec, random_key, replay_clients,
-               seed: int):
+               seed: int, dataset=None, counter=None, replay_client=None):
     self.builder = builder
     self.member_builder = builder.member
     self.n = builder.config.size
     self.members = builder.learner_class()(builder.member.config, networks, environment_spec)
     self.networks = networks
     self.state = self.members.init(jax.random.split(random_key, self.n))
-    self.clients = list(replay_clients)
+    # One process: a replay client per member (`learn`); a program: `dataset` yields the N
+    # members' batches at once (`step`) and priorities go through `replay_client`.
+    self.clients = None if replay_clients is None else list(replay_clients)
+    self.dataset, self.counter = dataset, counter
     self.table = builder.member.replay_table_name()
+    self.tables = ([self.table] * self.n if dataset is None else
+                   [builder.member_builder(m).replay_table_name() for m in range(self.n)])
+    self.priority_clients = self.clients or [replay_client] * self.n
+    self.ready = None  # a program's ready rounds (`record_round`)
     self.calibration: Dict[int, np.ndarray] = {}
     self.timings = {"replay": 0.0, "update": 0.0}
     self.pbt_rng = np.random.default_rng([seed, 2])
@@ -147,55 +155,111 @@ class PopulationLearner:
       active = owed > 0
       samples = {m: self.clients[m].sample_batch(self.table, batch_size)
                  for m in np.flatnonzero(active).tolist()}
-      # Each member's table decodes its signature into its own namedtuple classes: stack
-      # the leaves into ONE structure, the first batch's of this session, every round.
-      # (Rebuilding whichever member came first would hand `step` another pytree
-      # structure, i.e. a retrace and an XLA compile, each time the first active member
-      # changes: up to N compiles of the vmapped update.)
-      leaves, treedef = jax.tree_util.tree_flatten(next(iter(samples.values())).data)
-      if self.batch_structure is None:
-        self.batch_structure = treedef
-      treedef = self.batch_structure
-      data = [jax.tree_util.tree_leaves(samples[m].data) if m in samples else
-              [np.zeros_like(x) for x in leaves] for m in range(self.n)]
-      probabilities = np.stack([
-          np.asarray(samples[m].info.probability, np.float32) if m in samples
-          else np.ones(batch_size, np.float32) for m in range(self.n)])
-      sizes = np.stack([
-          np.asarray(samples[m].info.table_size, np.float32) if m in samples
-          else np.ones(batch_size, np.float32) for m in range(self.n)])
-      stacked = jax.tree_util.tree_unflatten(treedef, [np.stack(x) for x in zip(*data)])
-      t1 = time.perf_counter()
-      state, td, metrics = self.members.step(self.state, stacked, probabilities, sizes,
-                                             self.hyper, active)
-      losses = {name: np.asarray(metrics[name])  # waits for the update
-                for name in self.members.LOSS_METRICS}
-      t2 = time.perf_counter()
-      bad = [(m, name) for m in samples for name, loss in losses.items()
-             if not math.isfinite(float(loss[m]))]
-      if bad:
-        m, name = bad[0]
-        raise core.NonFiniteLossError(
-            f"learner round {self.rounds + 1}: member {m}'s {name} is {losses[name][m]}; the "
-            "population keeps its state from before that round")
-      for m, sample in samples.items():
-        observations = bias_correction.observations_of(sample, self.networks.spec.input_shape)
-        if observations is not None:
-          self.calibration[m] = np.array(
-              observations[:bias_correction.DEFAULT_CALIBRATION_SIZE], np.float32)
-      config = self.member_builder.config
-      if getattr(config, "prioritized_replay", False):
-        td = np.asarray(td, np.float64)
-        for m, sample in samples.items():
-          priorities_lib.update_priorities(self.clients[m], self.table, sample.info.key,
-                                           np.abs(td[m]) + config.priority_epsilon)
-      self.state = state
-      self.rounds += 1
-      self.learner_steps += active
+      self._update(samples, active, t0)
       owed -= active
-      t3 = time.perf_counter()
-      self.timings["replay"] += (t1 - t0) + (t3 - t2)
-      self.timings["update"] += t2 - t1
+
+  # -- the learner contract in a program (`core.Learner`) ---------------------------------
+  def step(self) -> None:
+    """One vmapped round of every member on the next N batches of the dataset (a
+    program's learner node steps it); counted as one learner step."""
+    t0 = time.perf_counter()
+    self._update(dict(enumerate(next(self.dataset))), np.ones(self.n, bool), t0)
+    if self.counter is not None:
+      self.counter.increment(steps=1)
+
+  @property
+  def step_count(self) -> int:
+    """Vmapped rounds taken (a program's learner steps)."""
+    return int(self.rounds)
+
+  def get_variables(self, names: Sequence[str]) -> List[Any]:
+    """``"policy"``: every member's policy parameters (leaves [N, ...], numpy);
+    ``"version"``: `step_count`; ``"population"``: {"values": per member field ->
+    value, "steps": int [N] learner steps of each member's state}."""
+    out = []
+    for name in names:
+      if name == "policy":
+        out.append(jax.device_get(self.policy_params()))
+      elif name == "version":
+        out.append(self.step_count)
+      elif name == "population":
+        out.append({"values": [dict(v) for v in self.values],
+                    "steps": np.asarray(jax.device_get(self.state.steps)).tolist()})
+      else:
+        raise KeyError(f"a population learner serves policy, version and population, "
+                       f"not {name!r}")
+    return out
+
+  # Methods a program's evaluator may call on the learner node (`LearnerNode.learner_call`).
+  REMOTE_STEPS = ("record_round",)
+
+  def record_round(self, fitness: Sequence[float], actor_steps: int,
+                   total_steps: int) -> List[Dict[str, Any]]:
+    """A program's ready round: every member's evaluation return (`fitness`, float [N])
+    recorded as pbt.csv rows, then exploit/explore (`rounds.ReadyRounds`); each member's
+    actor steps are taken as the run's summed `actor_steps` / N, and members are past
+    their last steps once the sum reaches `total_steps` (no exploit then). Returns the
+    rows of this round."""
+    progress = _Progress(self.n, int(actor_steps) // self.n)
+    steps = max(int(total_steps) // self.n, 1)
+    if self.ready is None:
+      self.ready = rounds_lib.ReadyRounds(self, progress, steps, steps)
+    self.ready.actor, self.ready.steps = progress, steps
+    before = len(self.ready.rows)
+    self.ready.record(range(self.n), np.asarray(fitness, np.float64))
+    return [dict(r) for r in self.ready.rows[before:]]
+
+  def _update(self, samples: Dict[int, Any], active: np.ndarray, t0: float) -> None:
+    """One vmapped round on `samples` (member -> its batch) of the `active` members."""
+    batch_size = self.member_builder.config.batch_size
+    # Each member's table decodes its signature into its own namedtuple classes: stack
+    # the leaves into ONE structure, the first batch's of this session, every round.
+    # (Rebuilding whichever member came first would hand `step` another pytree
+    # structure, i.e. a retrace and an XLA compile, each time the first active member
+    # changes: up to N compiles of the vmapped update.)
+    leaves, treedef = jax.tree_util.tree_flatten(next(iter(samples.values())).data)
+    if self.batch_structure is None:
+      self.batch_structure = treedef
+    treedef = self.batch_structure
+    data = [jax.tree_util.tree_leaves(samples[m].data) if m in samples else
+            [np.zeros_like(x) for x in leaves] for m in range(self.n)]
+    probabilities = np.stack([
+        np.asarray(samples[m].info.probability, np.float32) if m in samples
+        else np.ones(batch_size, np.float32) for m in range(self.n)])
+    sizes = np.stack([
+        np.asarray(samples[m].info.table_size, np.float32) if m in samples
+        else np.ones(batch_size, np.float32) for m in range(self.n)])
+    stacked = jax.tree_util.tree_unflatten(treedef, [np.stack(x) for x in zip(*data)])
+    t1 = time.perf_counter()
+    state, td, metrics = self.members.step(self.state, stacked, probabilities, sizes,
+                                           self.hyper, active)
+    losses = {name: np.asarray(metrics[name])  # waits for the update
+              for name in self.members.LOSS_METRICS}
+    t2 = time.perf_counter()
+    bad = [(m, name) for m in samples for name, loss in losses.items()
+           if not math.isfinite(float(loss[m]))]
+    if bad:
+      m, name = bad[0]
+      raise core.NonFiniteLossError(
+          f"learner round {self.rounds + 1}: member {m}'s {name} is {losses[name][m]}; the "
+          "population keeps its state from before that round")
+    for m, sample in samples.items():
+      observations = bias_correction.observations_of(sample, self.networks.spec.input_shape)
+      if observations is not None:
+        self.calibration[m] = np.array(
+            observations[:bias_correction.DEFAULT_CALIBRATION_SIZE], np.float32)
+    config = self.member_builder.config
+    if getattr(config, "prioritized_replay", False):
+      td = np.asarray(td, np.float64)
+      for m, sample in samples.items():
+        priorities_lib.update_priorities(self.priority_clients[m], self.tables[m],
+                                         sample.info.key, np.abs(td[m]) + config.priority_epsilon)
+    self.state = state
+    self.rounds += 1
+    self.learner_steps += active
+    t3 = time.perf_counter()
+    self.timings["replay"] += (t1 - t0) + (t3 - t2)
+    self.timings["update"] += t2 - t1
 
   # -- exploit / explore --------------------------------------------------------------
   def exploit(self, fitness: Sequence[float], frozen: Sequence[bool]) -> List[Tuple[int, int]]:
@@ -240,12 +304,16 @@ class PopulationLearner:
 
   def save(self) -> Dict[str, Any]:
     """The learner's part of a population checkpoint (numpy and plain Python)."""
-    return {"state": jax.device_get(self.state), "values": [dict(v) for v in self.values],
-            "replay": [c.state() for c in self.clients],
-            "learner_steps": self.learner_steps.tolist(), "rounds": self.rounds,
-            "start_step": self.start_step.tolist(),
-            "calibration": {int(m): np.asarray(o) for m, o in self.calibration.items()},
-            "pbt_rng": self.pbt_rng.bit_generator.state}
+    saved = {"state": jax.device_get(self.state), "values": [dict(v) for v in self.values],
+             "learner_steps": self.learner_steps.tolist(), "rounds": self.rounds,
+             "start_step": self.start_step.tolist(),
+             "calibration": {int(m): np.asarray(o) for m, o in self.calibration.items()},
+             "pbt_rng": self.pbt_rng.bit_generator.state}
+    if self.clients is not None:  # (a program's tables are in Reverb's checkpoint)
+      saved["replay"] = [c.state() for c in self.clients]
+    if self.ready is not None:  # a program's ready rounds (pbt.csv's rows)
+      saved.update(self.ready.save())
+    return saved
 
   def restore(self, saved: Dict[str, Any]) -> None:
     """Takes back a `save()` of a learner with the same settings."""
@@ -253,10 +321,31 @@ class PopulationLearner:
     self.values = [dict(v) for v in saved["values"]]
     for m in range(self.n):
       self.apply_values(m)
-      self.clients[m].restore(saved["replay"][m])
+      if self.clients is not None:
+        self.clients[m].restore(saved["replay"][m])
     self.learner_steps = np.asarray(saved["learner_steps"], np.int64)
     self.start_step = np.asarray(saved["start_step"], np.int64)
     self.rounds = int(saved["rounds"])
     self.calibration = {int(m): np.asarray(o, np.float32)
                         for m, o in saved.get("calibration", {}).items()}
     self.pbt_rng.bit_generator.state = saved["pbt_rng"]
+    if self.dataset is not None and "rows" in saved:  # a program's ready rounds
+      progress = _Progress(self.n, 0)
+      self.ready = rounds_lib.ReadyRounds(self, progress, 1, 1)
+      self.ready.restore(saved)
+
+
+class _Progress:
+  """What `rounds.ReadyRounds` reads of the actors in a program's learner: each member's
+  actor steps (the counter's sum / N), no acting cost measured, no actor to update (the
+  actors pull the new values)."""
+
+  def __init__(self, n: int, steps: int):
+    self.actor_steps = np.full(n, steps, np.int64)
+
+  def take_cost(self, m: int) -> float:
+    del m
+    return 0.0
+
+  def update_member(self, m: int) -> None:
+    del m

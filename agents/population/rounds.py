@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from actorq.agents.population import learning
+from actorq.agents.population import config as config_lib
 
 
 class ReadyRounds:
@@ -77,7 +77,7 @@ class ReadyRounds:
              "learner_steps": int(np.asarray(learner.state.steps)[m]),
              "episode_return": float(value)}
       row.update({k: v for k, v in learner.values[m].items()
-                  if k != learning.PRECISION_FIELD})
+                  if k != config_lib.PRECISION_FIELD})
       row.update(precision=learner.precision(m), copied_from="")
       new_rows[m] = row
       scalars[m] = {"actor_steps": row["actor_steps"], "learner_steps": row["learner_steps"],

@@ -124,9 +124,10 @@ class SingleAgent:
     return loop_lib.EpisodeLogger(logger, **({} if precision is None else
                                              {"actor_precision": precision}))
 
-  def evaluate(self, config, parts, actor, seed: int, should_stop=None):
-    """`evaluate` (`seed` is `config.seed + EVAL_SEED_OFFSET`, as there)."""
-    del parts, seed
+  def evaluate(self, config, parts, actor, seed: int, should_stop=None, actor_steps=None):
+    """`evaluate` (`seed` is `config.seed + EVAL_SEED_OFFSET`, as there; `actor_steps`, the
+    run's when it evaluates, is not needed)."""
+    del parts, seed, actor_steps
     return evaluate(config, actor, should_stop=should_stop)
 
   def close(self, env) -> None:

@@ -554,8 +554,8 @@ def test_b18_an_environment_that_raises_is_one_line_and_a_checkpoint_to_resume(
 def test_a_population_is_a_run_spec_built_into_a_population_builder(tmp_path):
   """Issue 52: the population's settings are the spec's `population` section; pbt.json is
   the spec (written by the engine: `RunSpec.save`), read back by --resume, as is a pbt.json
-  of the settings' fields written before; the engine runs a population in one process only
-  and refuses another launch row before anything is written."""
+  of the settings' fields written before; the engine runs a population on the rows that
+  say so (`populations`) and refuses another launch row before anything is written."""
   spec = pbt.population_spec("dqn", "gym:CartPole-v1", 3, 300, 100, mutate=("learning_rate",),
                              seed=5, eval_episodes=1, config=dict(SMALL),
                              logdir=str(tmp_path / "run"))
@@ -575,7 +575,7 @@ def test_a_population_is_a_run_spec_built_into_a_population_builder(tmp_path):
       "config": dict(SMALL), "max_episode_steps": 27000}))
   old = pbt.load_settings(str(tmp_path / "old"))
   assert old.to_json() == spec.to_json()
-  with pytest.raises(core.UsageError, match="a population runs in one process for now "
-                                            r"\(allowed: --launch local\)"):
-    launch.run(dataclasses.replace(spec, launch="local_mp", num_actors=1))
+  with pytest.raises(core.UsageError, match=r"--launch anakin: a population does not run "
+                                            r"there \(allowed: local, local_mt, local_mp\)"):
+    launch.run(dataclasses.replace(spec, launch="anakin"))
   assert not (tmp_path / "run").exists()
