@@ -7,7 +7,9 @@ the params tree is `{layer.name: {"w", "b"}}` for both.
 """
 from __future__ import annotations
 
-from typing import Optional
+import contextlib
+import contextvars
+from typing import Iterator, Optional
 
 import haiku as hk
 import jax
@@ -16,6 +18,28 @@ import numpy as np
 
 from actorq.quantization import forward
 from actorq.quantization import network_spec as ns
+
+
+# How a Haiku network of this module computes a layer's pre-activation from (layer, x, w, b)
+# (a `forward.LayerFn` with the weights): `forward.pre_activation` unless a caller chose
+# another arithmetic for what it traces (`layer_arithmetic`).
+_PRE_ACTIVATION: contextvars.ContextVar = contextvars.ContextVar(
+    "pre_activation", default=forward.pre_activation)
+
+
+@contextlib.contextmanager
+def layer_arithmetic(pre_activation) -> Iterator[None]:
+  """Networks from `haiku_network` traced (applied) inside this block compute each layer's
+  pre-activation with `pre_activation(layer, x, w, b)` instead of
+  `forward.pre_activation`: the same parameters and values, another way to compute them
+  (e.g. `components.anakin.layers.pre_activation`, the compiled launch's: fast under
+  `jax.vmap` on XLA's CPU backend). Applies to tracing only: a jitted function keeps the
+  arithmetic it was traced with."""
+  token = _PRE_ACTIVATION.set(pre_activation)
+  try:
+    yield
+  finally:
+    _PRE_ACTIVATION.reset(token)
 
 
 class _LayerParams(hk.Module):
@@ -69,7 +93,7 @@ def haiku_network(spec: ns.NetworkSpec,
     if layer.name == last and output_init_scale is not None:
       w_init = hk.initializers.VarianceScaling(output_init_scale)
     w, b = _LayerParams(layer, w_init, name=layer.name)(x)
-    return forward.pre_activation(layer, x, w, b)
+    return _PRE_ACTIVATION.get()(layer, x, w, b)
 
   def fn(observation):
     return forward.apply(spec.layers,

@@ -33,7 +33,7 @@ quantization step.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping
+from typing import Any, Callable, Dict, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -71,6 +71,8 @@ def dequantize(layers: Layers) -> Dict[str, Dict[str, jnp.ndarray]]:
 
 
 def _linear(layer, x, w, b):
+  """`x w + b` of a Dense layer, or its VALID strided convolution plus b (NHWC, HWIO):
+  the default `linear` of `forward` and `correct_biases`."""
   if isinstance(layer, ns.Dense):
     return x @ w + b
   return jax.lax.conv_general_dilated(x, w, (layer.stride, layer.stride), "VALID",
@@ -78,9 +80,12 @@ def _linear(layer, x, w, b):
 
 
 def correct_biases(params: Mapping[str, Mapping[str, Any]], layers: Layers,
-                   spec: ns.NetworkSpec, observations: jnp.ndarray) -> Layers:
+                   spec: ns.NetworkSpec, observations: jnp.ndarray,
+                   linear: Callable = _linear) -> Layers:
   """`layers` with every bias replaced by `bias_correction.corrected_biases(params,
-  dequantize(layers), spec, observations)` (raw observations [N, *input_shape])."""
+  dequantize(layers), spec, observations)` (raw observations [N, *input_shape]);
+  `linear(layer, x, w, b)` computes a layer's pre-activation (`_linear`'s values; the
+  compiled launch passes its im2col layers, `components.anakin.layers.pre_activation`)."""
   quantized = dequantize(layers)
   x = jnp.asarray(observations, jnp.float32) * jnp.float32(spec.input_scale)
   x_q = x
@@ -91,8 +96,8 @@ def correct_biases(params: Mapping[str, Mapping[str, Any]], layers: Layers,
       continue
     w = jnp.asarray(params[layer.name]["w"], jnp.float32)
     b = jnp.asarray(params[layer.name]["b"], jnp.float32)
-    y = _linear(layer, x, w, b)
-    y_q = _linear(layer, x_q, quantized[layer.name]["w"], quantized[layer.name]["b"])
+    y = linear(layer, x, w, b)
+    y_q = linear(layer, x_q, quantized[layer.name]["w"], quantized[layer.name]["b"])
     shift = (y_q - y).reshape(-1, y.shape[-1]).mean(axis=0)
     out[layer.name] = dict(layers[layer.name], b=(layers[layer.name]["b"] - shift))
     x = _ACT[layer.activation](y)
@@ -127,33 +132,35 @@ def quantize_rows(x: jnp.ndarray):
 
 
 def _layer(layers: Layers, spec: ns.NetworkSpec, layer, x: jnp.ndarray, first: bool,
-           float_layers: frozenset):
+           float_layers: frozenset, linear: Callable = _linear):
   """One Dense/Conv2D layer of `forward`: `(output, s [B] of its input rows or None)`."""
   l = layers[layer.name]
   input_scale = jnp.float32(spec.input_scale) if first else jnp.float32(1.0)
   if layer.name in float_layers:
-    y = _linear(layer, x * input_scale, l["w"].astype(jnp.float32) * l["scale"], l["b"])
+    y = linear(layer, x * input_scale, l["w"].astype(jnp.float32) * l["scale"], l["b"])
     return _ACT[layer.activation](y), None
   q, s = quantize_rows(x)
-  acc = _linear(layer, q, l["w"].astype(jnp.float32), 0.0)
+  acc = linear(layer, q, l["w"].astype(jnp.float32), 0.0)
   # XNNPACK's order: float(sum) * s_row, then * s_w,c, then + b.
   y = (acc * s.reshape((-1,) + (1,) * (acc.ndim - 1))) * (l["scale"] * input_scale) + l["b"]
   return _ACT[layer.activation](y), s
 
 
 def forward(layers: Layers, spec: ns.NetworkSpec, observation: jnp.ndarray,
-            float_layers: frozenset = frozenset()) -> jnp.ndarray:
+            float_layers: frozenset = frozenset(), linear: Callable = _linear) -> jnp.ndarray:
   """float32 `[B, spec.output_size]`: what `LiteRTInt8Runtime` outputs for raw
   observations `[B, *spec.input_shape]` with the payload `layers` (see the module
   docstring, step 3). `float_layers`: names computed in float32 without activation
-  quantization (none by default)."""
+  quantization (none by default). `linear(layer, x, w, b)`: a layer's product plus bias
+  (`_linear`'s values; the integer sums are exact in float32 in any order, so another
+  `linear`, e.g. the compiled launch's im2col convolution, gives the same integers)."""
   x = jnp.asarray(observation, jnp.float32)
   first = True
   for layer in spec.layers:
     if isinstance(layer, ns.Flatten):
       x = x.reshape(x.shape[0], -1)
       continue
-    x, _ = _layer(layers, spec, layer, x, first, float_layers)
+    x, _ = _layer(layers, spec, layer, x, first, float_layers, linear)
     first = False
   return x.astype(jnp.float32)
 

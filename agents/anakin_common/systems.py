@@ -40,7 +40,9 @@ from acme.adders.reverb import base as adders_base
 from actorq import core
 from actorq.agents.dqn import population
 from actorq.agents.onpolicy_common import learning as onpolicy_learning
+from actorq.components import networks as networks_lib
 from actorq.components.anakin import acting
+from actorq.components.anakin import layers as anakin_layers
 from actorq.components.replay import ring_buffer as rb
 
 
@@ -309,8 +311,11 @@ class DQNSystem:
         observation=transitions.observation.astype(jnp.float32),
         next_observation=transitions.next_observation.astype(jnp.float32))
     table_size = jnp.full(prob.shape, rb.size(buffer), jnp.float32)
-    learner, td, metrics = self.population.member_step(
-        carry.learner, transitions, prob, table_size, carry.hyper, True)
+    # The agent's update, its network's layers computed as `anakin_layers` computes them
+    # (same values up to float32 rounding; every product in oneDNN under the seeds' vmap).
+    with networks_lib.layer_arithmetic(anakin_layers.pre_activation):
+      learner, td, metrics = self.population.member_step(
+          carry.learner, transitions, prob, table_size, carry.hyper, True)
     if c.prioritized_replay:
       buffer = rb.set_priorities(buffer, rows, envs, jnp.abs(td) + c.priority_epsilon,
                                  c.priority_exponent)

@@ -2,8 +2,10 @@
 episode bookkeeping and the greedy evaluation, as pure JAX functions of one seed (the
 launcher vmaps them over seeds).
 
-Precisions: "fp32" (`quantization.forward.forward`, the reference semantics every
-runtime reproduces) and "int8" (`quantization.emulation`: the LiteRT dynamic-range int8
+Precisions: "fp32" (the walk of `quantization.forward`, the reference semantics every
+runtime reproduces, its layers computed by `components.anakin.layers`: the same values
+up to float32 rounding, a convolution as im2col so that it stays fast under the seeds'
+`jax.vmap`) and "int8" (`quantization.emulation`: the LiteRT dynamic-range int8
 arithmetic emulated exactly in float32, with the payload's per-channel int8 weights made
 in-graph and its biases corrected on the learner's newest sample, as the local launch's
 `PolicyServer` does with `bias_correction.tap`). Other precisions run on the Python
@@ -17,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from actorq import core
+from actorq.components.anakin import layers as anakin_layers
 from actorq.quantization import bias_correction
 from actorq.quantization import emulation
 from actorq.quantization import forward as forward_lib
@@ -78,14 +81,19 @@ class PolicyNetwork:
     if self.precision == "fp32":
       return params
     layers = emulation.quantize_params(params, self.spec)
-    corrected = emulation.correct_biases(params, layers, self.spec, calibration.observations)
+    corrected = emulation.correct_biases(params, layers, self.spec, calibration.observations,
+                                         anakin_layers.pre_activation)
     return jax.tree_util.tree_map(lambda c, u: jnp.where(calibration.ready, c, u),
                                   corrected, layers)
 
   def apply(self, prepared: Any, observation: jnp.ndarray) -> jnp.ndarray:
-    if self.precision == "fp32":
-      return forward_lib.forward(prepared, self.spec, observation)
-    return emulation.forward(prepared, self.spec, observation)
+    if self.precision == "fp32":  # `forward_lib.forward`, its layers `anakin_layers`'
+      return forward_lib.apply(
+          self.spec.layers, forward_lib.scaled_input(self.spec, observation),
+          lambda layer, x: anakin_layers.pre_activation(
+              layer, x, prepared[layer.name]["w"], prepared[layer.name]["b"]))
+    return emulation.forward(prepared, self.spec, observation,
+                             linear=anakin_layers.pre_activation)
 
 
 def tree_where(condition: jnp.ndarray, x: Any, y: Any) -> Any:
