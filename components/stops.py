@@ -25,6 +25,14 @@ class Preempted(KeyboardInterrupt):
     self.signum = int(signum)
 
 
+def stopped_by(signum: int, checkpoint_path: Optional[str] = None) -> KeyboardInterrupt:
+  """The stop a run raises for signal `signum` after its stop checkpoint (`checkpoint_path`,
+  None without one, set on it): KeyboardInterrupt for SIGINT (Ctrl-C), else `Preempted`."""
+  stop = KeyboardInterrupt() if signum == signal.SIGINT else Preempted(signum)
+  stop.checkpoint_path = checkpoint_path
+  return stop
+
+
 def stop_with_parent(environ=os.environ) -> None:
   """In `actorq train` started by another actorq process with `core.STOP_WITH_PARENT_ENV`
   set to its pid: SIGTERM this process (a stop with a checkpoint) once that parent is gone

@@ -49,7 +49,6 @@ import csv
 import dataclasses
 import json
 import os
-import signal
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -337,11 +336,8 @@ def train(spec: spec_lib.RunSpec, config: experiment_lib.ExperimentConfig,
         e.checkpoint_path = save_checkpoint() if ckpt_dir is not None else None
         raise
       if not finished:
-        saved_path = save_checkpoint() if ckpt_dir is not None else None
-        stopped = (KeyboardInterrupt() if stop.received == signal.SIGINT else
-                   stops.Preempted(stop.received))
-        stopped.checkpoint_path = saved_path
-        raise stopped
+        raise stops.stopped_by(stop.received,
+                               save_checkpoint() if ckpt_dir is not None else None)
   finally:
     for logger in loggers.values():
       logger.close()
@@ -389,12 +385,11 @@ def _run_program(spec, overwrite, report, on_start) -> PBTResult:
     on_start(spec)
   result = launch.run(spec, config=config, report=report, overwrite=overwrite).result
   if result.exit_code != 0:
-    signum = result.exit_code - 128  # (a signal's exit code, as `actorq train`'s)
-    stopped = (core.RunFailure(f"--launch {spec.launch}: {result.detail}")
-               if result.reason != "signal" else KeyboardInterrupt()
-               if signum == signal.SIGINT else stops.Preempted(signum))
-    stopped.checkpoint_path = result.checkpoint
-    raise stopped
+    if result.reason == "signal":  # (a signal's exit code, as `actorq train`'s)
+      raise stops.stopped_by(result.exit_code - 128, result.checkpoint)
+    failure = core.RunFailure(f"--launch {spec.launch}: {result.detail}")
+    failure.checkpoint_path = result.checkpoint
+    raise failure
   _, saved = checkpointing.restore_latest(config.checkpoint_dir, checkpointing.validate_run)
   parts = experiment_lib.parts_of(config)
   learner = config.builder.make_learner(jax.random.PRNGKey(spec.seed), parts.networks,
