@@ -57,7 +57,7 @@ import jax
 from actorq import core
 from actorq import launch
 from actorq.agents import population as population_agent
-from actorq.components import config_io, fault_points
+from actorq.components import atomic, config_io, fault_points
 from actorq.components import population as population_lib
 from actorq.components.envs import environments, vector_env
 from actorq.components import checkpointing, stops
@@ -218,9 +218,10 @@ class PBTResult:
 
 
 def _write_csv(path: str, rows: List[Dict[str, Any]]) -> None:
+  """pbt.csv, written whole (`atomic.atomic_write`): a reader never sees half a row."""
   if not rows:
     return
-  with open(path, "w", newline="", encoding="utf-8") as f:
+  with atomic.atomic_write(path, newline="") as f:
     writer = csv.DictWriter(f, fieldnames=list(rows[0]))
     writer.writeheader()
     for row in rows:
