@@ -113,7 +113,7 @@ def check_seed(value: Any, name: str = "seed") -> int:
 
 # An actorq process that starts `actorq train` as its child (`actorq sweep`) puts its pid
 # in this environment variable; the child stops (SIGTERM: a checkpoint, exit 143) when that
-# parent is gone (`launch.experiment.stop_with_parent`): a parent killed with SIGKILL cannot
+# parent is gone (`components.stops.stop_with_parent`): a parent killed with SIGKILL cannot
 # forward a stop, and its child would train on as an orphan.
 STOP_WITH_PARENT_ENV = "ACTORQ_STOP_WITH_PARENT"
 

@@ -75,6 +75,7 @@ from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
 from actorq.components.envs import environments
 from actorq.components import processes
+from actorq.components import stops
 from actorq.launch import experiment, local
 from actorq.components import profiling, provenance
 from actorq.launch import spec as spec_lib
@@ -336,11 +337,11 @@ def run_job(job: Dict[str, Any], workdir: str, log=print) -> Dict[str, Any]:
   """Runs one job in a fresh child process; its stderr goes to `workdir/<name>.log`.
 
   SIGINT/SIGTERM meanwhile is forwarded to the child (`processes.run_child`), which is
-  waited for; then `experiment.Preempted` is raised.
+  waited for; then `stops.Preempted` is raised.
 
   Raises:
     RuntimeError: the child failed (with the log's last lines).
-    experiment.Preempted: the benchmark was signalled (the child has ended).
+    stops.Preempted: the benchmark was signalled (the child has ended).
   """
   name = (f"{job['precision']}-s{job['seed']}" if job["kind"] == "train"
           else f"peer-s{job['seed']}")
@@ -355,7 +356,7 @@ def run_job(job: Dict[str, Any], workdir: str, log=print) -> Dict[str, Any]:
          out_path], stdout=logf, stderr=subprocess.STDOUT,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   if stopped is not None:  # forwarded to the job, which has ended: stop the benchmark too
-    raise experiment.Preempted(stopped)
+    raise stops.Preempted(stopped)
   if returncode != 0:
     with open(log_path, encoding="utf-8") as f:
       tail = "".join(f.readlines()[-15:])

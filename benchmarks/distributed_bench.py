@@ -73,6 +73,7 @@ from actorq import core
 from actorq.benchmarks import actorq_bench as ab
 from actorq.benchmarks import learner_step
 from actorq.components import processes
+from actorq.components import stops
 from actorq.launch import distributed, experiment
 from actorq.launch import distributed_nodes as nodes
 from actorq.components import placement, provenance
@@ -376,7 +377,7 @@ def run_job(job: Dict[str, Any], log: Callable[[str], None] = print) -> Dict[str
          "--out", out_path], stdout=logf, stderr=subprocess.STDOUT,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   if stopped is not None:  # forwarded to the child, which has ended (issue 42)
-    raise experiment.Preempted(stopped)
+    raise stops.Preempted(stopped)
   if returncode != 0:
     with open(log_path, encoding="utf-8", errors="replace") as f:
       lines = [l.strip() for l in f if l.strip()]

@@ -10,7 +10,7 @@ warm-up actions, for agents with `random_warmup_steps`, so that learning and the
 actions start together), one final evaluation of `--eval-episodes` episodes, no exploit
 (ready once, at the end):
   * one agent, `local.run` (what `actorq train` runs), evaluation every `--steps`;
-  * the population machinery (`launch.pbt.PopulationRun`) at N = 1 (one member, its learner and
+  * the population machinery (`agents.population.PopulationRun`) at N = 1 (one member, its learner and
     actor split measured the same way as the populations');
   * populations of each `--populations` size (`launch.pbt.run`, fp32 members).
 Columns: wall seconds, process CPU seconds (all threads: `time.process_time`), their
@@ -86,7 +86,7 @@ def measure(agent: str, env_id: str, steps: int, populations: List[int], min_rep
     # `check` refuses N = 1 (PBT needs two members); the population's builder runs one.
     two = pbt.check(settings(2))
     one = population.PopulationBuilder(two.member, dataclasses.replace(two.config, size=1))
-    run = pbt.PopulationRun(settings(1), one)
+    run = population.PopulationRun(settings(1), one)
     run.run()
     return {**run.timings, **run.learner.timings}
 

@@ -21,8 +21,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # dm_control imports GLFW for on-screen rendering, which warns on headless machines.
 warnings.filterwarnings("ignore", message=".*DISPLAY environment variable is missing.*")
 
-# After the environment above (numpy only; `launch.experiment`, which loads TF and JAX, is
-# looked up in `main` instead, see `_experiment`).
+# After the environment above (numpy only; `components.stops`, imported by every run, is
+# looked up in `main`, not imported: the light commands, `actorq node` included, skip it).
 from actorq import core  # pylint: disable=wrong-import-position
 
 # Command name -> module with `add_parser(subparsers)` and `run(args) -> int`, imported by
@@ -204,8 +204,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"actorq: error: {e}", file=sys.stderr)
     return 2
   except KeyboardInterrupt as e:
-    experiment = _experiment()
-    if experiment is not None and isinstance(e, experiment.Preempted):
+    stops = sys.modules.get("actorq.components.stops")  # (imported by every run)
+    if stops is not None and isinstance(e, stops.Preempted):
       print(f"actorq: stopped by signal {e.signum}", file=sys.stderr)
       return 128 + e.signum
     print("actorq: interrupted", file=sys.stderr)
@@ -213,13 +213,6 @@ def main(argv: Optional[List[str]] = None) -> int:
   except core.RunFailure as e:  # a fault part-way through a run (experiment.RunError too)
     print(f"actorq: stopped: {e}", file=sys.stderr)
     return EXIT_RUN_FAILED
-
-
-def _experiment():
-  """`launch.experiment` if a command has imported it (only runs, which import it, raise
-  its `Preempted`), else None: importing it here would load JAX and TF into every
-  command, `actorq node`'s light host runner included."""
-  return sys.modules.get("actorq.launch.experiment")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from actorq.agents import population as population_agent
 from actorq.cli import main as cli
 from actorq.components import config_io
 from actorq.components import checkpointing
-from actorq.launch import experiment
+from actorq.components import stops
 from actorq.launch import pbt as pbt_lib
 from actorq.components import run_dir
 from actorq.launch import spec as spec_lib
@@ -228,7 +228,7 @@ def plot_lineage(rows: Sequence[Dict[str, Any]], path: str) -> None:
 
 def run(args) -> int:
   # SIGTERM is a stop like Ctrl-C from the first line on (case B18), as in `actorq train`.
-  with experiment.preemptible():
+  with stops.preemptible():
     return _run(args)
 
 

@@ -38,7 +38,8 @@ from actorq.components import atomic
 from actorq.cli import precision_arg
 from actorq.components.envs import vector_env
 from actorq.components import provenance, run_dir
-from actorq.launch import anakin, experiment
+from actorq.components import stops
+from actorq.launch import anakin
 from actorq.launch import spec as spec_lib
 from actorq.studies import sweep
 
@@ -208,7 +209,7 @@ def run(args) -> int:
     print(f"actorq sweep: stopped{which}; run the same command again to continue "
           "(finished runs are reused, stopped ones resume from their checkpoints)",
           file=sys.stderr, flush=True)
-    raise experiment.Preempted(e.signum) from None  # `actorq` exits 128 + signal
+    raise stops.Preempted(e.signum) from None  # `actorq` exits 128 + signal
   if failures:
     for message in failures:
       print(f"actorq sweep: {message}", file=sys.stderr)

@@ -23,7 +23,8 @@ from actorq import launch as launch_lib
 from actorq.cli import main as cli
 from actorq.cli import precision_arg
 from actorq.components import config_io
-from actorq.launch import engine, experiment, modes
+from actorq.components import stops
+from actorq.launch import engine, modes
 from actorq.agents import registry
 from actorq.components import checkpointing
 from actorq.components import tracking
@@ -204,10 +205,10 @@ def _add_launch_options(parser) -> None:
 
 
 def run(args) -> int:
-  # SIGTERM is a stop like Ctrl-C from the first line on (experiment.Preempted; `actorq`
+  # SIGTERM is a stop like Ctrl-C from the first line on (stops.Preempted; `actorq`
   # exits 143), not a silent death at start-up; the loops and launchers refine it.
-  with experiment.preemptible():
-    experiment.stop_with_parent()  # a sweep's child stops when the sweep is killed
+  with stops.preemptible():
+    stops.stop_with_parent()  # a sweep's child stops when the sweep is killed
     return _run(args)
 
 

@@ -201,3 +201,17 @@ def reverb_checkpointer(directory: str, replay_name: Optional[str] = None):
   os.makedirs(staging)
   fallback = os.path.join(os.path.abspath(directory), replay_name) if replay_name else None
   return reverb.checkpointers.DefaultCheckpointer(path=staging, fallback_checkpoint_path=fallback)
+
+
+def params_checksum(params: Any) -> str:
+  """SHA-256 (first 16 hex digits) of a params tree's leaves in tree order (bytes, dtype
+  and shape): two runs that end with bit-identical parameters print the same value (the
+  "learner parameters" line of `actorq train`/`pbt`, `RunResult.params_checksum`)."""
+  import jax  # here, not above: writing and reading checkpoint files needs no JAX
+  import numpy as np
+  digest = hashlib.sha256()
+  for leaf in jax.tree_util.tree_leaves(jax.device_get(params)):
+    leaf = np.asarray(leaf)
+    digest.update(f"{leaf.dtype}{leaf.shape}".encode())
+    digest.update(np.ascontiguousarray(leaf).tobytes())
+  return digest.hexdigest()[:16]

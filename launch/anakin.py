@@ -38,7 +38,7 @@ from actorq import core
 from actorq.agents.anakin_common import systems
 from actorq.components.anakin import acting
 from actorq.components.envs import environments, seeding
-from actorq.components import checkpointing
+from actorq.components import checkpointing, stops
 from actorq.launch import experiment as experiment_lib
 from actorq.launch import local
 from actorq.components import loggers as logging_lib
@@ -257,7 +257,7 @@ def run(specs: Sequence[Any], *, progress: Optional[Callable[[Dict[str, Any]], N
       checkpoint()
 
   try:
-    with experiment_lib.preemptible():
+    with stops.preemptible():
       while int(np.min(np.asarray(state["carry"].actor_steps))) < first.steps:
         period()
       if not seeds[0].evaluations:  # resumed at or past the end: evaluate once
@@ -265,7 +265,7 @@ def run(specs: Sequence[Any], *, progress: Optional[Callable[[Dict[str, Any]], N
       if any(s.spec.logdir for s in seeds):
         checkpoint()
   except KeyboardInterrupt as stop:
-    local.checkpoint_at_stop(stop, checkpoint if any(s.spec.logdir for s in seeds) else None)
+    stops.checkpoint_at_stop(stop, checkpoint if any(s.spec.logdir for s in seeds) else None)
     raise
   finally:
     for s in seeds:
@@ -284,7 +284,7 @@ def run(specs: Sequence[Any], *, progress: Optional[Callable[[Dict[str, Any]], N
         episodes=int(one.episodes.total), wall_seconds=time.time() - start,
         evaluations=s.evaluations, resumed_from=s.resumed_from,
         resumed_actor_steps=s.resumed_steps,
-        params_checksum=local.params_checksum(system.policy_params(one)),
+        params_checksum=checkpointing.params_checksum(system.policy_params(one)),
         learner_device=str(jax.devices()[0].platform)))
   results[0].compile_seconds = state["compile_s"]  # first period's wall (compile included)
   return results

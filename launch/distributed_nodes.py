@@ -39,6 +39,7 @@ from actorq.components.acting import actors
 from actorq.components.acting import loop as loop_lib
 from actorq.components.replay import reverb_timeouts
 from actorq.components import checkpointing
+from actorq.components.envs import seeding
 from actorq.launch import elastic
 from actorq.launch import experiment as experiment_lib
 from actorq.components import loggers as logging_lib
@@ -387,15 +388,10 @@ class LearnerNode:
     self._wall_offset = 0.0
     if restore_path is not None:
       state = checkpointing.load(restore_path)
-      if "" not in self._parts:
-        saved = state.get("groups") or {}
-        if sorted(saved) != sorted(self._parts):
-          raise checkpointing.CheckpointError(
-              f"{restore_path} holds the parameter groups {', '.join(sorted(saved)) or 'none'}"
-              f", this run has {', '.join(self._parts)}")
+      saved = experiment_lib.part_states(state, self._parts, restore_path)
       with jax.default_device(self._device):
         for name, learner in self._parts.items():
-          learner.restore(state["learner"] if name == "" else state["groups"][name]["learner"])
+          learner.restore(saved[name]["learner"])
       self._wall_offset = float(state.get("wall_seconds", 0.0))
 
   def checkpoint(self) -> Optional[str]:
@@ -418,13 +414,6 @@ class LearnerNode:
           learning_started=self._learner.step_count > 0,
           wall_seconds=self._wall_offset + time.time() - self._start,
           launch="distributed", num_actors=self._num_actors)
-      if "" not in self._parts:  # a multi-agent learner: its groups
-        saved = state.pop("learner")
-        state["groups"] = {name: {
-            "learner": saved[name],
-            "policy_params": state["policy_params"][name],
-            "learner_steps": int(learner.step_count)} for name, learner in self._parts.items()}
-        state["multi_agent"] = True
       return checkpointing.save_run(self._config.checkpoint_dir, state, step=actor_steps,
                                     keep=self._config.keep_checkpoints,
                                     replay_client=self._replay)
@@ -692,7 +681,7 @@ class EvaluatorNode:
     self._config = config
     self._stop = lp.stop_event()
     learner, counter = StopAware(learner, self._stop), StopAware(counter, self._stop)
-    seed = config.seed + experiment_lib.EVAL_SEED_OFFSET
+    seed = config.seed + seeding.EVAL_SEED_OFFSET
     parts = self._parts = experiment_lib.parts_of(config)
     self._family = experiment_lib.environments_of(config)
     self._precision = parts.eval_policy.precision
@@ -712,7 +701,7 @@ class EvaluatorNode:
     `actor_steps` (the counter's); stats None when the node's stop ended it first."""
     self._actor.update(wait=True)
     stats = self._family.evaluate(self._config, self._parts, self._actor,
-                                  self._config.seed + experiment_lib.EVAL_SEED_OFFSET,
+                                  self._config.seed + seeding.EVAL_SEED_OFFSET,
                                   should_stop=self._stop.is_set, actor_steps=actor_steps)
     return stats, self._actor.policy_version
 

@@ -71,7 +71,7 @@ def run(spec, *, config: Any = None, report: Optional[modes.Report] = None,
     core.UsageError: a bad spec, a directory that holds another run.
     checkpointing.CheckpointError: `spec.resume` and no readable checkpoint.
     core.RunFailure: a fault stopped the run (`failure` adds the environment id and how
-      to continue); KeyboardInterrupt / experiment.Preempted: Ctrl-C or SIGTERM, with
+      to continue); KeyboardInterrupt / stops.Preempted: Ctrl-C or SIGTERM, with
       `checkpoint_path` (`stop_message` says what to continue from).
   """
   mode = modes.mode_for(spec.launch)

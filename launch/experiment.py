@@ -13,12 +13,9 @@ minutes.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import signal
-import threading
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import jax
 from acme import specs
@@ -30,11 +27,6 @@ from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import variable_client as vc
 from actorq.components.envs import single_agent, vector_env
 from actorq.components.envs import seeding
-# The run's seed streams live in `components.envs.seeding`; these names are read here only
-# by launch/pbt.py and launch/distributed_nodes.py, and go once they import seeding.
-from actorq.components.envs.seeding import (  # noqa: F401
-    EVAL_SEED_OFFSET, EVAL_SEED_ROWS, training_seed)
-from actorq.components import processes
 from actorq.components import checkpointing
 from actorq.quantization import bias_correction, runtimes
 
@@ -44,44 +36,6 @@ class RunError(core.RunFailure):
   network output, ...). The message names the cause, the environment and the actor step;
   the last good state was checkpointed first (with a logdir), so `resume` continues.
   One of the `core.RunFailure`s (`actorq` prints it in one line, exit status 1)."""
-
-
-class Preempted(KeyboardInterrupt):
-  """SIGTERM (what SLURM, Kubernetes and `timeout` send) during a run: handled like
-  Ctrl-C (a checkpoint is written first). `signum` is the signal's number."""
-
-  def __init__(self, signum: int):
-    super().__init__(f"signal {signum}")
-    self.signum = int(signum)
-
-
-def stop_with_parent(environ=os.environ) -> None:
-  """In `actorq train` started by another actorq process with `core.STOP_WITH_PARENT_ENV`
-  set to its pid: SIGTERM this process (a stop with a checkpoint) once that parent is gone
-  (`processes.watch_launcher`'s watchdog, checked every second). The variable is removed
-  from `environ` first, so this run's own children (local_mp nodes) do not inherit it."""
-  value = environ.pop(core.STOP_WITH_PARENT_ENV, None)
-  if value:
-    processes.watch_launcher(int(value))
-
-
-@contextlib.contextmanager
-def preemptible() -> Iterator[None]:
-  """Within it, SIGTERM raises `Preempted` in the main thread (elsewhere: no change).
-  The previous handler comes back on exit."""
-  if threading.current_thread() is not threading.main_thread():
-    yield
-    return
-
-  def handle(signum, frame):
-    del frame
-    raise Preempted(signum)
-
-  previous = signal.signal(signal.SIGTERM, handle)
-  try:
-    yield
-  finally:
-    signal.signal(signal.SIGTERM, previous)
 
 
 @dataclasses.dataclass
@@ -291,19 +245,48 @@ def evaluation_row(stats: Dict[str, float], *, actor_steps: int, learner_steps: 
 
 
 def checkpoint_state(config: ExperimentConfig, learner, *, actor_steps: int, episodes: int,
-                     actor_num_steps: int, counts: Dict[str, float], learning_started: bool,
-                     wall_seconds: float, **extra: Any) -> Dict[str, Any]:
-  """What a run checkpoint holds (numpy and plain Python; the same keys in both launch
-  modes): the learner's state and its fp32 policy (`actorq eval`/`quantize` read it),
-  the counts, the actor's schedule position and the run's identity; `extra` as is."""
-  return {"learner": learner.save(),
-          "policy_params": jax.device_get(learner.get_variables(["policy"])[0]),
-          "learner_steps": int(learner.step_count), "actor_steps": int(actor_steps),
-          "episodes": int(episodes), "actor_num_steps": int(actor_num_steps),
-          "counter": {"counts": dict(counts), "cache": {}},
+                     counts: Dict[str, float], learning_started: bool, wall_seconds: float,
+                     groups: Optional[Dict[str, Dict[str, Any]]] = None,
+                     counter_cache: Optional[Dict[str, Any]] = None,
+                     **extra: Any) -> Dict[str, Any]:
+  """What a run checkpoint holds (numpy and plain Python; the same keys in every launch
+  mode): the learner's state and its fp32 policy (`actorq eval`/`quantize` read it), its
+  learner steps, the counts, and the run's identity; `extra` as is. A multi-agent learner
+  (a `decentralized.Composite`) is saved per parameter group: ``groups[<name>]`` holds the
+  group's learner state, fp32 policy, learner steps and `groups[<name>]` (the group's
+  schedule, as the launcher keeps it), ``policy_params`` maps group name -> fp32 policy,
+  ``learner_steps`` is the groups' sum and ``multi_agent`` is True (`part_states` reads
+  it back)."""
+  saved = {name: {"learner": l.save(), "learner_steps": int(l.step_count),
+                  "policy_params": jax.device_get(l.get_variables(["policy"])[0]),
+                  **(groups or {}).get(name, {})} for name, l in split(learner).items()}
+  state = saved.pop("", None) or {
+      "multi_agent": True, "groups": saved,
+      "policy_params": {name: g["policy_params"] for name, g in saved.items()},
+      "learner_steps": int(sum(g["learner_steps"] for g in saved.values()))}
+  return {**state, "actor_steps": int(actor_steps), "episodes": int(episodes),
+          "counter": {"counts": dict(counts), "cache": dict(counter_cache or {})},
           "learning_started": bool(learning_started), "wall_seconds": float(wall_seconds),
           "env_id": config.env_id, "seed": config.seed, "num_steps": config.num_steps,
           **extra}
+
+
+def part_states(state: Dict[str, Any], parts: Dict[str, Any], path: str) -> Dict[str, Any]:
+  """Part name (`split`) -> that part's state in the run checkpoint `state` read from
+  `path`: the checkpoint itself for an agent's one learner (""), ``groups[<name>]`` for a
+  parameter group's (`checkpoint_state`).
+
+  Raises:
+    checkpointing.CheckpointError: the checkpoint's parameter groups are not `parts`.
+  """
+  if "" in parts:
+    return {"": state}
+  saved = state.get("groups") or {}
+  if sorted(saved) != sorted(parts):
+    raise checkpointing.CheckpointError(
+        f"{path} holds the parameter groups {', '.join(sorted(saved)) or 'none'}, this run "
+        f"has {', '.join(parts)}")
+  return saved
 
 
 # ---------------------------------------------------------------------------------------

@@ -31,13 +31,10 @@ internal state.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import sys
 import time
 from typing import Any, Callable, Dict, List, Optional
 
 import jax
-import numpy as np
 from acme.utils import counting
 
 from actorq import core
@@ -51,8 +48,7 @@ from actorq.components import checkpointing
 from actorq.launch import engine
 from actorq.launch import experiment as experiment_lib
 from actorq.components import loggers as logging_lib
-from actorq.components import placement
-from actorq.components import processes
+from actorq.components import placement, stops
 from actorq.launch import spec as spec_lib
 
 
@@ -71,17 +67,6 @@ class RunResult:
   resumed_actor_steps: int = 0  # its actor steps (0: a fresh run)
   params_checksum: str = ""  # `params_checksum` of the learner's final policy parameters
   learner_device: str = ""  # the jax device the learner computed on, e.g. "cpu:0", "gpu:0"
-
-
-def params_checksum(params: Any) -> str:
-  """SHA-256 (first 16 hex digits) of a params tree's leaves in tree order (bytes, dtype
-  and shape): two runs that end with bit-identical parameters print the same value."""
-  digest = hashlib.sha256()
-  for leaf in jax.tree_util.tree_leaves(jax.device_get(params)):
-    leaf = np.asarray(leaf)
-    digest.update(f"{leaf.dtype}{leaf.shape}".encode())
-    digest.update(np.ascontiguousarray(leaf).tobytes())
-  return digest.hexdigest()[:16]
 
 
 def _table_size(client, table: str) -> int:
@@ -110,6 +95,17 @@ class _Part:
   def items_written(self) -> int:
     return self.items_before + int(self.adder.items_written)
 
+  def schedule(self, loop) -> Dict[str, Any]:
+    """What a run checkpoint keeps of the part beside its learner (`experiment.
+    checkpoint_state`'s `groups`): its actor's step count and selector RNG, the items it
+    wrote, its learning start and, for a parameter group, its agent steps."""
+    state = {"actor_num_steps": int(self.actor.num_steps), "actor_rng": self.actor.rng_state,
+             "items_written": self.items_written}
+    if self.index < 0:
+      return {**state, "learning_started": self.started, "learning_start_step": self.start_step}
+    return {**state, "learning_start": self.start_step if self.started else None,
+            "group_steps": int(loop.group_steps[self.index])}
+
 
 class _Learning(loop_lib.Hook):
   """Starts each part's learning once its table holds its builder's `min_replay_size()`
@@ -135,23 +131,6 @@ class _Learning(loop_lib.Hook):
         p.learner.step()
         if self._on_learner_step is not None:
           self._on_learner_step(p.learner)
-
-
-def checkpoint_at_stop(stop: KeyboardInterrupt, save: Optional[Callable[[], str]]) -> None:
-  """On Ctrl-C or SIGTERM: sets `stop.checkpoint_path` to the checkpoint `save()` writes
-  (None without `save`, i.e. without a logdir). It keeps the progress made since the last
-  checkpoint. A second Ctrl-C or SIGTERM while it is written is recorded and dropped (the
-  run is stopping already), so the write is never torn and the caller learns which
-  checkpoint exists (case B9)."""
-  stop.checkpoint_path = None
-  if save is None:
-    return
-  with processes.Signals() as again:
-    fault_points.point("stop_checkpoint")
-    stop.checkpoint_path = save()
-  if again.received is not None:
-    print(f"actorq: signal {again.received} while the stop checkpoint was written: "
-          "ignored, the run stops now", file=sys.stderr, flush=True)
 
 
 def run(config: experiment_lib.ExperimentConfig, *,
@@ -184,7 +163,7 @@ def train(config: experiment_lib.ExperimentConfig, *,
     checkpointing.CheckpointError: `config.resume` and no readable checkpoint.
     experiment.RunError: a non-finite reward, observation or policy output stopped the
       run (after a checkpoint of the last good state, with a logdir).
-    experiment.Preempted: SIGTERM (after a checkpoint), like KeyboardInterrupt for Ctrl-C.
+    stops.Preempted: SIGTERM (after a checkpoint), like KeyboardInterrupt for Ctrl-C.
       Either carries `checkpoint_path`: the checkpoint written at the stop (a second
       signal meanwhile is ignored, so it is whole), or None when none was written (no
       logdir, or the stop came before the loop started; the newest earlier one, if any,
@@ -266,8 +245,10 @@ def _train(config, family, env, logger_fn, start_time, resumed_from, restored, p
     state["last_eval"] = float(restored.get("last_eval", float("nan")))
     if restored.get("counter") is not None:
       counter.restore(restored["counter"])
+    saved_parts = experiment_lib.part_states(restored, experiment_lib.split(learner),
+                                             resumed_from)
     for p in learning.parts:
-      saved = _part_state(restored, p.name)
+      saved = saved_parts[p.name]
       p.learner.restore(saved["learner"])
       p.actor.num_steps = int(saved["actor_num_steps"])
       if saved.get("actor_rng") is not None:
@@ -286,18 +267,11 @@ def _train(config, family, env, logger_fn, start_time, resumed_from, restored, p
 
   def save_checkpoint(loop=None) -> str:
     del loop
-    if len(learning.parts) == 1 and learning.parts[0].name == "":
-      p = learning.parts[0]
-      run_state = experiment_lib.checkpoint_state(
-          config, learner, actor_steps=training.steps, episodes=training.episodes,
-          actor_num_steps=actor.num_steps, counts=counter.save()["counts"],
-          learning_started=p.started, wall_seconds=wall_seconds(),
-          learning_start_step=p.start_step, items_written=p.items_written,
-          actor_rng=actor.rng_state, last_eval=state["last_eval"],
-          replay_state=client.state())
-    else:
-      run_state = _groups_checkpoint(config, learning.parts, training, counter,
-                                     wall_seconds(), state["last_eval"], client)
+    run_state = experiment_lib.checkpoint_state(
+        config, learner, actor_steps=training.steps, episodes=training.episodes,
+        counts=counter.save()["counts"], learning_started=any(p.started for p in learning.parts),
+        wall_seconds=wall_seconds(), groups={p.name: p.schedule(training) for p in learning.parts},
+        last_eval=state["last_eval"], replay_state=client.state(), launch="local")
     return checkpointing.save_run(ckpt_dir, run_state, step=training.steps,
                                   keep=config.keep_checkpoints)
 
@@ -337,10 +311,10 @@ def _train(config, family, env, logger_fn, start_time, resumed_from, restored, p
     training.steps, training.episodes = int(restored["actor_steps"]), int(restored["episodes"])
     for p in learning.parts:
       if p.index >= 0:
-        training.group_steps[p.index] = int(_part_state(restored, p.name)["group_steps"])
+        training.group_steps[p.index] = int(saved_parts[p.name]["group_steps"])
   save = save_checkpoint if ckpt_dir is not None else None
   try:  # all of it preemptible: SIGTERM stops it like Ctrl-C
-    with experiment_lib.preemptible():
+    with stops.preemptible():
       fault_points.point("startup")
       if training.steps < config.num_steps:
         training.run(num_steps=config.num_steps - training.steps)
@@ -348,8 +322,8 @@ def _train(config, family, env, logger_fn, start_time, resumed_from, restored, p
         run_evaluation()
       if save is not None:
         save()
-  except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM (experiment.Preempted)
-    checkpoint_at_stop(stop, save)
+  except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM (stops.Preempted)
+    stops.checkpoint_at_stop(stop, save)
     raise
   except (core.EnvironmentFailure, core.NonFiniteLossError):
     # The environment raised, or a learner step was refused (its state kept): the run's
@@ -374,34 +348,4 @@ def _train(config, family, env, logger_fn, start_time, resumed_from, restored, p
                    episodes=training.episodes, wall_seconds=time.time() - start_time,
                    evaluations=evaluations, resumed_from=resumed_from,
                    resumed_actor_steps=int(restored["actor_steps"]) if restored else 0,
-                   params_checksum=params_checksum(learner.get_variables(["policy"])[0]))
-
-
-def _part_state(restored: Dict[str, Any], name: str) -> Dict[str, Any]:
-  """A part's state in a run checkpoint: the checkpoint itself for the agent's one learner
-  (""), ``groups[<name>]`` for a parameter group's."""
-  return restored if name == "" else restored["groups"][name]
-
-
-def _groups_checkpoint(config, parts: List[_Part], training, counter, wall_seconds: float,
-                       last_eval: float, client) -> Dict[str, Any]:
-  """A multi-agent run checkpoint (atomic, checksummed by `checkpointing.save_run`): per
-  parameter group (``groups[<name>]``) its learner state, fp32 policy, learner steps,
-  actor step count and selector RNG, items written, learning start and agent steps; the
-  in-process replay of every group's table (items, sampling RNG); the counters. Not kept:
-  the episodes in progress and the environments' state."""
-  groups = {p.name: {
-      "learner": p.learner.save(),
-      "policy_params": jax.device_get(p.learner.get_variables(["policy"])[0]),
-      "learner_steps": int(p.learner.step_count), "actor_num_steps": int(p.actor.num_steps),
-      "actor_rng": p.actor.rng_state, "learning_start": p.start_step if p.started else None,
-      "items_written": p.items_written, "group_steps": int(training.group_steps[p.index])}
-            for p in parts}
-  return {"multi_agent": True, "groups": groups,
-          "policy_params": {name: g["policy_params"] for name, g in groups.items()},
-          "learner_steps": int(sum(g["learner_steps"] for g in groups.values())),
-          "actor_steps": int(training.steps), "episodes": int(training.episodes),
-          "counter": counter.save(), "learning_started": any(p.started for p in parts),
-          "wall_seconds": wall_seconds, "last_eval": last_eval,
-          "replay_state": client.state(), "env_id": config.env_id, "seed": config.seed,
-          "num_steps": config.num_steps, "launch": "local"}
+                   params_checksum=checkpointing.params_checksum(learner.get_variables(["policy"])[0]))

@@ -5,7 +5,7 @@ builder an `agents.population.PopulationBuilder` around the agent's, and `launch
 runs it with its launch mode:
 
   * `local` (`train`): learner (N members in one vmapped update, PBT's exploit/explore)
-    and actor stepped in one process by `PopulationRun`, a function of the spec: the actor
+    and actor stepped in one process by `agents.population.PopulationRun`, a function of the spec: the actor
     steps N x B environments, each member's adder writes its own seeded in-process replay,
     and after each vector step the learner takes the rounds the members owe
     (`builder.learner_steps_owed`, as `local.run` asks). When members are evaluated and
@@ -49,24 +49,20 @@ import csv
 import dataclasses
 import json
 import os
-import signal
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-import dm_env
 import jax
-import numpy as np
 
 from actorq import core
 from actorq import launch
 from actorq.agents import population as population_agent
-from actorq.components import config_io, fault_points
+from actorq.components import atomic, config_io, fault_points
 from actorq.components import population as population_lib
-from actorq.components.acting import loop as loop_lib
 from actorq.components.envs import environments, vector_env
-from actorq.components import checkpointing
+from actorq.components import checkpointing, stops
+from actorq.components.envs import seeding
 from actorq.launch import experiment as experiment_lib
-from actorq.launch import local
 from actorq.components import loggers as logging_lib
 from actorq.components import processes
 from actorq.agents import registry
@@ -163,10 +159,10 @@ def check(spec: spec_lib.RunSpec) -> population_agent.PopulationBuilder:
             else "not a field of " + s.agent + "'s config")
     raise core.UsageError(f"--mutate {name}: {what}; mutable fields: {', '.join(mutable)}")
   rows = {"--population x --num-envs": (size * s.num_envs,
-                                        experiment_lib.EVAL_SEED_OFFSET -
-                                        experiment_lib.EVAL_SEED_ROWS),
+                                        seeding.EVAL_SEED_OFFSET -
+                                        seeding.EVAL_SEED_ROWS),
           "--population x --eval-episodes": (size * s.eval_episodes,
-                                             experiment_lib.EVAL_SEED_ROWS)}
+                                             seeding.EVAL_SEED_ROWS)}
   for what, (value, most) in rows.items():  # (training and evaluation seeds apart, B14)
     if value > most:
       raise core.UsageError(f"{what} is {value}: at most {most} environments")
@@ -208,7 +204,7 @@ class PBTResult:
   best_member: argmax of final_returns (lowest index on ties); best_dir: its run
   directory (None without a logdir); wall_seconds; learner_rounds: vmapped updates taken
   (this session); timings: this session's wall-clock seconds by part (act, environment,
-  learn, evaluate; see `PopulationRun.timings`); params_checksum: `local.params_checksum`
+  learn, evaluate; see `agents.population.PopulationRun.timings`); params_checksum: `checkpointing.params_checksum`
   of every member's final policy parameters (leaves [N, ...]).
   """
   rows: List[Dict[str, Any]]
@@ -222,168 +218,14 @@ class PBTResult:
 
 
 def _write_csv(path: str, rows: List[Dict[str, Any]]) -> None:
+  """pbt.csv, written whole (`atomic.atomic_write`): a reader never sees half a row."""
   if not rows:
     return
-  with open(path, "w", newline="", encoding="utf-8") as f:
+  with atomic.atomic_write(path, newline="") as f:
     writer = csv.DictWriter(f, fieldnames=list(rows[0]))
     writer.writeheader()
     for row in rows:
       writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()})
-
-
-class PopulationRun:
-  """One population run in one process: the builder's learner and actor, stepped by the
-  loop of the module docstring, and what it records (rows, ready rounds, counters).
-
-  Args:
-    spec: the run's `RunSpec` (with `population`).
-    builder: its `agents.population.PopulationBuilder` (`check(spec)`).
-  """
-
-  def __init__(self, spec: spec_lib.RunSpec, builder: population_agent.PopulationBuilder):
-    self.spec = s = spec
-    self.builder = builder
-    self.n, self.b = builder.config.size, s.num_envs
-    self.steps, self.ready_every = s.steps, s.eval_every
-    self.max_episode_steps = loop_lib.DEFAULT_MAX_EPISODE_STEPS
-    single = environments.make_environment(s.env, seed=s.seed)
-    try:
-      self.env_spec = environments.environment_spec(single)
-    finally:
-      single.close()
-    self.networks = builder.make_networks(self.env_spec)
-    key_init, key_replay = jax.random.split(jax.random.PRNGKey(s.seed))
-    clients = builder.make_replay(self.env_spec, key_replay)
-    self.learner = builder.make_local_learner(self.networks, self.env_spec, key_init, clients,
-                                              s.seed)
-    adders = builder.make_adders(clients, self.env_spec, self.b)
-    self.actor = builder.make_local_actor(self.networks, self.env_spec, self.learner, adders,
-                                          s.seed)
-    # Wall-clock seconds of this session by part: acting (inference and action selection),
-    # environment (vector env steps and adders), learning (all of `learner.learn`, of
-    # which the learner's replay and update), evaluation (and exploit/explore).
-    self.timings = {"act": 0.0, "environment": 0.0, "learn": 0.0, "evaluate": 0.0}
-    self.actor_steps = self.actor.actor_steps  # the actor's counts (one array)
-    # When members are evaluated and exploit/explore runs (population logic).
-    self.rounds = population_agent.ReadyRounds(self.learner, self.actor, self.ready_every,
-                                               self.steps)
-
-  @property
-  def rows(self) -> List[Dict[str, Any]]:
-    """pbt.csv's rows so far (`ReadyRounds.rows`)."""
-    return self.rounds.rows
-
-  def apply_values(self, m: int) -> None:
-    """Member m's values (`learner.values[m]`) into the learner's arrays and its actor."""
-    self.learner.apply_values(m)
-    self.actor.update_member(m)
-
-  def _env(self, env, call: str, *args, during: str = "training"):
-    """`env.<call>(*args)`; an exception the environment raises becomes one line
-    (`core.EnvironmentFailure`) naming the environment, the call, the error and when (case
-    B18); the population's state is that of the last whole vector step."""
-    try:
-      return getattr(env, call)(*args)
-    except Exception as e:  # pylint: disable=broad-except (an environment's own error)
-      text = str(e).strip().splitlines()
-      what = f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
-      raise core.EnvironmentFailure(
-          f"{self.spec.env}: the environment's {call}() raised {what} during "
-          f"{during}, at {int(self.actor_steps.sum())} actor steps of the population "
-          f"(members: {', '.join(str(int(n)) for n in self.actor_steps)})") from e
-
-  def _evaluate(self, members: Sequence[int]) -> np.ndarray:
-    """float [len(members)]: the actor's greedy evaluation of `members`, every member on
-    the same start states (rows seeded seed + EVAL_SEED_OFFSET + i), all in one vector
-    environment."""
-    s, e = self.spec, self.spec.eval_episodes
-    env = vector_env.make_vector_environment(
-        s.env, len(members) * e, seed=s.seed + experiment_lib.EVAL_SEED_OFFSET,
-        max_episode_steps=self.max_episode_steps)
-    try:
-      return self.actor.evaluate(
-          env, members, e, lambda env, call, *args: self._env(env, call, *args,
-                                                              during="an evaluation"))
-    finally:
-      env.close()
-
-  # -- checkpoints ------------------------------------------------------------------------
-  def checkpoint(self) -> Dict[str, Any]:
-    """Everything a resumed run continues from (numpy and plain Python): the learner's
-    states, values and replays, the actor's counts and generator, the loop's counters and
-    rows. Not kept (as in `local.run`): the episodes in progress and the environments'
-    state."""
-    return {"settings": self.spec.to_json(), **self.learner.save(), **self.actor.save(),
-            **self.rounds.save()}
-
-  def restore(self, saved: Dict[str, Any]) -> None:
-    """Takes back a `checkpoint()` of a run with the same spec."""
-    self.learner.restore(saved)
-    self.actor.restore(saved)
-    self.rounds.restore(saved)
-
-  # -- the loop ---------------------------------------------------------------------------
-  def run(self, logger_fn=None, on_ready=None, should_stop=None) -> bool:
-    """Steps until every member has `steps` actor steps; `on_ready()` after each round of
-    evaluations; returns False when `should_stop()` ended it first (checked once per
-    vector step, where the population's state is whole)."""
-    s, steps = self.spec, self.steps
-    # A resumed run's environments start anew with another seed (their state is not
-    # checkpointed), as `local.run` does.
-    env = vector_env.make_vector_environment(
-        s.env, self.n * self.b,
-        seed=experiment_lib.training_seed(s.seed, int(self.actor_steps.sum()), self.n * self.b),
-        max_episode_steps=self.max_episode_steps)
-    adders = self.actor.adders
-    try:
-      batch = self._env(env, "reset")
-      rows = np.arange(self.n * self.b).reshape(self.n, self.b)
-      for m in range(self.n):
-        adders[m].add_first(np.arange(self.b), batch.observation[rows[m]])
-      resetting = np.zeros(self.n * self.b, bool)
-      while (self.actor_steps < steps).any() or self.rounds.evaluating():
-        fault_points.point("acting")  # a test's signal lands between two vector steps
-        if should_stop is not None and should_stop():
-          return False
-        if (self.actor_steps < steps).any():
-          t0 = time.perf_counter()
-          actions = self.actor.act(batch.observation)
-          t1 = time.perf_counter()
-          self.timings["act"] += t1 - t0
-          batch = self._env(env, "step", actions)
-          last = batch.step_type == dm_env.StepType.LAST
-          for m in range(self.n):
-            local_rows = np.flatnonzero(~resetting[rows[m]])
-            local_rows = local_rows[:max(int(steps - self.actor_steps[m]), 0)]
-            fresh = np.flatnonzero(resetting[rows[m]])
-            if len(local_rows):
-              g = rows[m][local_rows]
-              adders[m].add(local_rows, actions[g], batch.reward[g], batch.discount[g],
-                            batch.observation[g], last[g], [()] * len(local_rows))
-            adders[m].flush()
-            if len(fresh):
-              adders[m].add_first(fresh, batch.observation[rows[m][fresh]])
-            self.actor_steps[m] += len(local_rows)
-            self.actor.act_counted[m] += len(local_rows)
-          resetting = last
-          t2 = time.perf_counter()
-          self.timings["environment"] += t2 - t1
-          self.learner.learn(self.learner.owed(self.actor_steps, self.actor.items_written()))
-          self.timings["learn"] += time.perf_counter() - t2
-        ready = self.rounds.due()
-        if ready:
-          t0 = time.perf_counter()
-          scalars = self.rounds.record(ready, self._evaluate(ready))
-          self.timings["evaluate"] += time.perf_counter() - t0
-          if logger_fn is not None:
-            for row in scalars:
-              logger_fn(f"pbt_member{row.pop('member')}").write(
-                  {k: v for k, v in row.items() if k != "copied_from"})
-          if on_ready is not None:
-            on_ready()
-    finally:
-      env.close()
-    return True
 
 
 def load_settings(logdir: str) -> spec_lib.RunSpec:
@@ -428,7 +270,7 @@ def _results(s: spec_lib.RunSpec, learner, rows, final, actor_steps, start) -> P
         "seed": s.seed, "num_steps": s.steps, "population_member": best}, step=steps, keep=1)
   return PBTResult(rows=rows, final_returns=final, best_member=best, best_dir=best_dir,
                    wall_seconds=time.time() - start, learner_rounds=learner.rounds,
-                   params_checksum=local.params_checksum(learner.policy_params()))
+                   params_checksum=checkpointing.params_checksum(learner.policy_params()))
 
 
 def train(spec: spec_lib.RunSpec, config: experiment_lib.ExperimentConfig,
@@ -444,7 +286,7 @@ def train(spec: spec_lib.RunSpec, config: experiment_lib.ExperimentConfig,
     core.EnvironmentFailure: an environment raised; core.NonFiniteLossError: a member's
       loss was not finite. Both after a checkpoint of the population's last whole state
       (with a logdir; `checkpoint_path` on the exception, else None).
-    KeyboardInterrupt / experiment.Preempted: Ctrl-C / SIGTERM, after a checkpoint (with
+    KeyboardInterrupt / stops.Preempted: Ctrl-C / SIGTERM, after a checkpoint (with
       a logdir) at the vector step where the signal arrived (`checkpoint_path` on the
       exception; None when it came before the loop).
   """
@@ -462,7 +304,7 @@ def train(spec: spec_lib.RunSpec, config: experiment_lib.ExperimentConfig,
   if on_start is not None:
     on_start(s)
   fault_points.point("startup")  # a test's signal lands after the first write (case B18)
-  pbt_run = PopulationRun(s, config.builder)
+  pbt_run = population_agent.PopulationRun(s, config.builder)
   if saved is not None:
     pbt_run.restore(saved)
   loggers: Dict[str, Any] = {}
@@ -495,11 +337,8 @@ def train(spec: spec_lib.RunSpec, config: experiment_lib.ExperimentConfig,
         e.checkpoint_path = save_checkpoint() if ckpt_dir is not None else None
         raise
       if not finished:
-        saved_path = save_checkpoint() if ckpt_dir is not None else None
-        stopped = (KeyboardInterrupt() if stop.received == signal.SIGINT else
-                   experiment_lib.Preempted(stop.received))
-        stopped.checkpoint_path = saved_path
-        raise stopped
+        raise stops.stopped_by(stop.received,
+                               save_checkpoint() if ckpt_dir is not None else None)
   finally:
     for logger in loggers.values():
       logger.close()
@@ -547,12 +386,11 @@ def _run_program(spec, overwrite, report, on_start) -> PBTResult:
     on_start(spec)
   result = launch.run(spec, config=config, report=report, overwrite=overwrite).result
   if result.exit_code != 0:
-    signum = result.exit_code - 128  # (a signal's exit code, as `actorq train`'s)
-    stopped = (core.RunFailure(f"--launch {spec.launch}: {result.detail}")
-               if result.reason != "signal" else KeyboardInterrupt()
-               if signum == signal.SIGINT else experiment_lib.Preempted(signum))
-    stopped.checkpoint_path = result.checkpoint
-    raise stopped
+    if result.reason == "signal":  # (a signal's exit code, as `actorq train`'s)
+      raise stops.stopped_by(result.exit_code - 128, result.checkpoint)
+    failure = core.RunFailure(f"--launch {spec.launch}: {result.detail}")
+    failure.checkpoint_path = result.checkpoint
+    raise failure
   _, saved = checkpointing.restore_latest(config.checkpoint_dir, checkpointing.validate_run)
   parts = experiment_lib.parts_of(config)
   learner = config.builder.make_learner(jax.random.PRNGKey(spec.seed), parts.networks,

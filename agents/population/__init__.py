@@ -8,3 +8,4 @@ from actorq.agents.population.builder import (PopulationBuilder, learner_class, 
 from actorq.agents.population.learning import PopulationLearner
 from actorq.agents.population.acting import PopulationActor
 from actorq.agents.population.rounds import ReadyRounds
+from actorq.agents.population.local_run import PopulationRun

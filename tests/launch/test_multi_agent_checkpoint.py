@@ -45,7 +45,7 @@ def test_a_checkpoint_holds_every_group_and_restores_it_exactly(scripted_id, tmp
   assert state["multi_agent"] and sorted(state["groups"]) == groups
   assert state["actor_steps"] == 40 and state["learner_steps"] == first.learner_steps > 0
   assert sum(g["learner_steps"] for g in state["groups"].values()) == first.learner_steps
-  assert local.params_checksum(state["policy_params"]) == first.params_checksum
+  assert checkpointing.params_checksum(state["policy_params"]) == first.params_checksum
   # Every group's table is in the replay state.
   assert sorted(state["replay_state"]["tables"]) == sorted(
       ["ippo_rollouts"] if share else ["ippo_rollouts_a", "ippo_rollouts_b"])

@@ -19,7 +19,7 @@ from actorq.components import fault_points
 from actorq.components import population as population_lib
 from actorq.components.acting import variable_client as vc
 from actorq.components import checkpointing
-from actorq.launch import local, pbt
+from actorq.launch import pbt
 from actorq.quantization import bias_correction
 from actorq.testing.cli import run_cli
 
@@ -51,7 +51,7 @@ def _ready_round(run, member_1_return):
 
 def test_exploit_copies_parameters_optimizer_state_and_hyperparameters_exactly():
   settings = _settings(mutate=(), steps=1000, ready_every=1000)
-  run = pbt.PopulationRun(settings, pbt.check(settings))
+  run = population_agent.PopulationRun(settings, pbt.check(settings))
   calls = iter(range(10**6))
   # ~150 vector steps: learning has moved every member's parameters and Adam state.
   assert not run.run(should_stop=lambda: next(calls) >= 150)
@@ -84,7 +84,7 @@ def test_int8_members_act_with_payloads_bias_corrected_on_their_own_replay_sampl
   """As a train run's int8 actors (issue 39): member m's int8 payload has its biases
   corrected on the observations of m's newest replay sample, which its checkpoint keeps."""
   settings = _settings(mutate=(), steps=1000, ready_every=1000)
-  run = pbt.PopulationRun(settings, pbt.check(settings))
+  run = population_agent.PopulationRun(settings, pbt.check(settings))
   calls = iter(range(10**6))
   assert not run.run(should_stop=lambda: next(calls) >= 60)
   assert sorted(run.learner.calibration) == [0, 1, 2, 3]
@@ -101,7 +101,7 @@ def test_int8_members_act_with_payloads_bias_corrected_on_their_own_replay_sampl
     np.testing.assert_array_equal(got.layers[name]["w"], plain.layers[name]["w"])
     np.testing.assert_allclose(got.layers[name]["b"], want.layers[name]["b"], rtol=1e-6)
   assert not np.array_equal(got.layers["dense_0"]["b"], plain.layers["dense_0"]["b"])
-  restored = pbt.PopulationRun(settings, pbt.check(settings))
+  restored = population_agent.PopulationRun(settings, pbt.check(settings))
   restored.restore(run.checkpoint())
   np.testing.assert_array_equal(restored.learner.calibration[1], run.learner.calibration[1])
 
@@ -112,7 +112,7 @@ def test_the_vmapped_step_compiles_once_whichever_member_comes_first():
   first member owing a step changes (CartPole's episodes end at different steps, so the
   members start learning at different actor steps)."""
   settings = _settings(steps=300, ready_every=300)
-  run = pbt.PopulationRun(settings, pbt.check(settings))
+  run = population_agent.PopulationRun(settings, pbt.check(settings))
   step, firsts, structures = run.learner.members.step, set(), set()
 
   def recorded(state, data, probabilities, sizes, hyper, active):
@@ -127,7 +127,7 @@ def test_the_vmapped_step_compiles_once_whichever_member_comes_first():
 
 def test_exploit_then_explore_perturbs_only_the_named_fields():
   settings = _settings(mutate=("learning_rate",), resample_probability=0.0)
-  run = pbt.PopulationRun(settings, pbt.check(settings))
+  run = population_agent.PopulationRun(settings, pbt.check(settings))
   _ready_round(run, member_1_return=0.5)  # member 2 is the top, member 1 the bottom
   top, member = run.learner.values[2], run.learner.values[1]
   assert member["learning_rate"] in (pytest.approx(top["learning_rate"] * 0.8, rel=1e-6),
@@ -155,7 +155,7 @@ def test_same_seed_writes_identical_pbt_csv_and_a_best_run_eval_reads(tmp_path, 
     checksums.append(out.splitlines()[-1].split("learner parameters ")[1])
   # The learner checksum printed is the population's final parameters (its checkpoint's).
   _, saved = checkpointing.restore_latest(str(tmp_path / "a" / pbt.POPULATION_DIR))
-  assert checksums[0] == checksums[1] == local.params_checksum(saved["state"].params)
+  assert checksums[0] == checksums[1] == checkpointing.params_checksum(saved["state"].params)
   first = (tmp_path / "a" / "pbt.csv").read_bytes()
   assert first == (tmp_path / "b" / "pbt.csv").read_bytes()
   with open(tmp_path / "a" / "pbt.csv", newline="") as f:
@@ -213,7 +213,7 @@ def test_sigterm_checkpoints_the_population_and_resume_finishes_it(tmp_path, mon
   assert len(before) == 3 and not (logdir / "best").exists()  # the 100-step round only
   # The checkpoint restores exactly: a fresh run restored from it checkpoints the same.
   settings = pbt.load_settings(str(logdir))
-  restored = pbt.PopulationRun(settings, pbt.check(settings))
+  restored = population_agent.PopulationRun(settings, pbt.check(settings))
   restored.restore(saved)
   again = restored.checkpoint()
   for key in ("actor_steps", "learner_steps", "start_step", "next_ready", "values", "rows",
@@ -236,7 +236,7 @@ def test_sigterm_checkpoints_the_population_and_resume_finishes_it(tmp_path, mon
 
 def test_an_int8_member_acts_through_its_int8_runtime_and_is_charged_its_cost():
   settings = _settings(population=2, mutate=("actor_precision",))
-  run = pbt.PopulationRun(settings, pbt.check(settings))
+  run = population_agent.PopulationRun(settings, pbt.check(settings))
   run.learner.values[0]["actor_precision"] = "fp32"
   run.learner.values[1]["actor_precision"] = "int8"
   run.apply_values(0)
@@ -268,7 +268,7 @@ def _td3_settings(**kw):
 
 def test_td3_exploit_copies_both_networks_targets_adam_states_and_hyperparameters_exactly():
   settings = _td3_settings()
-  run = pbt.PopulationRun(settings, pbt.check(settings))
+  run = population_agent.PopulationRun(settings, pbt.check(settings))
   calls = iter(range(10**6))
   assert not run.run(should_stop=lambda: next(calls) >= 120)  # 60 warm-up, 60 noisy steps
   # One learner step per actor step once the 3-step adder's 50th item is in (actor step
@@ -355,7 +355,7 @@ SAC_SMALL = {"policy_hidden_sizes": [16], "critic_hidden_sizes": [16], "min_repl
 def test_sac_exploit_copies_networks_temperature_adam_states_and_hyperparameters_exactly():
   settings = pbt.population_spec(agent="sac", env_id="gym:Pendulum-v1", population=4, steps=1000,
                              ready_every=1000, seed=3, eval_episodes=1, config=dict(SAC_SMALL))
-  run = pbt.PopulationRun(settings, pbt.check(settings))
+  run = population_agent.PopulationRun(settings, pbt.check(settings))
   calls = iter(range(10**6))
   assert not run.run(should_stop=lambda: next(calls) >= 120)  # 60 warm-up, 60 sampled steps
   # One learner step per actor step once the 1-step adder's 50th item is in (actor step
@@ -443,13 +443,13 @@ def test_sac_population_checkpoint_restores_exactly(tmp_path):
   written to disk and restored into a fresh run checkpoints the same again."""
   settings = pbt.population_spec(agent="sac", env_id="gym:Pendulum-v1", population=2, steps=200,
                              ready_every=100, seed=4, eval_episodes=1, config=dict(SAC_SMALL))
-  run = pbt.PopulationRun(settings, pbt.check(settings))
+  run = population_agent.PopulationRun(settings, pbt.check(settings))
   calls = iter(range(10**6))
   assert not run.run(should_stop=lambda: next(calls) >= 70)  # 20 learner steps each
   assert run.learner.learner_steps.tolist() == [20, 20]
   checkpointing.save(str(tmp_path), run.checkpoint(), step=70, keep=1)
   _, saved = checkpointing.restore_latest(str(tmp_path))
-  restored = pbt.PopulationRun(settings, pbt.check(settings))
+  restored = population_agent.PopulationRun(settings, pbt.check(settings))
   restored.restore(saved)
   assert isinstance(restored.learner.state, type(run.learner.state))
   again = restored.checkpoint()
@@ -468,7 +468,7 @@ def test_the_worst_member_evaluated_first_in_a_round_is_still_replaced():
   rest: a population of 4 never exploited. In synchronous ready rounds the round's
   exploit waits for all 4 evaluations."""
   settings = _settings(mutate=())
-  run = pbt.PopulationRun(settings, pbt.check(settings))
+  run = population_agent.PopulationRun(settings, pbt.check(settings))
   before = jax.device_get(run.learner.state)
   run.rounds.record([1], np.array([0.5]))  # member 1 first, and the worst of the round
   run.rounds.record([0, 2], np.array([5.0, 9.0]))
