@@ -398,10 +398,7 @@ class LearnerNode:
     """Writes a run checkpoint; returns its path (None: no logdir)."""
     if self._config.checkpoint_dir is None:
       return None
-    with contextlib.ExitStack() as held:
-      held.enter_context(self._ckpt_lock)
-      for lock in self._step_locks.values():
-        held.enter_context(lock)
+    with self._ckpt_lock, self._steps_paused():
       counts = dict(self._counter_client.get_counts())
       for key in _PER_LAUNCH_KEYS:
         counts.pop(key, None)
@@ -426,10 +423,16 @@ class LearnerNode:
     part's step loop paused; returns its result. Raises ValueError: `method` is not one."""
     if method not in getattr(self._learner, "REMOTE_STEPS", ()):
       raise ValueError(f"{type(self._learner).__name__} has no remote step {method!r}")
-    with contextlib.ExitStack() as held, jax.default_device(self._device):
+    with self._steps_paused(), jax.default_device(self._device):
+      return getattr(self._learner, method)(*args)
+
+  @contextlib.contextmanager
+  def _steps_paused(self):
+    """Holds every part's step lock (what a checkpoint and a remote step need)."""
+    with contextlib.ExitStack() as held:
       for lock in self._step_locks.values():
         held.enter_context(lock)
-      return getattr(self._learner, method)(*args)
+      yield
 
   def get_version(self) -> int:
     return int(self._learner.get_variables(["version"])[0])

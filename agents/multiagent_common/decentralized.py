@@ -28,7 +28,7 @@ from actorq.components.acting import actors as actors_lib
 from actorq.components.acting import loop as loop_lib
 from actorq.components.acting import multi_agent as ma_loop
 from actorq.components.envs import multi_agent as ma_env
-from actorq.components.envs import seeding
+from actorq.components.envs import seeding, single_agent
 
 
 class Composite:
@@ -335,11 +335,8 @@ class MultiAgentEnvironments:
     return bind(builder, groups), groups
 
   def make_actor(self, config, parts, random_key, replay_client, variable_source):
-    builder = parts.builder
-    adder = builder.make_batched_adder(replay_client, parts.environment_spec, parts.policy,
-                                       config.num_envs)
-    return adder, builder.make_actor(random_key, parts.policy, parts.environment_spec,
-                                     variable_source, adder)
+    return single_agent.make_actor_over_batched_adder(config, parts, random_key,
+                                                      replay_client, variable_source)
 
   def make_loop(self, config, env, actor, hooks, should_stop=None):
     return ma_loop.MultiAgentLoop(env, actor.groups, actor.actors, hooks=hooks,

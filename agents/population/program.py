@@ -29,7 +29,7 @@ import numpy as np
 
 from actorq.agents.population import builder as builder_lib
 from actorq.components.acting import loop as loop_lib
-from actorq.components.envs import vector_env
+from actorq.components.envs import single_agent, vector_env
 from actorq.components.envs.seeding import training_seed
 
 
@@ -116,11 +116,8 @@ class PopulationEnvironments:
     return builder, env.environment_spec()
 
   def make_actor(self, config, parts, random_key, replay_client, variable_source):
-    builder = parts.builder
-    adders = builder.make_batched_adder(replay_client, parts.environment_spec, parts.policy,
-                                        config.num_envs)
-    return adders, builder.make_actor(random_key, parts.policy, parts.environment_spec,
-                                      variable_source, adders)
+    return single_agent.make_actor_over_batched_adder(config, parts, random_key,
+                                                      replay_client, variable_source)
 
   def make_loop(self, config, env, actor, hooks, should_stop=None):
     hooks = [make(actor) for make in config.training_hooks] + list(hooks)

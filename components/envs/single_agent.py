@@ -66,6 +66,16 @@ def make_training_actor(config, parts, random_key,
   return adder, actors.batched(actor, adder, spec.actions.generate_value())
 
 
+def make_actor_over_batched_adder(config, parts, random_key, replay_client,
+                                  variable_source):
+  """`(adder, actor)` for a builder whose actor acts for all `config.num_envs` rows itself
+  (the multi-agent and population families): its batched adder and its actor writing
+  through it."""
+  builder, spec = parts.builder, parts.environment_spec
+  adder = builder.make_batched_adder(replay_client, spec, parts.policy, config.num_envs)
+  return adder, builder.make_actor(random_key, parts.policy, spec, variable_source, adder)
+
+
 def make_training_loop(config, env, actor, hooks, should_stop=None):
   """`loop.ActorLoop` over one environment (`num_envs` 1), else `loop.VectorActorLoop` over
   the vector one (`env` as `make_training_environment` made it, or a wrapper of it)."""
