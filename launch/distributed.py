@@ -155,6 +155,13 @@ class DistributedOptions:
     final_eval_timeout_s: at the step limit, the longest the limiter waits for the
       evaluator's evaluation at the limit before it ends the run anyway (>= 0; 0: no wait,
       the last evaluation is whichever came before the limit).
+    final_checkpoint_timeout_s: at the step limit, the longest the launcher waits for the
+      learner node's final checkpoint (> 0). The checkpoint waits for every learner
+      part's step in progress, and a part's first step compiles its update: on a loaded
+      2-core machine that took over 60 s for three parameter groups at once, so a run
+      that reaches its limit within its learner's first steps (a resumed run with few
+      steps left) needs this wait. A wait that runs out is said in one line on stderr;
+      the newest earlier checkpoint is then the run's last.
     max_actor_restarts: (`local_mp`, `hosts`) restarts allowed per actor or evaluator
       node whose process dies (`launch/elastic.py`; >= 0; 0: any node's death stops the
       program). Under `hosts` an actor host that falls silent for `silent_after_s` is
@@ -169,6 +176,7 @@ class DistributedOptions:
   silent_after_s: float = 15.0
   startup_timeout_s: float = 180.0
   final_eval_timeout_s: float = 600.0
+  final_checkpoint_timeout_s: float = 600.0
   max_actor_restarts: int = elastic.DEFAULT_MAX_RESTARTS
 
   def __post_init__(self):
@@ -177,7 +185,7 @@ class DistributedOptions:
       raise ValueError(f"max_actor_restarts must be an integer >= 0, got "
                        f"{self.max_actor_restarts!r}")
     for name in ("reverb_timeout_s", "courier_timeout_s", "actor_stall_s", "actor_start_s",
-                 "heartbeat_s", "startup_timeout_s"):
+                 "heartbeat_s", "startup_timeout_s", "final_checkpoint_timeout_s"):
       if not getattr(self, name) > 0:
         raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)!r}")
     if not self.silent_after_s >= 3 * self.heartbeat_s:
@@ -438,9 +446,9 @@ def _counts(dp: DistributedProgram, client_box: Dict[str, Any]) -> Dict[str, flo
   return dict(client_box["counter"].get_counts())
 
 
-def _final_checkpoint(dp: DistributedProgram, timeout_s: float = 60.0) -> Optional[str]:
+def _final_checkpoint(dp: DistributedProgram, timeout_s: float) -> Optional[str]:
   """Asks the learner node for a run checkpoint; its path, or None (no logdir, the
-  learner cannot save, or it did not answer within `timeout_s`)."""
+  learner cannot save, or it did not answer within `timeout_s`: said on stderr)."""
   if dp.config.logdir is None:
     return None
   box = {}
@@ -456,6 +464,10 @@ def _final_checkpoint(dp: DistributedProgram, timeout_s: float = 60.0) -> Option
   t.join(timeout_s)
   if "error" in box:
     print(f"actorq: no final checkpoint: {box['error']!r}", file=sys.stderr, flush=True)
+  elif t.is_alive():
+    print(f"actorq: no final checkpoint: the learner node did not write it within "
+          f"{timeout_s:g} s (it waits for every learner part's step in progress)",
+          file=sys.stderr, flush=True)
   return box.get("path")
 
 
@@ -524,7 +536,7 @@ def launch(dp: DistributedProgram, launch_type: str = "local_mp", echo: bool = T
           on_poll(counts)
         if counts.get(nodes_lib.LIMIT_REACHED, 0) >= 1:
           reason, detail = "finished", f"step limit {c.num_steps} reached"
-          checkpoint = _final_checkpoint(dp)
+          checkpoint = _final_checkpoint(dp, dp.options.final_checkpoint_timeout_s)
           if checkpoint:
             detail += f"; checkpoint {checkpoint}"
           break

@@ -2,6 +2,7 @@
 and the `StepsLimiter`'s wait for the evaluator (no processes: a fake counter and the
 limiter's own loop in a thread)."""
 import threading
+import types
 import time
 
 import pytest
@@ -103,3 +104,40 @@ def test_a_resumed_program_does_not_inherit_the_final_evaluation():
   assert nodes_lib.restored_counts(state) == {
       nodes_lib.ACTOR_STEPS: 100_000, nodes_lib.ACTOR_EPISODES: 700,
       nodes_lib.LEARNER_STEPS: 50_000, "actor_0_steps": 50_000}
+
+
+class _SlowLearnerNode:
+  """A learner node's `checkpoint()` that takes `seconds` (a part's first step compiling)."""
+
+  def __init__(self, seconds):
+    self.seconds = seconds
+
+  def dereference(self):
+    return self
+
+  def checkpoint(self):
+    time.sleep(self.seconds)
+    return "/run/checkpoints/ckpt-600"
+
+
+def _program(tmp_path, seconds):
+  return types.SimpleNamespace(config=types.SimpleNamespace(logdir=str(tmp_path)),
+                               learner=_SlowLearnerNode(seconds))
+
+
+def test_the_final_checkpoint_waits_for_a_slow_learner_and_says_when_it_gives_up(tmp_path,
+                                                                                 capsys):
+  """The launcher waits up to `final_checkpoint_timeout_s` for the learner node, whose
+  checkpoint waits for every part's step in progress (a first step compiles: over 60 s
+  on a loaded machine, the old fixed wait, which left a resumed run without its final
+  checkpoint and said nothing); a wait that runs out is said in one line."""
+  assert distributed._final_checkpoint(_program(tmp_path, 1.0), 30.0) == (
+      "/run/checkpoints/ckpt-600")
+  assert capsys.readouterr().err == ""
+  assert distributed._final_checkpoint(_program(tmp_path, 30.0), 0.2) is None
+  assert capsys.readouterr().err == (
+      "actorq: no final checkpoint: the learner node did not write it within 0.2 s (it waits "
+      "for every learner part's step in progress)\n")
+  assert distributed.DistributedOptions().final_checkpoint_timeout_s == 600.0
+  with pytest.raises(ValueError, match="final_checkpoint_timeout_s must be > 0 seconds, got 0"):
+    distributed.DistributedOptions(final_checkpoint_timeout_s=0)
