@@ -306,8 +306,9 @@ class MultiAgentEnvironments:
   def matches(builder) -> bool:
     return isinstance(builder, core.MultiAgentBuilder)
 
-  def make(self, config: "ExperimentConfig", seed: int):
-    """`num_envs` environments, environment e seeded `seed + e`.
+  def make(self, config: Any, seed: int):
+    """`num_envs` environments (`config`: the run's `launch.experiment.ExperimentConfig`),
+    environment e seeded `seed + e`.
 
     `seed` is `config.seed` plus an offset into the training seeds, taken through
     `seeding.training_seed` (never an evaluation seed, case B14); a seed below
