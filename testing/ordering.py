@@ -9,6 +9,12 @@ ten of 131), so one worker could run a file of several minutes alone while the o
 finished. Longest jobs first (the LPT rule for two machines) leaves the quick files to even
 out the two workers at the end.
 
+pytest-xdist's own default (``--loadscope-reorder``, which applies to ``loadfile`` too)
+re-sorts the files by their number of tests, most first, after this hook: that put the
+heavy files with few tests at the end (``test_pbt_program``, one ~40 s test, 134th of 140;
+``test_ddpg_learner`` 124th) and undid this order. pytest.ini passes
+``--no-loadscope-reorder``, so the controller keeps the order the workers collected.
+
 A file's cost is read from its tests' ``slow`` marker (training runs, programs,
 subprocesses), the only cost the suite records; the order within a file, and between files
 of equal count, is the collection's. Only the order changes: every test still runs.

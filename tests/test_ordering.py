@@ -31,3 +31,10 @@ def test_only_a_worker_reorders(monkeypatch):
   monkeypatch.setenv(ordering.XDIST_WORKER_ENV, "gw0")
   ordering.pytest_collection_modifyitems(None, None, items)  # in place
   assert [i.nodeid for i in items] == ["b.py::t", "a.py::t"]
+
+
+def test_the_suites_xdist_keeps_the_order_the_workers_collected(pytestconfig):
+  """pytest-xdist re-sorts the files by their test count unless told not to
+  (``--loadscope-reorder`` is its default, under ``--dist loadfile`` too), which undoes
+  `slow_files_first`: pytest.ini turns it off."""
+  assert pytestconfig.getoption("loadscopereorder") is False
