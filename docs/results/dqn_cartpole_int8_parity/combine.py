@@ -42,10 +42,14 @@ def recorded_runs(folder, rename=None):
 
 
 def rows():
-  runs = recorded_runs("main") + recorded_runs("advantage_learning", rename=AL)
+  # The advantage-learning arm is renamed after `seed_rows`, which reads each run's 2x2
+  # evaluation at the run's own precision (int8) from its final_eval.json.
+  al = sweep.seed_rows(recorded_runs("advantage_learning"), 475.0)
+  for r in al:
+    r["precision"] = AL
   order = {p: i for i, p in enumerate(ARMS)}
-  return sorted(sweep.seed_rows(runs, 475.0), key=lambda r: (order.get(r["precision"], 99),
-                                                             r["seed"]))
+  return sorted(sweep.seed_rows(recorded_runs("main"), 475.0) + al,
+                key=lambda r: (order.get(r["precision"], 99), r["seed"]))
 
 
 def margin():
