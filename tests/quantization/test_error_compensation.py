@@ -79,9 +79,17 @@ def test_output_aware_rounding_of_a_head_whose_common_value_dominates():
   layers = _int8_layers(params, spec)
   comp = ec.compensated_layers(params, layers, spec, cal, ec.centred())
   assert comp["head"].scale is layers["head"].scale
-  ref = (test @ w).argmax(1)
-  agree = lambda l: float(((test @ l["head"].dequantized()).argmax(1) == ref).mean())
-  assert agree(layers) == pytest.approx(0.8455) and agree(comp) == pytest.approx(0.963)
+  # Greedy agreement on 2,000 inputs, in float64. Near-tie rows can flip with the BLAS
+  # kernel's summation order (float32 gave 0.8455 on an AMD EPYC, 0.846 on an Intel Xeon),
+  # so the test compares the two roundings with bounds, not exact values: plain rounding
+  # agrees on ~0.85, output-aware rounding on ~0.96.
+  test64 = test.astype(np.float64)
+  ref = (test64 @ w.astype(np.float64)).argmax(1)
+  agree = lambda l: float(((test64 @ np.asarray(l["head"].dequantized(), np.float64)).argmax(1)
+                           == ref).mean())
+  plain, compensated = agree(layers), agree(comp)
+  assert 0.80 < plain < 0.90 and compensated > 0.95 and compensated - plain > 0.08, (
+      plain, compensated)
 
 
 def test_output_hessian_of_one_linear_layer_is_the_input_outer_product():
